@@ -1,0 +1,202 @@
+"""Python API: run (or resume) an evolution in a run directory and get the best program back.
+
+Run directory layout::
+
+    RUN_DIR/run.json            run settings (RunContext without the API key)
+    RUN_DIR/buffer.sqlite       Evolve Buffer: every program, abstract, metrics, status, lineage, tokens
+    RUN_DIR/chroma/             Chroma index of abstracts
+    RUN_DIR/checkpoints.sqlite  LangGraph checkpoints (thread "main")
+    RUN_DIR/best_program.py     best program so far (written at the end of each call)
+    RUN_DIR/programs.jsonl      every committed program, one JSON record per line (ditto)
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from contextevolve.graph.context import RunContext
+from contextevolve.memory.buffer import EvolveBuffer
+from contextevolve.memory.records import TokenUsage, total_tokens
+from contextevolve.memory.store import BUFFER_FILE, close_memory
+from contextevolve.tasks.registry import get_task
+
+SETTINGS_FILE = "run.json"
+CHECKPOINT_FILE = "checkpoints.sqlite"
+THREAD_ID = "main"
+
+
+class RunDirError(ValueError):
+    """The run directory does not fit the request (already used, or nothing to resume)."""
+
+
+@dataclass
+class RunResult:
+    """Outcome of :func:`evolve`. Scores are combined scores recomputed by the task's evaluator."""
+
+    run_dir: Path
+    iterations: int
+    programs: int
+    initial_score: float | None
+    best_score: float | None
+    best_id: str | None
+    best_program: str
+    best_path: Path
+    tokens: TokenUsage = field(default_factory=dict)
+    stop_reason: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def total_tokens(self) -> int:
+        return total_tokens(self.tokens)
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
+
+
+def prepare_context(run_dir: str | Path, *, resume: bool, **settings: Any) -> RunContext:
+    """Validate ``run_dir`` for a new or resumed run and return its :class:`RunContext`.
+
+    New run: ``run_dir`` must not hold a run yet. Resume: settings come from ``run.json``;
+    non-None ``settings`` override them (e.g. more iterations). Raises :class:`RunDirError`
+    or ``ValueError``/``KeyError`` for bad settings before anything is written.
+    """
+    root = Path(run_dir)
+    saved_path = root / SETTINGS_FILE
+    settings = {k: v for k, v in settings.items() if v is not None}
+    settings["run_dir"] = str(root)
+    if resume:
+        if not saved_path.exists():
+            raise RunDirError(f"nothing to resume: {saved_path} does not exist")
+        try:
+            saved = json.loads(saved_path.read_text())
+        except ValueError as exc:
+            raise RunDirError(f"{saved_path} is not valid JSON: {exc}") from None
+        if settings.get("task", saved.get("task")) != saved.get("task"):
+            raise RunDirError(f"{root} holds a {saved.get('task')!r} run; cannot resume it as {settings['task']!r}")
+        ctx = RunContext.from_json(saved, **settings)
+    else:
+        if saved_path.exists() or (root / BUFFER_FILE).exists():
+            raise RunDirError(f"{root} already holds a run; use --resume to continue it or pick another --run-dir")
+        ctx = RunContext(**settings)
+    get_task(ctx.task)  # unknown task -> KeyError naming the known ones
+    return ctx
+
+
+def run_status(run_dir: str | Path) -> dict[str, Any]:
+    """Summary of a run directory, read from its Evolve Buffer only (fast; loads no models).
+
+    Keys: ``run_dir``, ``task``, ``iterations``, ``programs`` (committed, failed ones included),
+    ``statuses`` (count per status), ``initial_score``, ``best_score``, ``best_id``, ``tokens``
+    (by role), ``total_tokens``.
+
+    Raises:
+        RunDirError: ``run_dir`` holds no run.
+    """
+    root = Path(run_dir)
+    if not (root / BUFFER_FILE).exists():
+        raise RunDirError(f"{root} holds no run (no {BUFFER_FILE})")
+    settings = json.loads((root / SETTINGS_FILE).read_text()) if (root / SETTINGS_FILE).exists() else {}
+    task = get_task(settings.get("task", "model_placement"))
+    buffer = EvolveBuffer(root / BUFFER_FILE)
+    try:
+        records = buffer.committed()
+        best = buffer.best(task.higher_is_better)
+        tokens = buffer.token_usage()
+    finally:
+        buffer.close()
+    statuses: dict[str, int] = {}
+    for r in records:
+        statuses[r.status] = statuses.get(r.status, 0) + 1
+    initial = next((r for r in records if r.iteration == 0), None)
+    return {
+        "run_dir": str(root),
+        "task": task.name,
+        "iterations": max((r.iteration for r in records), default=0),
+        "programs": len(records),
+        "statuses": statuses,
+        "initial_score": initial.combined_score if initial else None,
+        "best_score": best.combined_score if best else None,
+        "best_id": best.id if best else None,
+        "tokens": tokens,
+        "total_tokens": total_tokens(tokens),
+    }
+
+
+def _export(root: Path, buffer: EvolveBuffer, best_id: str | None) -> Path:
+    records = buffer.committed()
+    with open(root / "programs.jsonl.tmp", "w") as fh:
+        for r in records:
+            fh.write(r.model_dump_json() + "\n")
+    (root / "programs.jsonl.tmp").replace(root / "programs.jsonl")
+    best_path = root / "best_program.py"
+    best = next((r for r in records if r.id == best_id), None)
+    if best is not None:
+        best_path.write_text(best.source)
+    return best_path
+
+
+def evolve(task: str = "model_placement", *, iterations: int | None = 10, run_dir: str | Path | None = None,
+           resume: bool = False, on_update: Callable[[str, dict], None] | None = None,
+           **settings: Any) -> RunResult:
+    """Run ContextEvolve on ``task`` for ``iterations`` iterations (total in the run) and return the result.
+
+    Args:
+        task: registered task name.
+        iterations: iteration budget of the whole run (a resumed run continues up to it).
+        run_dir: run directory (default ``runs/<task>-<timestamp>``).
+        resume: continue the run in ``run_dir`` from its last checkpoint (after a crash or
+            SIGKILL) or extend a finished one to ``iterations``.
+        on_update: called as ``on_update(node_name, state_update)`` after every node.
+        **settings: any :class:`RunContext` field (``base_url``, ``models``, ``seed``, ...).
+
+    Raises:
+        RunDirError, ValueError, KeyError: bad run directory or settings (nothing written).
+        contextevolve.llm.embedded.EmbeddedModelError: the embedded LLM cannot start.
+    """
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from contextevolve.graph.builder import build_graph
+    from contextevolve.llm import embedded
+
+    root = Path(run_dir or f"runs/{task}-{time.strftime('%Y%m%d-%H%M%S')}")
+    ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
+    root.mkdir(parents=True, exist_ok=True)
+    _write_json(root / SETTINGS_FILE, ctx.to_json())
+    started = time.perf_counter()
+    conn = sqlite3.connect(root / CHECKPOINT_FILE, check_same_thread=False)
+    try:
+        graph = build_graph(SqliteSaver(conn))
+        config = {"configurable": {"thread_id": THREAD_ID},
+                  "recursion_limit": 10 * (ctx.max_iterations + 2)}
+        pending = graph.get_state(config).next if resume else ()
+        for chunk in graph.stream(None if pending else {}, config, context=ctx, stream_mode="updates"):
+            for node, update in chunk.items():
+                if on_update is not None:
+                    on_update(node, update or {})
+        final = graph.get_state(config).values
+    finally:
+        conn.close()
+        embedded.stop_shared_server()
+    buffer = EvolveBuffer(root / BUFFER_FILE)
+    try:
+        best_path = _export(root, buffer, final.get("best_id"))
+        best = buffer.get(final["best_id"]) if final.get("best_id") else None
+        result = RunResult(
+            run_dir=root, iterations=final.get("iteration", 0), programs=buffer.count(),
+            initial_score=final.get("initial_score"), best_score=final.get("best_score"),
+            best_id=final.get("best_id"), best_program=best.source if best else "", best_path=best_path,
+            tokens=buffer.token_usage(), stop_reason=final.get("stop_reason"),
+            seconds=time.perf_counter() - started)
+    finally:
+        buffer.close()
+        close_memory(root)
+    return result

@@ -1,0 +1,188 @@
+"""Command line: ``contextevolve run | status | evaluate | tasks``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+console = Console(stderr=True)
+
+
+def _role_models(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        role, sep, name = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--role-model takes ROLE=MODEL, got {pair!r}")
+        out[role] = name
+    return out
+
+
+def _tokens_table(tokens: dict) -> Table:
+    table = Table(title="Tokens by role")
+    for col in ("role", "prompt", "completion", "total"):
+        table.add_column(col, justify="right" if col != "role" else "left")
+    for role, c in sorted(tokens.items()):
+        table.add_row(role, str(c.get("prompt", 0)), str(c.get("completion", 0)),
+                      str(c.get("prompt", 0) + c.get("completion", 0)))
+    return table
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from contextevolve.api import evolve
+    from contextevolve.memory.records import total_tokens
+
+    settings = dict(
+        base_url=args.base_url, model=args.model, models=_role_models(args.role_model) or None,
+        seed=args.seed, target_score=args.target_score, token_budget=args.token_budget,
+        generation_mode=args.mode, eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
+        num_trajectories=args.trajectories, context_token_budget=args.context_budget,
+        summary_variant=args.summary_variant, guidance_variant=args.guidance_variant,
+        sampling_variant=args.sampling_variant, chroma_url=args.chroma_url,
+    )
+    for agent in ("summarizer", "navigator", "sampler"):
+        if agent in (args.disable or []):
+            settings[f"{agent}_enabled"] = False
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=console)
+    tracker = {"tokens": 0}
+
+    def on_update(node: str, update: dict) -> None:
+        if node == "initialize":
+            tracker["tokens"] = total_tokens(update.get("total_usage"))
+            progress.update(bar, completed=update.get("iteration", 0),
+                            info=f"initial {update.get('initial_score', 0):.4f}")
+            console.print(f"initial program: score {update.get('initial_score')} "
+                          f"(resuming at iteration {update.get('iteration', 0)})")
+        elif node == "generate":
+            progress.update(bar, description=f"iteration {update.get('child_id')}")
+        elif node == "update_buffer":
+            tracker["tokens"] = total_tokens(update.get("total_usage"))
+            progress.update(bar, completed=update["iteration"],
+                            info=f"best {update.get('best_score') or 0:.4f} | tokens {tracker['tokens']}")
+            console.print(f"iteration {update['iteration']}: child {update.get('child_status')} "
+                          f"score {update.get('child_score') or 0:.4f} | best {update.get('best_score') or 0:.4f} "
+                          f"| tokens so far {tracker['tokens']}")
+
+    with progress:
+        bar = progress.add_task("evolving", total=args.iterations, info="starting (the embedded LLM may take a minute)")
+        result = evolve(args.task, iterations=args.iterations, run_dir=args.run_dir, resume=args.resume,
+                        on_update=on_update, **settings)
+    console.print(f"\n[bold]Run finished[/bold] ({result.stop_reason}) in {result.seconds:.0f} s: "
+                  f"{result.iterations} iterations, {result.programs} programs")
+    console.print(f"initial combined score: {result.initial_score}")
+    console.print(f"best combined score:    {result.best_score}  ({result.best_id})")
+    console.print(_tokens_table(result.tokens))
+    console.print(f"best program: {result.best_path}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from contextevolve.api import run_status
+
+    status = run_status(args.run_dir)
+    if args.json:
+        print(json.dumps(status, indent=2))
+        return 0
+    console.print(f"[bold]{status['run_dir']}[/bold] ({status['task']})")
+    console.print(f"iterations: {status['iterations']}  programs: {status['programs']}  "
+                  f"statuses: {status['statuses']}")
+    console.print(f"initial score: {status['initial_score']}  best score: {status['best_score']} "
+                  f"({status['best_id']})")
+    console.print(_tokens_table(status["tokens"]))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from contextevolve.tasks.registry import get_task
+
+    task = get_task(args.task)
+    path = Path(args.file)
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read program file {path}: {exc}") from None
+    result = task.evaluate(source, timeout_s=args.timeout)
+    print(json.dumps({"task": task.name, "file": str(path), **result.model_dump()}, indent=2))
+    return 0 if result.status == "ok" else 1
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:  # noqa: ARG001
+    from contextevolve.tasks.registry import get_task, task_names
+
+    for name in task_names():
+        task = get_task(name)
+        metrics = ", ".join(f"{m.name} ({'higher' if m.higher_is_better else 'lower'} is better)"
+                            for m in task.metrics)
+        print(f"{name}\t{task.title}\t{metrics}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="contextevolve", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run or resume an evolution")
+    run.add_argument("--task", default="model_placement")
+    run.add_argument("--iterations", type=int, default=10, help="iteration budget of the whole run")
+    run.add_argument("--run-dir", help="run directory (default runs/TASK-TIMESTAMP)")
+    run.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
+    run.add_argument("--base-url", help="OpenAI-compatible endpoint (default: env, else the embedded LLM)")
+    run.add_argument("--model", help="model name for every role")
+    run.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL",
+                     help="model for one role (summarizer, navigator, sampler, generator)")
+    run.add_argument("--seed", type=int)
+    run.add_argument("--target-score", type=float)
+    run.add_argument("--token-budget", type=int, help="stop after this many prompt+completion tokens")
+    run.add_argument("--mode", choices=["full", "diff"], help="generator output: whole program or SEARCH/REPLACE")
+    run.add_argument("--eval-timeout", type=float, help="seconds per evaluation")
+    run.add_argument("--exemplars", type=int, help="k exemplars per iteration")
+    run.add_argument("--trajectories", type=int, help="m trajectories per iteration")
+    run.add_argument("--context-budget", type=int, help="token budget of the generator context")
+    run.add_argument("--disable", action="append", choices=["summarizer", "navigator", "sampler"],
+                     help="ablate an agent (repeatable)")
+    run.add_argument("--summary-variant", choices=["inherited", "novel_only"])
+    run.add_argument("--guidance-variant", choices=["directional", "implementation"])
+    run.add_argument("--sampling-variant", choices=["informative", "top_score"])
+    run.add_argument("--chroma-url", help="Chroma server (default: PersistentClient in the run directory)")
+    run.set_defaults(fn=cmd_run)
+
+    status = sub.add_parser("status", help="summarise a run directory")
+    status.add_argument("run_dir")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(fn=cmd_status)
+
+    evaluate = sub.add_parser("evaluate", help="score one program file and print its metrics as JSON")
+    evaluate.add_argument("--task", required=True)
+    evaluate.add_argument("file")
+    evaluate.add_argument("--timeout", type=float, help="wall-clock limit, seconds")
+    evaluate.set_defaults(fn=cmd_evaluate)
+
+    tasks = sub.add_parser("tasks", help="list the tasks")
+    tasks.set_defaults(fn=cmd_tasks)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``contextevolve`` command. Exit codes: 0 ok, 1 candidate not ok, 2 bad input."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
+        console.print(f"[red]error:[/red] {message}")
+        return 2
+    except KeyboardInterrupt:
+        console.print("interrupted; continue with --resume")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Turning Generator output (untrusted text) into a child program, or a reason it failed.
+
+Two formats are accepted:
+
+* full rewrite: the program inside a fenced code block (the largest Python block wins);
+* diffs: one or more blocks ::
+
+    <<<<<<< SEARCH
+    lines copied exactly from the parent
+    =======
+    replacement lines
+    >>>>>>> REPLACE
+
+When the parent has ``# EVOLVE-BLOCK-START`` / ``# EVOLVE-BLOCK-END`` markers only the
+region between them may change: a rewrite replaces that region, a diff whose SEARCH text
+lies outside it is rejected. The result must compile.
+"""
+
+from __future__ import annotations
+
+import re
+
+BLOCK_START = "# EVOLVE-BLOCK-START"
+BLOCK_END = "# EVOLVE-BLOCK-END"
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.S)
+_DIFF = re.compile(r"<{5,9} ?SEARCH[ \t]*\n(.*?)\n?={5,9}[ \t]*\n(.*?)\n?>{5,9} ?REPLACE", re.S)
+
+
+class EditError(ValueError):
+    """The Generator's output cannot be turned into a program; the message is the reason."""
+
+
+def evolve_region(source: str) -> tuple[int, int] | None:
+    """Character span ``(start, end)`` of the text between the EVOLVE-BLOCK markers, or None."""
+    start = source.find(BLOCK_START)
+    end = source.find(BLOCK_END, start + 1) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return None
+    return source.index("\n", start) + 1, end
+
+
+def extract_code(text: str) -> str:
+    """The program in ``text``: the largest fenced block (python preferred), else the bare text.
+
+    Raises:
+        EditError: no code found.
+    """
+    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    python = [body for lang, body in blocks if lang in ("python", "py", "python3")]
+    candidates = python or [body for _, body in blocks]
+    if candidates:
+        return max(candidates, key=len).strip("\n") + "\n"
+    stripped = text.strip()
+    if re.search(r"^\s*(def|class|import|from)\s", stripped, re.M):
+        return stripped + "\n"
+    raise EditError("the reply contains no code block")
+
+
+def apply_rewrite(parent: str, reply: str) -> str:
+    """Child from a full-rewrite ``reply``; respects the parent's EVOLVE-BLOCK markers."""
+    code = extract_code(reply)
+    region = evolve_region(parent)
+    if region is None:
+        return code
+    inner = evolve_region(code)
+    body = code[inner[0]:inner[1]] if inner else _strip_fixed_parts(parent, region, code)
+    return parent[:region[0]] + body.rstrip("\n") + "\n\n" + parent[region[1]:]
+
+
+def _strip_fixed_parts(parent: str, region: tuple[int, int], code: str) -> str:
+    """Drop lines the model copied from the parent's fixed prefix (imports, constants)."""
+    fixed = {line.strip() for line in parent[:region[0]].splitlines() if line.strip()}
+    fixed |= {line.strip() for line in parent[region[1]:].splitlines() if line.strip()}
+    kept = [line for line in code.splitlines() if line.strip() not in fixed or line.startswith((" ", "\t"))]
+    return "\n".join(kept).strip("\n") + "\n"
+
+
+def parse_diffs(reply: str) -> list[tuple[str, str]]:
+    """The ``(search, replace)`` pairs in ``reply``, in order."""
+    return [(s, r) for s, r in _DIFF.findall(reply)]
+
+
+def apply_diffs(parent: str, reply: str) -> str:
+    """Child from SEARCH/REPLACE blocks in ``reply``.
+
+    Raises:
+        EditError: no blocks, a SEARCH text not found verbatim (or not unique) in the parent, or
+            one outside the EVOLVE-BLOCK region.
+    """
+    pairs = parse_diffs(reply)
+    if not pairs:
+        raise EditError("the reply contains no SEARCH/REPLACE block")
+    child = parent
+    for n, (search, replace) in enumerate(pairs, 1):
+        if not search.strip():
+            raise EditError(f"diff block {n} has an empty SEARCH part")
+        hits = child.count(search)
+        if hits == 0:
+            raise EditError(f"diff block {n}: SEARCH text not found in the parent: {search.strip()[:80]!r}")
+        if hits > 1:
+            raise EditError(f"diff block {n}: SEARCH text occurs {hits} times; it must be unique")
+        at = child.index(search)
+        region = evolve_region(child)
+        if region and not (region[0] <= at and at + len(search) <= region[1]):
+            raise EditError(f"diff block {n} edits outside the EVOLVE-BLOCK region")
+        child = child[:at] + replace + child[at + len(search):]
+    return child
+
+
+def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) -> str:
+    """Apply ``reply`` to ``parent`` in ``mode`` (``"full"`` or ``"diff"``) and check that it compiles.
+
+    A diff-mode reply holding no diff but a full program is accepted as a rewrite, and vice versa.
+
+    Raises:
+        EditError: the reason the child cannot be built (truncated reply, no code, bad diff, syntax error).
+    """
+    if parse_diffs(reply) and (mode == "diff" or "```" not in reply):
+        child = apply_diffs(parent, reply)
+    else:
+        try:
+            child = apply_rewrite(parent, reply)
+        except EditError:
+            if truncated:
+                raise EditError("the reply was cut off at the completion-token limit") from None
+            raise
+    try:
+        compile(child, "<child>", "exec")
+    except SyntaxError as exc:
+        cut = " (the reply was cut off at the completion-token limit)" if truncated else ""
+        raise EditError(f"syntax error at line {exc.lineno}: {exc.msg}{cut}") from None
+    if child.strip() == parent.strip():
+        raise EditError("the child is identical to its parent")
+    return child

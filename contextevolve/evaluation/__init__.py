@@ -1,0 +1,1 @@
+"""Running untrusted candidate programs away from the host process."""

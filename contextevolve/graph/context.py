@@ -1,0 +1,137 @@
+"""Typed run settings (LangGraph ``context_schema``): everything a run is configured by.
+
+Nodes read these through ``runtime.context``; they are not checkpointed, so the CLI
+saves them to ``RUN_DIR/run.json`` (secrets excluded) for ``--resume``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+from contextevolve.memory.records import ROLES, Role
+
+#: Default upper bound on completion tokens per role (the embedded model decodes ~36 tok/s).
+DEFAULT_MAX_TOKENS: dict[str, int] = {"summarizer": 200, "navigator": 160, "sampler": 80, "generator": 1400}
+#: Default sampling temperature per role: creative generator, steady context agents.
+DEFAULT_TEMPERATURES: dict[str, float] = {"summarizer": 0.2, "navigator": 0.7, "sampler": 0.2, "generator": 0.8}
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    """Settings of one evolution run. All fields have defaults; see the README for the CLI flags."""
+
+    task: str = "model_placement"
+    """Registered task name (``contextevolve tasks`` lists them)."""
+    run_dir: str = "runs/default"
+    """Directory holding the Evolve Buffer, the Chroma index, checkpoints and run.json."""
+
+    # --- stop conditions -------------------------------------------------------------------
+    max_iterations: int = 10
+    """Stop once this many iterations (children) have been completed in the run."""
+    target_score: float | None = None
+    """Stop once the best combined score reaches this (in the task's orientation)."""
+    token_budget: int | None = None
+    """Stop once prompt + completion tokens over all roles reach this."""
+
+    # --- models ----------------------------------------------------------------------------
+    base_url: str | None = None
+    """OpenAI-compatible endpoint for every role; ``None`` = environment, else the embedded LLM."""
+    api_key: str | None = None
+    """API key for ``base_url``; ``None`` = environment. Never written to run.json."""
+    model: str | None = None
+    """Model name for every role without its own entry in ``models``."""
+    models: dict[str, str] = field(default_factory=dict)
+    """Model per role, e.g. ``{"generator": "qwen2.5-coder-32b"}``."""
+    temperatures: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TEMPERATURES))
+    """Sampling temperature per role."""
+    max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
+    """Completion-token cap per role."""
+    request_timeout_s: float = 600.0
+    """Timeout of one LLM request, seconds."""
+    max_retries: int = 4
+    """Retries (exponential backoff with jitter) on connection, rate-limit and 5xx errors."""
+
+    # --- the agents --------------------------------------------------------------------------
+    parent_selection: Literal["tournament", "best", "random"] = "tournament"
+    """How select_parent picks c_p among ok programs."""
+    tournament_size: int = 3
+    num_trajectories: int = 4
+    """m: parent->child steps shown to the Navigator."""
+    category_weights: dict[str, float] = field(
+        default_factory=lambda: {"improvement": 0.5, "mixed": 0.3, "decline": 0.2})
+    """p(Δs): sampling weight of each trajectory category."""
+    num_exemplars: int = 2
+    """k: exemplars the Sampler hands to the Generator."""
+    candidate_pool: int = 6
+    """Candidates retrieved (MMR) for the Sampler agent to choose from."""
+    failed_candidates: int = 2
+    """Of those, how many slots are reserved for failed/invalid programs."""
+    context_token_budget: int = 3500
+    """Token budget of the composed generator context Φ (parent code included)."""
+    generation_mode: Literal["full", "diff"] = "full"
+    """Generator writes a whole program, or SEARCH/REPLACE diffs against the parent."""
+    eval_timeout_s: float | None = None
+    """Wall-clock limit of one evaluation; ``None`` = the task's default."""
+    seed: int = 0
+    """Seeds parent selection and trajectory sampling (per iteration, so resume is reproducible)."""
+
+    # --- ablations and the paper's takeaway variants -----------------------------------------------
+    summarizer_enabled: bool = True
+    """False: no Summarizer; a program's 'abstract' is its truncated source."""
+    navigator_enabled: bool = True
+    """False: no Navigator; the Generator gets no guidance."""
+    sampler_enabled: bool = True
+    """False: no Sampler agent; exemplars are the k best-scoring programs."""
+    summary_variant: Literal["inherited", "novel_only"] = "inherited"
+    """``novel_only``: the Summarizer describes only what is new (paper takeaway a, -12.6%)."""
+    guidance_variant: Literal["directional", "implementation"] = "directional"
+    """``implementation``: the Navigator prescribes concrete steps (takeaway b, -32.7%)."""
+    sampling_variant: Literal["informative", "top_score"] = "informative"
+    """``top_score``: candidates are only the highest-scoring programs (takeaway c, -27.8%)."""
+
+    # --- memory -----------------------------------------------------------------------------
+    chroma_url: str | None = None
+    """``http://host:port`` of a Chroma server; ``None`` = PersistentClient in run_dir."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.max_iterations < 0:
+            problems.append("max_iterations must be >= 0")
+        if self.num_exemplars < 0 or self.num_trajectories < 0:
+            problems.append("num_exemplars and num_trajectories must be >= 0")
+        unknown = (set(self.models) | set(self.temperatures) | set(self.max_tokens)) - set(ROLES)
+        if unknown:
+            problems.append(f"unknown roles {sorted(unknown)}; roles are {', '.join(ROLES)}")
+        if set(self.category_weights) - {"improvement", "mixed", "decline"} or any(
+                w < 0 for w in self.category_weights.values()):
+            problems.append("category_weights takes non-negative weights for improvement, mixed, decline")
+        if problems:
+            raise ValueError("invalid run settings: " + "; ".join(problems))
+
+    def model_for(self, role: Role) -> str | None:
+        """Model name configured for ``role`` (``None`` = endpoint default / embedded)."""
+        return self.models.get(role) or self.model
+
+    def temperature_for(self, role: Role) -> float:
+        return self.temperatures.get(role, DEFAULT_TEMPERATURES[role])
+
+    def max_tokens_for(self, role: Role) -> int:
+        return self.max_tokens.get(role, DEFAULT_MAX_TOKENS[role])
+
+    def to_json(self) -> dict[str, Any]:
+        """Settings as a JSON-able dict, without the API key."""
+        data = asdict(self)
+        data.pop("api_key", None)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], **overrides: Any) -> RunContext:
+        """Rebuild from :meth:`to_json` output; ``overrides`` (non-None values) win. Unknown keys raise."""
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            raise ValueError(f"unknown run settings {sorted(unknown)}")
+        merged = dict(data)
+        merged.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**merged)

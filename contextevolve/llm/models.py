@@ -1,0 +1,124 @@
+"""Chat model per agent role, created lazily from run settings and the environment.
+
+Resolution order for each role (first that is set wins):
+
+* endpoint: ``RunContext.base_url`` → ``CONTEXTEVOLVE_<ROLE>_BASE_URL`` →
+  ``CONTEXTEVOLVE_BASE_URL`` → ``OPENAI_BASE_URL`` → the embedded local LLM;
+* API key: ``RunContext.api_key`` → ``CONTEXTEVOLVE_<ROLE>_API_KEY`` →
+  ``CONTEXTEVOLVE_API_KEY`` → ``OPENAI_API_KEY``;
+* model: ``RunContext.models[role]`` → ``CONTEXTEVOLVE_<ROLE>_MODEL`` →
+  ``RunContext.model`` → ``CONTEXTEVOLVE_MODEL``.
+
+An endpoint is only used when a base URL is configured, so an ``OPENAI_API_KEY`` lying
+in the environment never sends a run to a paid API by accident. Python callers can
+hand in any LangChain chat model per role with :func:`use_chat_models`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from contextevolve.memory.records import Role
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from contextevolve.graph.context import RunContext
+
+
+class LLMConfigError(ValueError):
+    """The LLM settings for a role are incomplete or contradictory."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where and what one role calls: ``base_url`` (``None`` = embedded), api key, model."""
+
+    base_url: str | None
+    api_key: str | None
+    model: str | None
+
+
+def _env(role: Role, suffix: str, *fallbacks: str) -> str | None:
+    for name in (f"CONTEXTEVOLVE_{role.upper()}_{suffix}", *fallbacks):
+        value = os.environ.get(name)
+        if value:
+            return value
+    return None
+
+
+def resolve_endpoint(role: Role, ctx: RunContext) -> Endpoint:
+    """The endpoint ``role`` uses under ``ctx`` and the environment (see module docstring)."""
+    base_url = ctx.base_url or _env(role, "BASE_URL", "CONTEXTEVOLVE_BASE_URL", "OPENAI_BASE_URL")
+    api_key = ctx.api_key or _env(role, "API_KEY", "CONTEXTEVOLVE_API_KEY", "OPENAI_API_KEY")
+    model = ctx.models.get(role) or _env(role, "MODEL") or ctx.model or os.environ.get("CONTEXTEVOLVE_MODEL")
+    return Endpoint(base_url, api_key, model)
+
+
+_overrides: dict[str, BaseChatModel] = {}
+_overrides_lock = threading.Lock()
+
+
+@contextmanager
+def use_chat_models(**models: BaseChatModel) -> Iterator[None]:
+    """Use the given LangChain chat models for these roles while the block runs.
+
+    Example: ``with use_chat_models(generator=ChatAnthropic(...)): evolve(...)``.
+    Unit tests pass LangChain fake chat models this way.
+    """
+    from contextevolve.memory.records import ROLES
+
+    unknown = set(models) - set(ROLES)
+    if unknown:
+        raise LLMConfigError(f"unknown roles {sorted(unknown)}; roles are {', '.join(ROLES)}")
+    with _overrides_lock:
+        saved = dict(_overrides)
+        _overrides.update(models)
+    try:
+        yield
+    finally:
+        with _overrides_lock:
+            _overrides.clear()
+            _overrides.update(saved)
+
+
+@lru_cache(maxsize=32)
+def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, max_tokens: int,
+                 timeout: float) -> BaseChatModel:
+    from langchain_openai import ChatOpenAI
+
+    # Retries are added by the caller (with_retry) so they are visible and testable.
+    return ChatOpenAI(base_url=base_url, api_key=api_key, model=model, temperature=temperature,
+                      max_tokens=max_tokens, timeout=timeout, max_retries=0)
+
+
+def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:
+    """The chat model for ``role``: an override, an external endpoint, or the embedded LLM.
+
+    Raises:
+        LLMConfigError: an external endpoint is configured without a model name.
+        contextevolve.llm.embedded.EmbeddedModelError: the embedded LLM cannot be started.
+    """
+    with _overrides_lock:
+        override = _overrides.get(role)
+    if override is not None:
+        return override
+    endpoint = resolve_endpoint(role, ctx)
+    if endpoint.base_url:
+        if not endpoint.model:
+            raise LLMConfigError(
+                f"an endpoint is configured ({endpoint.base_url}) but no model for role {role!r}: "
+                f"set --model, CONTEXTEVOLVE_MODEL or CONTEXTEVOLVE_{role.upper()}_MODEL")
+        base_url, api_key, model = endpoint.base_url, endpoint.api_key or "not-needed", endpoint.model
+    else:
+        from contextevolve.llm import embedded
+
+        base_url, api_key, model = embedded.shared_server().base_url, "not-needed", embedded.MODEL_ALIAS
+    return _chat_openai(base_url, api_key, model, ctx.temperature_for(role), ctx.max_tokens_for(role),
+                        ctx.request_timeout_s)

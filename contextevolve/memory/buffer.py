@@ -1,0 +1,110 @@
+"""The Evolve Buffer: every program of a run, durably stored in SQLite in the run directory.
+
+One row per program id; writes are upserts, so replaying an iteration after a crash
+replaces its row rather than duplicating it. Programs become visible to the search
+(parent selection, trajectories, status) only once committed by ``update_buffer``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS programs (
+    id TEXT PRIMARY KEY,
+    iteration INTEGER NOT NULL,
+    parent_id TEXT,
+    status TEXT NOT NULL,
+    combined_score REAL NOT NULL,
+    committed INTEGER NOT NULL,
+    record TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS programs_committed ON programs(committed, combined_score);
+"""
+
+
+class EvolveBuffer:
+    """Durable program store of one run (``RUN_DIR/buffer.sqlite``).
+
+    Thread-safe; each method is one transaction.
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._db.close()
+
+    def put(self, record: ProgramRecord) -> None:
+        """Insert or replace ``record`` (by id)."""
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (record.id, record.iteration, record.parent_id, record.status, record.combined_score,
+                 int(record.committed), record.model_dump_json()),
+            )
+
+    def get(self, program_id: str) -> ProgramRecord | None:
+        """The record with ``program_id``, committed or pending, or ``None``."""
+        with self._lock:
+            row = self._db.execute("SELECT record FROM programs WHERE id = ?", (program_id,)).fetchone()
+        return ProgramRecord.model_validate_json(row[0]) if row else None
+
+    def require(self, program_id: str) -> ProgramRecord:
+        """Like :meth:`get` but raises ``KeyError`` naming the missing id."""
+        record = self.get(program_id)
+        if record is None:
+            raise KeyError(f"program {program_id!r} is not in the Evolve Buffer at {self.path}")
+        return record
+
+    def update(self, program_id: str, **changes) -> ProgramRecord:
+        """Apply field ``changes`` to a stored record and write it back; returns the new record."""
+        record = self.require(program_id).model_copy(update=changes)
+        self.put(ProgramRecord.model_validate(record.model_dump()))
+        return record
+
+    def committed(self) -> list[ProgramRecord]:
+        """All committed programs, in iteration order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT record FROM programs WHERE committed = 1 ORDER BY iteration, id").fetchall()
+        return [ProgramRecord.model_validate_json(r[0]) for r in rows]
+
+    def count(self) -> int:
+        """Number of committed programs (failed ones included)."""
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM programs WHERE committed = 1").fetchone()[0]
+
+    def best(self, higher_is_better: bool = True) -> ProgramRecord | None:
+        """Committed ``ok`` program with the best combined score (earliest on ties)."""
+        order = "DESC" if higher_is_better else "ASC"
+        with self._lock:
+            row = self._db.execute(
+                "SELECT record FROM programs WHERE committed = 1 AND status = 'ok' "
+                f"ORDER BY combined_score {order}, iteration LIMIT 1").fetchone()
+        return ProgramRecord.model_validate_json(row[0]) if row else None
+
+    def max_iteration(self) -> int:
+        """Highest committed iteration number (0 when only the initial program is stored, -1 if empty)."""
+        with self._lock:
+            row = self._db.execute("SELECT MAX(iteration) FROM programs WHERE committed = 1").fetchone()
+        return -1 if row[0] is None else row[0]
+
+    def token_usage(self) -> TokenUsage:
+        """Tokens spent over all committed programs, by role."""
+        usage: TokenUsage = {}
+        for record in self.committed():
+            usage = add_usage(usage, record.tokens)
+        return usage

@@ -1,0 +1,65 @@
+"""Records kept in the Evolve Buffer, and token-usage bookkeeping."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Role = Literal["summarizer", "navigator", "sampler", "generator"]
+ROLES: tuple[Role, ...] = ("summarizer", "navigator", "sampler", "generator")
+
+TokenUsage = dict[str, dict[str, int]]
+"""Tokens by role: ``{"generator": {"prompt": 1200, "completion": 480}, ...}``."""
+
+ProgramStatus = Literal["pending", "ok", "invalid", "failed", "timeout"]
+
+
+def add_usage(left: TokenUsage | None, right: TokenUsage | None) -> TokenUsage:
+    """Sum two :data:`TokenUsage` maps role by role (``None`` counts as empty)."""
+    out: TokenUsage = {role: dict(v) for role, v in (left or {}).items()}
+    for role, counts in (right or {}).items():
+        slot = out.setdefault(role, {"prompt": 0, "completion": 0})
+        for kind in ("prompt", "completion"):
+            slot[kind] = slot.get(kind, 0) + int(counts.get(kind, 0))
+    return out
+
+
+def total_tokens(usage: TokenUsage | None) -> int:
+    """Prompt plus completion tokens over all roles."""
+    return sum(c.get("prompt", 0) + c.get("completion", 0) for c in (usage or {}).values())
+
+
+def program_id(iteration: int) -> str:
+    """Deterministic id of the program produced by ``iteration`` (0 = the initial program).
+
+    Derived from the iteration so that replaying an iteration after a crash overwrites
+    its record instead of adding a second one.
+    """
+    return f"it{iteration:05d}"
+
+
+class ProgramRecord(BaseModel):
+    """One program in the Evolve Buffer: c (source), z (abstract), s (scores) and lineage."""
+
+    id: str
+    iteration: int
+    """Iteration that produced it; 0 for the initial program."""
+    parent_id: str | None = None
+    source: str = ""
+    abstract: str = ""
+    """Summarizer's abstract z: what is new and what was inherited."""
+    metrics: dict[str, float] = Field(default_factory=dict)
+    combined_score: float = 0.0
+    status: ProgramStatus = "pending"
+    reason: str = ""
+    """Why the status is not ok (evaluation failure or malformed LLM output)."""
+    diagnostics: str = ""
+    guidance: str = ""
+    """Navigator guidance g the child was generated under."""
+    exemplar_ids: list[str] = Field(default_factory=list)
+    tokens: TokenUsage = Field(default_factory=dict)
+    """Tokens spent producing this program, by role."""
+    eval_seconds: float = 0.0
+    committed: bool = False
+    """True once ``update_buffer`` has admitted it; pending records are work in progress."""

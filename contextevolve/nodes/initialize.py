@@ -1,0 +1,44 @@
+"""Initialize (Algorithm 1, line 3): B_e ← {(c_0, s_0, z_0)} — evaluate and summarise the initial program.
+
+Idempotent: on a run whose buffer already holds c_0 it only restores the scoreboard and
+re-checks the stop condition (so extending a finished run with more iterations works).
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import EvolveState
+from contextevolve.memory.records import ProgramRecord, add_usage, program_id, total_tokens
+from contextevolve.nodes.resources import memory_of, stop_reason, task_of
+from contextevolve.nodes.summarize import abstract_for
+
+
+def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+    """Seed the Evolve Buffer with c_0 (evaluated and abstracted) unless it is already there."""
+    ctx = runtime.context
+    task, memory = task_of(ctx), memory_of(ctx)
+    first = program_id(0)
+    record = memory.buffer.get(first)
+    usage = dict(state.total_usage)
+    if record is None or not record.committed:
+        source = task.initial_program
+        evaluation = task.evaluate(source, timeout_s=ctx.eval_timeout_s)
+        abstract, spent = abstract_for(ctx, task, source, parent_abstract=None)
+        record = memory.commit(ProgramRecord(
+            id=first, iteration=0, source=source, abstract=abstract, metrics=evaluation.metrics,
+            combined_score=evaluation.combined_score, status=evaluation.status, reason=evaluation.reason,
+            diagnostics=evaluation.diagnostics, eval_seconds=evaluation.seconds, tokens=spent))
+        usage = add_usage(usage, spent)
+    best = memory.buffer.best(task.higher_is_better) or record
+    iteration = max(state.iteration, memory.buffer.max_iteration())
+    return {
+        "iteration": iteration,
+        "initial_id": record.id,
+        "initial_score": record.combined_score,
+        "best_id": best.id,
+        "best_score": best.combined_score,
+        "total_usage": usage,
+        "stop_reason": stop_reason(ctx, task, iteration, best.combined_score, total_tokens(usage)),
+    }

@@ -1,0 +1,101 @@
+"""Phase 2, Navigator: roll out parent->child steps from the buffer, sample m by Δs category, ask for g.
+
+A step is (z_p, z_c, Δs) with Δs per metric signed so that positive means better
+(the paper writes Δs = s_parent − s_child; we flip lower-is-better metrics so one sign
+reads the same everywhere). Categories over the task's metrics:
+
+* ``improvement``: no metric worse, at least one better (consistent improvement);
+* ``decline``: no metric better, at least one worse (consistent decline; failed children land here);
+* ``mixed``: some better and some worse, or no change (mixed fluctuation).
+
+m steps are drawn without replacement: each draw picks a non-empty category with
+probability proportional to ``RunContext.category_weights`` (p(Δs) of Eq. 5), then a step in it.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from langgraph.runtime import Runtime
+
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import EvolveState
+from contextevolve.llm.calls import call_role
+from contextevolve.memory.records import ProgramRecord
+from contextevolve.nodes.resources import memory_of, rng_for, task_of
+from contextevolve.prompts import navigator as prompt
+from contextevolve.tasks.base import Task
+
+GUIDANCE_CHARS = 1200
+"""Guidance longer than this is cut (a runaway reply must not flood later prompts)."""
+
+
+@dataclass
+class Step:
+    """One trajectory step parent -> child with signed metric deltas and its category."""
+
+    parent: ProgramRecord
+    child: ProgramRecord
+    deltas: dict[str, float]
+    category: str
+
+    def delta_text(self) -> str:
+        outcome = "" if self.child.status == "ok" else f" (child {self.child.status})"
+        return ", ".join(f"Δ{k} {v:+.4g}" for k, v in self.deltas.items()) + outcome
+
+
+def rollout(records: list[ProgramRecord], task: Task) -> list[Step]:
+    """All parent->child steps among committed ``records``, categorised by Δs."""
+    by_id = {r.id: r for r in records}
+    steps = []
+    for child in records:
+        parent = by_id.get(child.parent_id or "")
+        if parent is None:
+            continue
+        deltas = {}
+        for spec in task.metrics:
+            delta = child.metrics.get(spec.name, 0.0) - parent.metrics.get(spec.name, 0.0)
+            deltas[spec.name] = delta if spec.higher_is_better else -delta
+        better = any(d > 1e-12 for d in deltas.values())
+        worse = any(d < -1e-12 for d in deltas.values()) or (child.status != "ok" and parent.status == "ok")
+        category = "mixed" if better == worse else ("improvement" if better else "decline")
+        steps.append(Step(parent, child, deltas, category))
+    return steps
+
+
+def sample_steps(steps: list[Step], m: int, weights: dict[str, float], rng: random.Random) -> list[Step]:
+    """Draw up to ``m`` steps without replacement, category first by ``weights``, then uniformly."""
+    bins: dict[str, list[Step]] = {}
+    for step in steps:
+        bins.setdefault(step.category, []).append(step)
+    chosen: list[Step] = []
+    while len(chosen) < m:
+        live = [c for c in bins if bins[c] and weights.get(c, 0) > 0]
+        if not live:
+            break
+        category = rng.choices(live, weights=[weights[c] for c in live])[0]
+        chosen.append(bins[category].pop(rng.randrange(len(bins[category]))))
+    return chosen
+
+
+def navigate(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+    """Produce the directional guidance g for this iteration (empty when the Navigator is ablated)."""
+    ctx = runtime.context
+    if not ctx.navigator_enabled:
+        return {"guidance": "", "trajectory_ids": []}
+    task, memory = task_of(ctx), memory_of(ctx)
+    parent = memory.buffer.require(state.parent_id)
+    steps = sample_steps(rollout(memory.buffer.committed(), task), ctx.num_trajectories, ctx.category_weights,
+                         rng_for(ctx, state.iteration, "navigate"))
+    metric_names = ", ".join(f"{m.name} {'higher' if m.higher_is_better else 'lower'} is better"
+                             for m in task.metrics)
+    summary = f"score {parent.combined_score:.4g}" + (f", {parent.status}" if parent.status != "ok" else "")
+    messages = prompt.messages(
+        task.description, metric_names, parent.abstract, summary,
+        [{"category": s.category, "parent": s.parent.abstract, "child": s.child.abstract,
+          "delta": s.delta_text()} for s in steps],
+        ctx.guidance_variant)
+    reply = call_role("navigator", messages, ctx)
+    guidance = reply.text.strip()[:GUIDANCE_CHARS]
+    return {"guidance": guidance, "trajectory_ids": [s.child.id for s in steps], "iteration_usage": reply.usage}

@@ -1,0 +1,85 @@
+"""Phase 3, Sampler: retrieve candidates by relevance to z_p + g with diversity, then let the agent pick k.
+
+Retrieval (``sampling_variant="informative"``, the paper's design): Maximal Marginal
+Relevance over the abstract index among ok programs, plus ``failed_candidates`` slots
+filled by MMR among failed/invalid/timed-out programs — failed programs are explicitly
+offered because a broken implementation of a good idea can seed a breakthrough (paper
+§Takeaways c). ``top_score`` offers only the best-scoring programs (the ablated
+takeaway). The Sampler agent then picks ``num_exemplars``; its JSON reply is parsed
+tolerantly and an unusable reply falls back to the retrieval order.
+"""
+
+from __future__ import annotations
+
+import re
+
+from langgraph.runtime import Runtime
+
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import EvolveState
+from contextevolve.llm.calls import call_role
+from contextevolve.llm.parsing import parse_json_object
+from contextevolve.memory.store import RunMemory
+from contextevolve.memory.vectors import Candidate
+from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.prompts import sampler as prompt
+from contextevolve.tasks.base import Task
+
+
+def top_scoring(memory: RunMemory, task: Task, n: int, exclude: set[str]) -> list[Candidate]:
+    """The ``n`` best ok programs (excluding ``exclude``) as candidates."""
+    ok = [r for r in memory.buffer.committed() if r.status == "ok" and r.id not in exclude]
+    ok.sort(key=lambda r: r.combined_score, reverse=task.higher_is_better)
+    return [Candidate(r.id, r.abstract, r.status, r.combined_score, r.metrics) for r in ok[:n]]
+
+
+def retrieve(memory: RunMemory, query: str, ctx: RunContext, exclude: set[str]) -> list[Candidate]:
+    """Candidates for the Sampler: MMR among ok programs, plus MMR among failed ones."""
+    failed_slots = min(ctx.failed_candidates, ctx.candidate_pool)
+    failed = memory.index.retrieve(query, k=failed_slots, where={"status": {"$ne": "ok"}}, exclude=exclude)
+    ok = memory.index.retrieve(query, k=ctx.candidate_pool - len(failed), where={"status": "ok"},
+                               exclude=exclude)
+    return ok + failed
+
+
+def parse_choice(text: str, n_candidates: int, k: int) -> list[int] | None:
+    """0-based candidate indices chosen in the Sampler's reply, or None if unusable.
+
+    Accepts ``{"exemplars": [2, 5]}``, strings like ``"[2]"`` inside it, or bare numbers.
+    """
+    data = parse_json_object(text)
+    raw = data.get("exemplars") if isinstance(data, dict) else None
+    if isinstance(raw, (int, str)):
+        raw = [raw]
+    if not isinstance(raw, list):
+        raw = re.findall(r"\d+", text)
+    picks: list[int] = []
+    for item in raw:
+        match = re.search(r"\d+", str(item))
+        if match and 1 <= int(match.group()) <= n_candidates and int(match.group()) - 1 not in picks:
+            picks.append(int(match.group()) - 1)
+    return picks[:k] or None
+
+
+def sample(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+    """Choose the exemplars E_ctx for this iteration."""
+    ctx = runtime.context
+    task, memory = task_of(ctx), memory_of(ctx)
+    exclude = {state.parent_id}
+    k = ctx.num_exemplars
+    if not ctx.sampler_enabled:
+        chosen = top_scoring(memory, task, k, exclude)
+        return {"candidate_ids": [c.id for c in chosen], "exemplar_ids": [c.id for c in chosen]}
+    parent = memory.buffer.require(state.parent_id)
+    if ctx.sampling_variant == "top_score":
+        candidates = top_scoring(memory, task, ctx.candidate_pool, exclude)
+    else:
+        candidates = retrieve(memory, f"{parent.abstract}\n{state.guidance}", ctx, exclude)
+    ids = [c.id for c in candidates]
+    if len(candidates) <= k:
+        return {"candidate_ids": ids, "exemplar_ids": ids}
+    messages = prompt.messages(parent.abstract, state.guidance, [
+        {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k)
+    reply = call_role("sampler", messages, ctx, json_mode=True)
+    picks = parse_choice(reply.text, len(candidates), k) or list(range(k))
+    return {"candidate_ids": ids, "exemplar_ids": [ids[i] for i in picks], "iteration_usage": reply.usage}

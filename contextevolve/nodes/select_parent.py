@@ -1,0 +1,37 @@
+"""Phase 1, SelectParent: pick (c_p, z_p, s_p) from the Evolve Buffer."""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import EvolveState
+from contextevolve.nodes.resources import memory_of, rng_for, task_of
+
+
+def select_parent(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+    """Choose the parent among committed ``ok`` programs.
+
+    Strategies (``RunContext.parent_selection``): ``best``; ``random`` (uniform); ``tournament``
+    (best of ``tournament_size`` drawn uniformly — keeps pressure towards good programs while
+    letting others be explored). Falls back to the initial program if nothing is ok. Also
+    clears the per-iteration fields of the previous iteration.
+    """
+    ctx = runtime.context
+    task, memory = task_of(ctx), memory_of(ctx)
+    pool = [r for r in memory.buffer.committed() if r.status == "ok"]
+    rng = rng_for(ctx, state.iteration, "parent")
+    if not pool:
+        parent = memory.buffer.require(state.initial_id or "it00000")
+    elif ctx.parent_selection == "best":
+        parent = memory.buffer.best(task.higher_is_better)
+    elif ctx.parent_selection == "random":
+        parent = rng.choice(pool)
+    else:
+        entrants = rng.sample(pool, min(ctx.tournament_size, len(pool)))
+        parent = max(entrants, key=lambda r: r.combined_score if task.higher_is_better else -r.combined_score)
+    return {
+        "parent_id": parent.id, "parent_score": parent.combined_score, "trajectory_ids": [], "guidance": "",
+        "candidate_ids": [], "exemplar_ids": [], "exemplar_code_ids": [], "context_tokens": 0,
+        "child_id": None, "child_status": None, "child_score": None,
+    }

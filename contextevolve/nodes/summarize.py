@@ -1,0 +1,47 @@
+"""Phase 7, Summarize: z_c ~ M(· | Prompt_summary(z_p, c_c)) (paper Eq. 4).
+
+The abstract covers what is new *and* what was inherited (``summary_variant="inherited"``);
+``novel_only`` is the paper's ablated takeaway. With the Summarizer switched off the
+"abstract" is the program's truncated source, as in the paper's ablation, so the other
+agents see raw code.
+"""
+
+from __future__ import annotations
+
+from langgraph.runtime import Runtime
+
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import EvolveState
+from contextevolve.llm.calls import call_role
+from contextevolve.memory.records import TokenUsage
+from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.prompts import summarizer as prompt
+from contextevolve.tasks.base import Task
+
+RAW_ABSTRACT_CHARS = 1500
+"""Characters of source used as the abstract when the Summarizer is ablated."""
+ABSTRACT_CHARS = 1200
+"""Abstracts longer than this are cut."""
+
+
+def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str | None) -> tuple[str, TokenUsage]:
+    """The abstract of ``source`` and the tokens it cost (``{}`` when no LLM call was made)."""
+    if not ctx.summarizer_enabled:
+        return source[:RAW_ABSTRACT_CHARS], {}
+    reply = call_role("summarizer", prompt.messages(task.title, source, parent_abstract, ctx.summary_variant), ctx)
+    text = " ".join(reply.text.split())[:ABSTRACT_CHARS]
+    return text or "(the summarizer returned nothing)", reply.usage
+
+
+def summarize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+    """Write z_c into the child's record."""
+    ctx = runtime.context
+    task, memory = task_of(ctx), memory_of(ctx)
+    child = memory.buffer.require(state.child_id)
+    if not child.source:  # nothing was generated: the failure itself is the abstract
+        memory.buffer.update(child.id, abstract=f"Generation failed: {child.reason}")
+        return {}
+    parent = memory.buffer.require(child.parent_id)
+    abstract, usage = abstract_for(ctx, task, child.source, parent.abstract)
+    memory.buffer.update(child.id, abstract=abstract)
+    return {"iteration_usage": usage} if usage else {}

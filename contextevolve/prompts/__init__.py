@@ -1,0 +1,1 @@
+"""Prompt templates of the four agents (Summarizer, Navigator, Sampler, Generator)."""

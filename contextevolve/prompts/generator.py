@@ -1,0 +1,60 @@
+"""Generator prompt: parent code + guidance g + exemplars → child (paper Eq. 2 with Φ = (z_p, g, E))."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+SYSTEM_FULL = ("You are an expert systems programmer improving a program in an evolutionary search. Reply with "
+               "the complete improved program in a single ```python code block, then nothing else.")
+SYSTEM_DIFF = ("You are an expert systems programmer improving a program in an evolutionary search. Reply only "
+               "with one or more edits in this exact format:\n<<<<<<< SEARCH\nlines copied exactly from the "
+               "current program\n=======\nnew lines\n>>>>>>> REPLACE")
+
+
+@dataclass
+class Exemplar:
+    """One reference program as the Generator sees it (``code`` None = abstract only)."""
+
+    status: str
+    score: float
+    abstract: str
+    code: str | None = None
+    reason: str = ""
+
+
+def _scores(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.4g}" for k, v in metrics.items())
+
+
+def parent_section(code: str, abstract: str, score: float, metrics: dict[str, float], diagnostics: str) -> str:
+    """The current program: scores, abstract, code and the evaluator's notes."""
+    notes = f"\nEvaluator notes: {diagnostics.strip()}" if diagnostics.strip() else ""
+    return (f"## Current program (score {score:.4g}; {_scores(metrics)})\nAbstract: {abstract}\n"
+            f"```python\n{code}```{notes}\n")
+
+
+def exemplar_section(n: int, ex: Exemplar) -> str:
+    """One reference program: outcome, abstract and, if budgeted, its code."""
+    outcome = f"score {ex.score:.4g}" if ex.status == "ok" else f"{ex.status}: {ex.reason[:160]}"
+    code = f"```python\n{ex.code}```\n" if ex.code else ""
+    return f"### Reference {n} ({outcome})\nAbstract: {ex.abstract}\n{code}"
+
+
+def messages(task_description: str, parent: str, guidance: str, exemplars: list[str], mode: str) -> list:
+    """Assemble the Generator messages from pre-rendered sections (see :mod:`contextevolve.nodes.compose`)."""
+    parts = [f"## Task\n{task_description}", parent]
+    if guidance:
+        parts.append(f"## Direction\n{guidance}")
+    if exemplars:
+        parts.append("## Reference programs\n" + "\n".join(exemplars))
+    if mode == "diff":
+        ask = ("Improve the score of the current program following the direction. Edit only inside the "
+               "EVOLVE-BLOCK. Each SEARCH part must match the current program exactly.")
+    else:
+        ask = ("Write an improved version of the current program that follows the direction and raises the "
+               "score. Keep the same function name and signature, keep it correct and fast, and return the "
+               "whole program.")
+    parts.append(f"## Your job\n{ask}")
+    return [SystemMessage(SYSTEM_DIFF if mode == "diff" else SYSTEM_FULL), HumanMessage("\n\n".join(parts))]

@@ -1,0 +1,27 @@
+"""Summarizer prompt: abstract z_c from the parent abstract z_p and the child code c_c (paper Eq. 4)."""
+
+from __future__ import annotations
+
+from langchain_core.messages import HumanMessage, SystemMessage
+
+SYSTEM = ("You write compact technical abstracts of programs for an evolutionary code search. "
+          "Plain prose, no code, no headings.")
+
+INHERITED = ("Write the abstract of the NEW program in at most 90 words covering both: (1) what is new "
+             "or changed relative to the parent, and (2) which traits it keeps from the parent. Name the core "
+             "algorithm, ordering/selection rules and data structures.")
+NOVEL_ONLY = ("Write the abstract of the NEW program in at most 90 words describing ONLY what is new or "
+              "changed relative to the parent. Do not describe anything it inherits.")
+INITIAL = ("Write the abstract of this program in at most 90 words: its core algorithm, ordering/selection "
+           "rules, data structures and key design choices.")
+
+
+def messages(task_title: str, child_code: str, parent_abstract: str | None, variant: str) -> list:
+    """Messages asking for z_c. ``parent_abstract=None`` abstracts the initial program."""
+    if parent_abstract is None:
+        user = f"Task: {task_title}.\n\nProgram:\n```python\n{child_code}```\n\n{INITIAL}"
+    else:
+        instruction = NOVEL_ONLY if variant == "novel_only" else INHERITED
+        user = (f"Task: {task_title}.\n\nParent abstract: {parent_abstract}\n\n"
+                f"New program:\n```python\n{child_code}```\n\n{instruction}")
+    return [SystemMessage(SYSTEM), HumanMessage(user)]

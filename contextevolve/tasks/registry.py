@@ -1,0 +1,38 @@
+"""Task registry: name -> :class:`~contextevolve.tasks.base.Task` instance."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import import_module
+
+from contextevolve.tasks.base import Task
+
+_TASKS: dict[str, str] = {
+    "model_placement": "contextevolve.tasks.model_placement.task:ModelPlacement",
+}
+
+
+def register_task(name: str, target: str) -> None:
+    """Register a task class by import path ``"package.module:ClassName"`` under ``name``."""
+    _TASKS[name] = target
+    get_task.cache_clear()
+
+
+def task_names() -> list[str]:
+    """Names of all registered tasks, sorted."""
+    return sorted(_TASKS)
+
+
+@cache
+def get_task(name: str) -> Task:
+    """Return the (cached) task instance called ``name``.
+
+    Raises:
+        KeyError: no such task; the message lists the known ones.
+    """
+    try:
+        target = _TASKS[name]
+    except KeyError:
+        raise KeyError(f"unknown task {name!r}; known tasks: {', '.join(task_names())}") from None
+    module_name, _, class_name = target.partition(":")
+    return getattr(import_module(module_name), class_name)()
