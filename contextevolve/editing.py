@@ -65,7 +65,7 @@ def apply_rewrite(parent: str, reply: str) -> str:
         return code
     inner = evolve_region(code)
     body = code[inner[0]:inner[1]] if inner else _strip_fixed_parts(parent, region, code)
-    return parent[:region[0]] + body.rstrip("\n") + "\n\n" + parent[region[1]:]
+    return parent[:region[0]] + body.rstrip("\n") + "\n\n\n" + parent[region[1]:]
 
 
 def _strip_fixed_parts(parent: str, region: tuple[int, int], code: str) -> str:
@@ -108,6 +108,10 @@ def apply_diffs(parent: str, reply: str) -> str:
     return child
 
 
+def _normalized(source: str) -> str:
+    return "\n".join(line.rstrip() for line in source.splitlines() if line.strip())
+
+
 def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) -> str:
     """Apply ``reply`` to ``parent`` in ``mode`` (``"full"`` or ``"diff"``) and check that it compiles.
 
@@ -130,6 +134,6 @@ def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) 
     except SyntaxError as exc:
         cut = " (the reply was cut off at the completion-token limit)" if truncated else ""
         raise EditError(f"syntax error at line {exc.lineno}: {exc.msg}{cut}") from None
-    if child.strip() == parent.strip():
+    if _normalized(child) == _normalized(parent):
         raise EditError("the child is identical to its parent")
     return child

@@ -1,0 +1,60 @@
+"""Shared fixtures: run settings in a temporary run directory, scripted chat models, node runner."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from langgraph.runtime import Runtime
+
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import EvolveState
+from contextevolve.llm.models import use_chat_models
+from contextevolve.memory.store import close_memory, open_memory
+from tests.fakes import default_models
+
+# Unit tests must never reach a real endpoint configured in the developer's shell.
+for _name in list(os.environ):
+    if _name.startswith("CONTEXTEVOLVE_") or _name in ("OPENAI_BASE_URL", "OPENAI_API_KEY"):
+        del os.environ[_name]
+
+
+@pytest.fixture
+def ctx(tmp_path) -> RunContext:
+    """Run settings pointing at a fresh run directory."""
+    yield RunContext(run_dir=str(tmp_path / "run"), max_iterations=3, max_retries=0)
+    close_memory(tmp_path / "run")
+
+
+@pytest.fixture
+def models():
+    """Scripted fake chat models installed for every role; the dict lets tests inspect prompts."""
+    scripted = default_models()
+    with use_chat_models(**scripted):
+        yield scripted
+
+
+def run_node(fn, state: EvolveState, ctx: RunContext) -> dict:
+    """Call a node function the way LangGraph does and return its update."""
+    return fn(state, Runtime(context=ctx))
+
+
+def apply(state: EvolveState, update: dict) -> EvolveState:
+    """Apply a node update to a state (``iteration_usage`` via its reducer)."""
+    from dataclasses import replace
+
+    from contextevolve.graph.state import merge_usage
+
+    update = dict(update)
+    if "iteration_usage" in update:
+        update["iteration_usage"] = merge_usage(state.iteration_usage, update["iteration_usage"])
+    return replace(state, **update)
+
+
+@pytest.fixture
+def seeded(ctx, models):
+    """A run directory whose buffer holds the evaluated, abstracted initial program; returns (state, memory)."""
+    from contextevolve.nodes.initialize import initialize
+
+    state = apply(EvolveState(), run_node(initialize, EvolveState(), ctx))
+    return state, open_memory(ctx.run_dir)

@@ -1,0 +1,31 @@
+"""Helper process for the SIGKILL test: runs an evolution with slow scripted models, printing each node.
+
+Usage: python -m tests.unit.crash_runner RUN_DIR ITERATIONS [--resume]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from contextevolve.api import evolve
+from contextevolve.llm.models import use_chat_models
+from tests.fakes import ScriptedModel, default_models
+
+
+class Slow(ScriptedModel):
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        time.sleep(0.3)
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def main() -> None:
+    run_dir, iterations = sys.argv[1], int(sys.argv[2])
+    slow = {role: Slow(messages=m.messages, seen=[]) for role, m in default_models().items()}
+    with use_chat_models(**slow):
+        evolve("model_placement", iterations=iterations, run_dir=run_dir, resume="--resume" in sys.argv,
+               max_retries=0, on_update=lambda node, _: print(node, flush=True))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""Generator output handling: rewrites, diffs, EVOLVE-BLOCK regions, and every malformed-output reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextevolve.editing import EditError, apply_diffs, build_child, extract_code
+from contextevolve.llm.parsing import parse_json_object
+from contextevolve.nodes.sample import parse_choice
+
+PARENT = "import math\nX = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n    return a + X\n# EVOLVE-BLOCK-END\nY = 2\n"
+
+
+def test_extract_prefers_largest_python_block():
+    text = "```\nnot this\n```\nthen\n```python\ndef f():\n    return 1\n```\n```python\nx=1\n```"
+    assert extract_code(text) == "def f():\n    return 1\n"
+
+
+def test_extract_rejects_prose():
+    with pytest.raises(EditError, match="no code block"):
+        extract_code("I would sort the models first.")
+
+
+def test_rewrite_replaces_only_the_evolve_block():
+    reply = "```python\nimport math\nX = 1\ndef f(a):\n    return a * 2\n```"
+    child = build_child(PARENT, reply, "full")
+    assert child.startswith("import math\nX = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n    return a * 2\n")
+    assert child.count("import math") == 1
+    assert child.endswith("# EVOLVE-BLOCK-END\nY = 2\n")
+
+
+def test_rewrite_with_markers_takes_inner_block():
+    reply = "```python\nimport os\n# EVOLVE-BLOCK-START\ndef f(a):\n    return 0\n# EVOLVE-BLOCK-END\nZ=3\n```"
+    child = build_child(PARENT, reply, "full")
+    assert "import os" not in child and "Z=3" not in child and "return 0" in child
+
+
+def test_diff_applies_inside_block():
+    reply = "<<<<<<< SEARCH\n    return a + X\n=======\n    return a - X\n>>>>>>> REPLACE"
+    assert "return a - X" in build_child(PARENT, reply, "diff")
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ("<<<<<<< SEARCH\n    return a + Q\n=======\n    return 0\n>>>>>>> REPLACE", "not found"),
+    ("<<<<<<< SEARCH\nY = 2\n=======\nY = 3\n>>>>>>> REPLACE", "outside the EVOLVE-BLOCK"),
+    ("<<<<<<< SEARCH\nX\n=======\nZ\n>>>>>>> REPLACE", "occurs"),
+])
+def test_bad_diffs_are_rejected(reply, reason):
+    with pytest.raises(EditError, match=reason):
+        apply_diffs(PARENT, reply)
+
+
+def test_syntax_error_and_truncation_are_reasons():
+    with pytest.raises(EditError, match="syntax error at line"):
+        build_child(PARENT, "```python\ndef f(a:\n```", "full")
+    with pytest.raises(EditError, match="cut off"):
+        build_child(PARENT, "```python\ndef f(a):\n    return [1,", "full", truncated=True)
+
+
+def test_identical_child_is_rejected():
+    with pytest.raises(EditError, match="identical"):
+        build_child(PARENT, f"```python\n{PARENT}```", "full")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('{"exemplars": [2, 3]}', [1, 2]),
+    ('Sure! ```json\n{"exemplars": ["[3]", "1"], "why": "x"}\n```', [2, 0]),
+    ('{"exemplars": 4}', [3]),
+    ("I pick 2 and 9 and 2", [1]),
+    ("nothing useful", None),
+])
+def test_sampler_reply_parsed_tolerantly(text, expected):
+    assert parse_choice(text, n_candidates=5, k=2) == expected
+
+
+def test_parse_json_object_skips_junk():
+    assert parse_json_object("x {bad} y {\"a\": 1} z") == {"a": 1}
+    assert parse_json_object("[1, 2]") is None

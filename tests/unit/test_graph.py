@@ -1,0 +1,112 @@
+"""The compiled graph end to end with scripted models: results, run directory, stop conditions, durability."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contextevolve.api import RunDirError, evolve, run_status
+from contextevolve.graph.builder import PHASES, build_graph
+from contextevolve.tasks.registry import get_task
+
+ROOT = Path(__file__).resolve().parents[2]
+TASK = get_task("model_placement")
+
+
+def test_graph_has_the_eight_phases_in_a_loop():
+    graph = build_graph().get_graph()
+    nodes = set(graph.nodes) - {"__start__", "__end__"}
+    assert nodes == {"initialize", *PHASES}
+    edges = {(e.source, e.target) for e in graph.edges}
+    assert ("update_buffer", "select_parent") in edges and ("update_buffer", "__end__") in edges
+    assert all((a, b) in edges for a, b in zip(PHASES, PHASES[1:]))
+
+
+def test_run_records_every_program_and_recomputes_best(tmp_path, models):
+    result = evolve("model_placement", iterations=4, run_dir=tmp_path / "r", max_retries=0)
+    assert result.iterations == 4 and result.programs == 5
+    assert result.stop_reason.startswith("iteration budget")
+    # the reported best is what the evaluator gives the stored best program
+    assert result.best_score == pytest.approx(TASK.evaluate(result.best_program).combined_score)
+    assert result.best_score > result.initial_score
+    assert (tmp_path / "r" / "best_program.py").read_text() == result.best_program
+    records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in records] == [f"it{n:05d}" for n in range(5)]
+    assert all(r["abstract"] and r["status"] in ("ok", "invalid", "failed") for r in records)
+    assert all(r["parent_id"] for r in records[1:]) and records[0]["parent_id"] is None
+    assert any(r["status"] == "invalid" for r in records) and any(r["status"] == "failed" for r in records)
+    assert all(r["tokens"]["generator"]["prompt"] == 900 for r in records[1:])
+    status = run_status(tmp_path / "r")
+    assert status["iterations"] == 4 and status["programs"] == 5
+    assert status["tokens"]["generator"] == {"prompt": 3600, "completion": 1210}
+    assert status["best_score"] == pytest.approx(result.best_score)
+
+
+def test_checkpoints_hold_no_program_source(tmp_path, models):
+    evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0)
+    conn = sqlite3.connect(tmp_path / "r" / "checkpoints.sqlite")
+    graph = build_graph(__import__("langgraph.checkpoint.sqlite", fromlist=["SqliteSaver"]).SqliteSaver(conn))
+    history = list(graph.get_state_history({"configurable": {"thread_id": "main"}}))
+    assert len(history) > 16
+    for snapshot in history:
+        assert "compute_model_placement(" not in json.dumps(snapshot.values, default=str)
+    conn.close()
+
+
+def test_target_score_and_token_budget_stop_early(tmp_path, models):
+    hit = evolve("model_placement", iterations=10, run_dir=tmp_path / "a", target_score=22.0, max_retries=0)
+    assert hit.iterations == 1 and "target score" in hit.stop_reason
+    spent = evolve("model_placement", iterations=10, run_dir=tmp_path / "b", token_budget=3000, max_retries=0)
+    assert spent.iterations < 10 and "token budget" in spent.stop_reason and spent.total_tokens >= 3000
+
+
+def test_bad_run_dirs_are_refused_without_writing(tmp_path, models):
+    evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0)
+    before = (tmp_path / "r" / "buffer.sqlite").stat().st_mtime_ns
+    with pytest.raises(RunDirError, match="--resume"):
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "r")
+    with pytest.raises(RunDirError, match="nothing to resume"):
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "empty", resume=True)
+    with pytest.raises(KeyError, match="known tasks"):
+        evolve("no_such_task", iterations=1, run_dir=tmp_path / "x")
+    with pytest.raises(ValueError, match="unknown roles"):
+        evolve("model_placement", run_dir=tmp_path / "y", models={"critic": "m"})
+    assert (tmp_path / "r" / "buffer.sqlite").stat().st_mtime_ns == before
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_finished_run_can_be_extended(tmp_path, models):
+    evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0)
+    more = evolve("model_placement", iterations=4, run_dir=tmp_path / "r", resume=True)
+    assert more.iterations == 4 and more.programs == 5
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["max_iterations"] == 4
+
+
+def test_sigkill_mid_iteration_then_resume(tmp_path, models):
+    run_dir = tmp_path / "r"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.crash_runner", str(run_dir), "5"], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, text=True)
+    generated = 0
+    for line in proc.stdout:
+        generated += line.strip() == "generate"
+        if generated == 3:  # iteration 3 generated but not evaluated, summarised or committed
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    killed = run_status(run_dir)
+    assert killed["iterations"] == 2 and killed["programs"] == 3
+    result = evolve("model_placement", iterations=5, run_dir=run_dir, resume=True)
+    status = run_status(run_dir)
+    assert status["iterations"] == 5 and status["programs"] == 6
+    assert [json.loads(line)["id"] for line in (run_dir / "programs.jsonl").read_text().splitlines()] == [
+        f"it{n:05d}" for n in range(6)]
+    assert result.iterations == 5

@@ -1,0 +1,121 @@
+"""LLM layer: endpoint resolution, retries on transient errors, token accounting, embedded model assembly."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import types
+
+import httpx
+import openai
+import pytest
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import HumanMessage
+
+from contextevolve.graph.context import RunContext
+from contextevolve.llm import embedded
+from contextevolve.llm.calls import call_role
+from contextevolve.llm.models import LLMConfigError, create_chat_model, resolve_endpoint, use_chat_models
+from tests.fakes import reply, scripted
+
+
+def test_endpoint_resolution_order(monkeypatch):
+    monkeypatch.setenv("CONTEXTEVOLVE_BASE_URL", "http://env:1/v1")
+    monkeypatch.setenv("CONTEXTEVOLVE_GENERATOR_MODEL", "coder-32b")
+    monkeypatch.setenv("CONTEXTEVOLVE_MODEL", "small")
+    ctx = RunContext(models={"sampler": "tiny"})
+    assert resolve_endpoint("generator", ctx).model == "coder-32b"
+    assert resolve_endpoint("sampler", ctx).model == "tiny"
+    assert resolve_endpoint("navigator", ctx) == resolve_endpoint("summarizer", ctx)
+    assert resolve_endpoint("navigator", ctx).model == "small"
+    assert resolve_endpoint("navigator", RunContext(base_url="http://ctx:2/v1")).base_url == "http://ctx:2/v1"
+
+
+def test_external_endpoint_needs_a_model():
+    with pytest.raises(LLMConfigError, match="no model for role 'navigator'"):
+        create_chat_model("navigator", RunContext(base_url="http://localhost:9/v1"))
+
+
+def test_external_endpoint_builds_chat_openai():
+    model = create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m", api_key="k",
+                                                      temperatures={"generator": 0.3}))
+    assert type(model).__name__ == "ChatOpenAI"
+    assert model.model_name == "m" and model.temperature == 0.3 and model.max_tokens == 1400
+
+
+def test_unknown_role_rejected():
+    with pytest.raises(LLMConfigError):
+        with use_chat_models(critic=scripted(reply("x"))):
+            pass
+
+
+class Flaky(GenericFakeChatModel):
+    """Fails with a connection error ``failures`` times, then answers."""
+
+    failures: int = 1
+    calls: int = 0
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise openai.APIConnectionError(request=httpx.Request("POST", "http://x"))
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def test_transient_errors_are_retried_and_usage_recorded():
+    model = Flaky(messages=iter([reply("fine", 11, 3)]))
+    with use_chat_models(navigator=model):
+        out = call_role("navigator", [HumanMessage("hi")], RunContext(max_retries=2))
+    assert model.calls == 2
+    assert out.text == "fine" and out.usage == {"navigator": {"prompt": 11, "completion": 3}}
+
+
+def test_retries_exhausted_raise():
+    model = Flaky(messages=iter([reply("never")]), failures=5)
+    with use_chat_models(navigator=model), pytest.raises(openai.APIConnectionError):
+        call_role("navigator", [HumanMessage("hi")], RunContext(max_retries=1))
+    assert model.calls == 2
+
+
+def test_truncation_flag_from_finish_reason():
+    with use_chat_models(generator=scripted(reply("```python\nx = [", finish="length"))):
+        assert call_role("generator", [HumanMessage("hi")], RunContext(max_retries=0)).truncated
+
+
+def _fake_parts(monkeypatch, tmp_path, chunks):
+    names = []
+    for i, data in enumerate(chunks):
+        path = tmp_path / f"part{i}.bin"
+        path.write_bytes(data)
+        module = types.ModuleType(f"fake_part_{i}")
+        module.get_part_path = lambda p=path: str(p)
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+        names.append(module.__name__)
+    monkeypatch.setattr(embedded, "PART_MODULES", tuple(names))
+
+
+def test_model_assembled_from_parts_and_verified(monkeypatch, tmp_path):
+    chunks = [b"GGUF" * 1000, b"weights" * 500]
+    _fake_parts(monkeypatch, tmp_path, chunks)
+    whole = b"".join(chunks)
+    monkeypatch.setattr(embedded, "MODEL_BYTES", len(whole))
+    monkeypatch.setattr(embedded, "MODEL_SHA256", hashlib.sha256(whole).hexdigest())
+    path = embedded.ensure_model(tmp_path / "models")
+    assert path.read_bytes() == whole
+    assert embedded.ensure_model(tmp_path / "models") == path  # verified sidecar: no re-assembly
+
+
+def test_tampered_model_is_refused_and_removed(monkeypatch, tmp_path):
+    _fake_parts(monkeypatch, tmp_path, [b"GGUF" * 1000, b"evil" * 500])
+    monkeypatch.setattr(embedded, "MODEL_BYTES", 6000)
+    monkeypatch.setattr(embedded, "MODEL_SHA256", "0" * 64)
+    with pytest.raises(embedded.EmbeddedModelError, match="corrupt"):
+        embedded.ensure_model(tmp_path / "models")
+    assert not (tmp_path / "models" / embedded.MODEL_FILE).exists()
+    assert not list((tmp_path / "models").glob(".assembling-*"))
+
+
+def test_missing_part_package_names_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setattr(embedded, "PART_MODULES", ("no_such_chunk_package",))
+    with pytest.raises(embedded.EmbeddedModelError, match=r"pip install"):
+        embedded.ensure_model(tmp_path / "models")

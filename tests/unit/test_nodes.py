@@ -1,0 +1,240 @@
+"""Every node, called directly on a real run directory with scripted fake chat models."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from contextevolve.graph.state import EvolveState
+from contextevolve.memory.records import ProgramRecord, program_id
+from contextevolve.nodes.compose import compose
+from contextevolve.nodes.evaluate import evaluate
+from contextevolve.nodes.generate import generate
+from contextevolve.nodes.initialize import initialize
+from contextevolve.nodes.navigate import navigate, rollout, sample_steps
+from contextevolve.nodes.resources import rng_for
+from contextevolve.nodes.sample import sample
+from contextevolve.nodes.select_parent import select_parent
+from contextevolve.nodes.summarize import summarize
+from contextevolve.nodes.update_buffer import update_buffer
+from contextevolve.tasks.registry import get_task
+from tests.conftest import apply, run_node
+from tests.fakes import BETTER_PROGRAM, INITIAL, fenced, reply, scripted
+
+TASK = get_task("model_placement")
+
+
+def add_program(memory, n, *, parent="it00000", status="ok", score=21.0, abstract=None, source=None):
+    record = ProgramRecord(id=program_id(n), iteration=n, parent_id=parent, status=status,
+                           combined_score=score, metrics={"max_kvpr": score - 1, "success_rate": 1.0},
+                           abstract=abstract or f"program {n} idea {status}", source=source or INITIAL)
+    return memory.commit(record)
+
+
+def test_initialize_evaluates_and_abstracts_initial_program(seeded, models):
+    state, memory = seeded
+    record = memory.buffer.require("it00000")
+    assert record.committed and record.status == "ok"
+    assert record.combined_score == pytest.approx(21.8916, abs=1e-4)
+    assert record.abstract.startswith("Greedy placement")
+    assert record.tokens == {"summarizer": {"prompt": 300, "completion": 40}}
+    assert state.initial_score == state.best_score == record.combined_score
+    assert state.total_usage == record.tokens
+    # the initial program is abstracted without a parent
+    assert "Parent abstract" not in models["summarizer"].seen[0][1].content
+    assert memory.index.count() == 1
+
+
+def test_initialize_is_idempotent(seeded, ctx, models):
+    state, memory = seeded
+    again = run_node(initialize, state, ctx)
+    assert len(models["summarizer"].seen) == 1 and memory.buffer.count() == 1
+    assert again["total_usage"] == state.total_usage
+
+
+@pytest.mark.parametrize("strategy", ["best", "tournament", "random"])
+def test_select_parent_picks_only_ok_programs(seeded, ctx, strategy):
+    state, memory = seeded
+    add_program(memory, 1, score=25.0)
+    add_program(memory, 2, status="invalid", score=0.0)
+    ctx = replace(ctx, parent_selection=strategy, tournament_size=3)
+    picks = {run_node(select_parent, replace(state, iteration=i), ctx)["parent_id"] for i in range(2, 30)}
+    assert "it00002" not in picks
+    if strategy == "best":
+        assert picks == {"it00001"}
+    # deterministic per (seed, iteration): replaying an iteration picks the same parent
+    assert run_node(select_parent, state, ctx) == run_node(select_parent, state, ctx)
+
+
+def test_rollout_categorises_by_metric_deltas(seeded):
+    _, memory = seeded
+    base = memory.buffer.require("it00000")
+    up = ProgramRecord(id="a", iteration=1, parent_id=base.id, status="ok",
+                       metrics={"max_kvpr": 25.0, "success_rate": 1.0}, committed=True)
+    mixed = ProgramRecord(id="b", iteration=2, parent_id=base.id, status="ok",
+                          metrics={"max_kvpr": 25.0, "success_rate": 0.5}, committed=True)
+    failed = ProgramRecord(id="c", iteration=3, parent_id=base.id, status="failed", committed=True)
+    steps = {s.child.id: s for s in rollout([base, up, mixed, failed], TASK)}
+    assert steps["a"].category == "improvement"
+    assert steps["b"].category == "mixed"
+    assert steps["c"].category == "decline"
+    assert steps["a"].deltas["max_kvpr"] == pytest.approx(25.0 - base.metrics["max_kvpr"])
+
+
+def test_sample_steps_respects_category_weights(seeded, ctx):
+    _, memory = seeded
+    for n in range(1, 7):
+        add_program(memory, n, score=30.0 if n % 2 else 1.0)
+    steps = rollout(memory.buffer.committed(), TASK)
+    chosen = sample_steps(steps, 10, {"improvement": 1.0, "mixed": 0.0, "decline": 0.0}, rng_for(ctx, 0, "x"))
+    assert chosen and all(s.category == "improvement" for s in chosen)
+    assert len({s.child.id for s in chosen}) == len(chosen)  # without replacement
+
+
+def test_navigate_shows_trajectories_and_returns_guidance(seeded, ctx, models):
+    state, memory = seeded
+    add_program(memory, 1, score=25.0, abstract="projected-pressure greedy")
+    state = apply(state, run_node(select_parent, replace(state, iteration=1), replace(ctx, parent_selection="best")))
+    update = run_node(navigate, state, ctx)
+    assert update["guidance"] == "Balance projected pressure rather than current pressure."
+    assert update["trajectory_ids"] == ["it00001"]
+    assert update["iteration_usage"] == {"navigator": {"prompt": 400, "completion": 30}}
+    prompt = models["navigator"].seen[-1][1].content
+    assert "projected-pressure greedy" in prompt and "[improvement]" in prompt
+    assert "no code" in prompt  # directional guidance, not an implementation recipe
+
+
+def test_navigate_variants_and_ablation(seeded, ctx, models):
+    state, _ = seeded
+    state = replace(state, parent_id="it00000")
+    run_node(navigate, state, replace(ctx, guidance_variant="implementation"))
+    assert "implementation plan" in models["navigator"].seen[-1][1].content
+    calls = len(models["navigator"].seen)
+    assert run_node(navigate, state, replace(ctx, navigator_enabled=False)) == {"guidance": "", "trajectory_ids": []}
+    assert len(models["navigator"].seen) == calls
+
+
+def test_sample_offers_failed_programs_and_lets_agent_choose(seeded, ctx, models):
+    state, memory = seeded
+    for n in range(1, 6):
+        add_program(memory, n, score=22.0 + n)
+    add_program(memory, 6, status="failed", score=0.0, abstract="binary search on a KVPR threshold, crashed")
+    state = replace(state, parent_id="it00005", guidance="try thresholds")
+    update = run_node(sample, state, replace(ctx, candidate_pool=4, failed_candidates=1, num_exemplars=2))
+    assert "it00006" in update["candidate_ids"] and "it00005" not in update["candidate_ids"]
+    assert len(update["candidate_ids"]) == 4
+    assert update["exemplar_ids"] == update["candidate_ids"][:2]  # the scripted agent answered [1, 2]
+    assert "status=failed" in models["sampler"].seen[-1][1].content
+
+
+def test_top_score_variant_and_ablation_skip_failed_programs(seeded, ctx, models):
+    state, memory = seeded
+    for n in range(1, 5):
+        add_program(memory, n, score=22.0 + n)
+    add_program(memory, 5, status="failed", score=0.0)
+    state = replace(state, parent_id="it00000")
+    top = run_node(sample, state, replace(ctx, sampling_variant="top_score", candidate_pool=3))
+    assert top["candidate_ids"] == ["it00004", "it00003", "it00002"]
+    calls = len(models["sampler"].seen)
+    off = run_node(sample, state, replace(ctx, sampler_enabled=False, num_exemplars=2))
+    assert off["exemplar_ids"] == ["it00004", "it00003"] and len(models["sampler"].seen) == calls
+
+
+def test_unusable_sampler_reply_falls_back_to_retrieval_order(seeded, ctx, models):
+    state, memory = seeded
+    for n in range(1, 5):
+        add_program(memory, n)
+    models["sampler"].messages = iter([reply("no idea")])
+    update = run_node(sample, replace(state, parent_id="it00000"), replace(ctx, num_exemplars=2))
+    assert update["exemplar_ids"] == update["candidate_ids"][:2]
+
+
+def test_compose_fits_budget(seeded, ctx):
+    state, memory = seeded
+    add_program(memory, 1)
+    add_program(memory, 2)
+    state = replace(state, parent_id="it00000", guidance="g", exemplar_ids=["it00001", "it00002"])
+    roomy = run_node(compose, state, replace(ctx, context_token_budget=10_000))
+    assert roomy["exemplar_code_ids"] == ["it00001", "it00002"]
+    tight = run_node(compose, state, replace(ctx, context_token_budget=roomy["context_tokens"] - 200))
+    assert tight["exemplar_ids"] == ["it00001", "it00002"] and len(tight["exemplar_code_ids"]) == 1
+    assert tight["context_tokens"] <= roomy["context_tokens"] - 200
+    starved = run_node(compose, state, replace(ctx, context_token_budget=10))
+    assert starved["exemplar_ids"] == [] and starved["exemplar_code_ids"] == []
+
+
+def test_generate_writes_pending_child(seeded, ctx, models):
+    state, memory = seeded
+    state = replace(state, parent_id="it00000", guidance="balance projected pressure")
+    update = run_node(generate, state, ctx)
+    child = memory.buffer.require(update["child_id"])
+    assert update["child_id"] == "it00001" and update["child_status"] == "pending"
+    assert child.source == BETTER_PROGRAM and child.parent_id == "it00000" and not child.committed
+    assert child.guidance == "balance projected pressure"
+    assert "balance projected pressure" in models["generator"].seen[-1][1].content
+
+
+@pytest.mark.parametrize("text, finish, reason", [
+    ("I cannot help with that.", "stop", "no code block"),
+    ("```python\ndef compute_model_placement(gpu_num, models):\n    return {", "length", "cut off"),
+    ("```python\ndef compute_model_placement(gpu_num models):\n    pass\n```", "stop", "syntax error"),
+])
+def test_malformed_generator_output_is_a_failed_child(seeded, ctx, models, text, finish, reason):
+    state, memory = seeded
+    models["generator"].messages = iter([reply(text, finish=finish)])
+    update = run_node(generate, replace(state, parent_id="it00000"), ctx)
+    child = memory.buffer.require(update["child_id"])
+    assert update["child_status"] == "failed" and reason in child.reason
+    # and the rest of the iteration copes with it
+    state = apply(replace(state, parent_id="it00000"), update)
+    assert run_node(evaluate, state, ctx)["child_status"] == "failed"
+    run_node(summarize, state, ctx)
+    assert memory.buffer.require(child.id).abstract.startswith("Generation failed")
+
+
+def test_evaluate_summarize_update_buffer_commit_the_child(seeded, ctx, models):
+    state, memory = seeded
+    state = apply(replace(state, parent_id="it00000"), run_node(generate, replace(state, parent_id="it00000"), ctx))
+    state = apply(state, run_node(evaluate, state, ctx))
+    expected = TASK.evaluate(BETTER_PROGRAM).combined_score
+    assert state.child_status == "ok" and state.child_score == pytest.approx(expected)
+    state = apply(state, run_node(summarize, state, ctx))
+    prompt = models["summarizer"].seen[-1][1].content
+    assert "Parent abstract" in prompt and "keeps from the parent" in prompt
+    update = run_node(update_buffer, state, ctx)
+    child = memory.buffer.require("it00001")
+    assert child.committed and child.abstract and memory.index.count() == 2
+    assert child.tokens == {"generator": {"prompt": 900, "completion": 400},
+                            "summarizer": {"prompt": 300, "completion": 40}}
+    assert update["iteration"] == 1 and update["best_id"] == "it00001"
+    assert update["total_usage"]["summarizer"] == {"prompt": 600, "completion": 80}
+    assert update["iteration_usage"] is None and update["stop_reason"] is None
+    # idempotent replay after a crash
+    assert run_node(update_buffer, state, ctx) == update and memory.buffer.count() == 2
+
+
+def test_summary_variants(seeded, ctx, models):
+    state, memory = seeded
+    add_program(memory, 1, source=BETTER_PROGRAM)
+    state = replace(state, child_id="it00001")
+    run_node(summarize, state, replace(ctx, summary_variant="novel_only"))
+    assert "ONLY what is new" in models["summarizer"].seen[-1][1].content
+    calls = len(models["summarizer"].seen)
+    run_node(summarize, state, replace(ctx, summarizer_enabled=False))
+    assert len(models["summarizer"].seen) == calls
+    assert memory.buffer.require("it00001").abstract == BETTER_PROGRAM[:1500]
+
+
+def test_stop_conditions(seeded, ctx):
+    state, memory = seeded
+    state = apply(replace(state, parent_id="it00000"), run_node(generate, replace(state, parent_id="it00000"), ctx))
+    state = apply(state, run_node(evaluate, state, ctx))
+    assert "target score" in run_node(update_buffer, state, replace(ctx, target_score=22.0))["stop_reason"]
+    assert "token budget" in run_node(update_buffer, state, replace(ctx, token_budget=500))["stop_reason"]
+    assert "iteration budget" in run_node(update_buffer, state, replace(ctx, max_iterations=1))["stop_reason"]
+    assert run_node(update_buffer, state, replace(ctx, target_score=99.0))["stop_reason"] is None
+
+
+def test_unused_scripted_helpers_are_consistent():
+    assert "```python" in fenced("x = 1\n") and scripted(reply("a")).invoke("q").content == "a"
