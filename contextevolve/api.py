@@ -165,7 +165,7 @@ def evolve(task: str = "model_placement", *, iterations: int | None = 10, run_di
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from contextevolve.graph.builder import build_graph
-    from contextevolve.llm import embedded
+    from contextevolve.llm import embedded, models
 
     root = Path(run_dir or f"runs/{task}-{time.strftime('%Y%m%d-%H%M%S')}")
     ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
@@ -174,6 +174,8 @@ def evolve(task: str = "model_placement", *, iterations: int | None = 10, run_di
     started = time.perf_counter()
     conn = sqlite3.connect(root / CHECKPOINT_FILE, check_same_thread=False)
     try:
+        if models.needs_embedded(ctx):  # start it here, in the main thread, so it dies with this process
+            embedded.shared_server()
         graph = build_graph(SqliteSaver(conn))
         config = {"configurable": {"thread_id": THREAD_ID},
                   "recursion_limit": 10 * (ctx.max_iterations + 2)}

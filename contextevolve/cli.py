@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except (ValueError, KeyError, FileNotFoundError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        console.print(f"[red]error:[/red] {message}")
+        console.print(f"[red]error:[/red] {message}", soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         console.print("interrupted; continue with --resume")

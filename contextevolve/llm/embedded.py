@@ -106,6 +106,16 @@ def ensure_model(directory: Path | None = None) -> Path:
     return target
 
 
+def _die_with_parent() -> None:
+    """In the server child: ask Linux to SIGTERM it when the parent dies (even by SIGKILL)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -166,8 +176,10 @@ class EmbeddedServer:
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
                "--n_ctx", str(self.n_ctx)]
+        # PDEATHSIG follows the *thread* that forks, so only tie the server to the main thread.
+        tie = _die_with_parent if threading.current_thread() is threading.main_thread() else None
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True)
+                                      stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=tie)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

@@ -88,6 +88,15 @@ def use_chat_models(**models: BaseChatModel) -> Iterator[None]:
             _overrides.update(saved)
 
 
+def needs_embedded(ctx: RunContext) -> bool:
+    """True when some role has neither an override nor a configured endpoint (so uses the embedded LLM)."""
+    from contextevolve.memory.records import ROLES
+
+    with _overrides_lock:
+        overridden = set(_overrides)
+    return any(role not in overridden and not resolve_endpoint(role, ctx).base_url for role in ROLES)
+
+
 @lru_cache(maxsize=32)
 def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, max_tokens: int,
                  timeout: float) -> BaseChatModel:

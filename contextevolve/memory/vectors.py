@@ -112,12 +112,16 @@ class AbstractIndex:
         """Number of abstracts stored."""
         return self._collection.count()
 
-    def retrieve(self, query: str, *, k: int, pool: int | None = None, where: dict | None = None,
+    def embed(self, text: str) -> np.ndarray:
+        """Embedding of ``text`` (384 floats), for queries reused across several retrievals."""
+        return np.asarray(embedding_function()([text])[0], dtype=np.float32)
+
+    def retrieve(self, query: str | np.ndarray, *, k: int, pool: int | None = None, where: dict | None = None,
                  lambda_mult: float = 0.5, exclude: set[str] | None = None) -> list[Candidate]:
         """Up to ``k`` abstracts relevant to ``query`` yet mutually diverse (MMR over a pool).
 
         Args:
-            query: text to match (parent abstract + guidance).
+            query: text to match (parent abstract + guidance), or its :meth:`embed` vector.
             k: number of candidates to return.
             pool: nearest neighbours fetched before MMR (default ``4 * k``).
             where: Chroma metadata filter, e.g. ``{"status": {"$ne": "ok"}}``.
@@ -129,14 +133,14 @@ class AbstractIndex:
             return []
         exclude = exclude or set()
         n = min(total, (pool or 4 * k) + len(exclude))
-        found = self._collection.query(query_texts=[query], n_results=n, where=where,
+        query_emb = self.embed(query) if isinstance(query, str) else query
+        found = self._collection.query(query_embeddings=[query_emb.tolist()], n_results=n, where=where,
                                        include=["documents", "metadatas", "embeddings"])
         ids, docs, metas = found["ids"][0], found["documents"][0], found["metadatas"][0]
         embs = np.asarray(found["embeddings"][0], dtype=np.float32)
         keep = [i for i, pid in enumerate(ids) if pid not in exclude]
         if not keep:
             return []
-        query_emb = np.asarray(embedding_function()([query])[0], dtype=np.float32)
         order = maximal_marginal_relevance(query_emb, embs[keep], k, lambda_mult)
         out = []
         for j in order:

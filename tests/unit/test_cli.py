@@ -1,0 +1,72 @@
+"""The command line: tasks, evaluate, status, run errors — as a user calls it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contextevolve.api import evolve
+from contextevolve.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+INITIAL = ROOT / "contextevolve" / "tasks" / "model_placement" / "initial_program.py"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "contextevolve.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_tasks_lists_model_placement():
+    out = cli("tasks")
+    assert out.returncode == 0 and out.stdout.startswith("model_placement\tModel Placement")
+
+
+def test_evaluate_prints_metrics_json(tmp_path):
+    out = cli("evaluate", "--task", "model_placement", str(INITIAL))
+    data = json.loads(out.stdout)
+    assert out.returncode == 0 and data["status"] == "ok" and data["reason"] == ""
+    assert data["combined_score"] == pytest.approx(21.8916, abs=1e-4)
+    bad = tmp_path / "bad.py"
+    bad.write_text("def compute_model_placement(gpu_num, models):\n    return {}\n")
+    out = cli("evaluate", "--task", "model_placement", str(bad))
+    data = json.loads(out.stdout)
+    assert out.returncode == 1 and data["status"] == "invalid" and data["combined_score"] == 0
+    assert "models not placed" in data["reason"]
+
+
+def test_bad_input_gets_a_clear_error(tmp_path, capsys):
+    assert main(["evaluate", "--task", "model_placement", str(tmp_path / "missing.py")]) == 2
+    assert "cannot read program file" in capsys.readouterr().err
+    assert main(["evaluate", "--task", "nope", str(INITIAL)]) == 2
+    assert "known tasks: model_placement" in capsys.readouterr().err
+    assert main(["status", str(tmp_path)]) == 2
+    assert "holds no run" in capsys.readouterr().err
+    assert main(["run", "--run-dir", str(tmp_path / "r"), "--resume"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    assert main(["run", "--role-model", "generator"]) == 2
+    assert "ROLE=MODEL" in capsys.readouterr().err
+
+
+def test_status_json_keys(tmp_path, models):
+    evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0)
+    out = cli("status", str(tmp_path / "r"), "--json")
+    data = json.loads(out.stdout)
+    assert data["iterations"] == 2 and data["programs"] == 3
+    assert data["initial_score"] == pytest.approx(21.8916, abs=1e-4)
+    assert data["best_score"] >= data["initial_score"]
+    # the sampler is only called once there are more candidates than exemplars
+    assert {"summarizer", "navigator", "generator"} <= set(data["tokens"])
+    assert data["tokens"]["generator"] == {"prompt": 1800, "completion": 800}
+
+
+def test_run_with_scripted_models_prints_summary(tmp_path, models, capsys):
+    assert main(["run", "--iterations", "2", "--run-dir", str(tmp_path / "r"), "--seed", "3"]) == 0
+    err = capsys.readouterr().err
+    assert "best combined score" in err and "Tokens by role" in err and "best_program.py" in err
+    assert main(["run", "--iterations", "2", "--run-dir", str(tmp_path / "r")]) == 2
+    assert "already holds a run" in capsys.readouterr().err

@@ -1,0 +1,23 @@
+"""The inspection notebook runs against a real run directory and writes its plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from contextevolve.api import evolve
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_notebook_walks_state_history_and_plots(tmp_path, models, monkeypatch):
+    evolve("model_placement", iterations=3, run_dir=tmp_path / "run", max_retries=0)
+    monkeypatch.setenv("CONTEXTEVOLVE_RUN_DIR", str(tmp_path / "run"))
+    nb = nbformat.read(ROOT / "notebooks" / "inspect_run.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
+    history_out = "".join(o.get("text", "") for o in nb.cells[3].outputs)
+    assert "'iteration': 3" in history_out and "'iteration': 1" in history_out
+    assert (tmp_path / "run" / "curves.png").stat().st_size > 10_000
