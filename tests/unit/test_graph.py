@@ -110,3 +110,17 @@ def test_sigkill_mid_iteration_then_resume(tmp_path, models):
     assert [json.loads(line)["id"] for line in (run_dir / "programs.jsonl").read_text().splitlines()] == [
         f"it{n:05d}" for n in range(6)]
     assert result.iterations == 5
+
+
+def test_langgraph_json_serves_the_compiled_graph():
+    import importlib.util
+
+    spec_text = json.loads((ROOT / "langgraph.json").read_text())["graphs"]["contextevolve"]
+    path, _, attr = spec_text.partition(":")
+    spec = importlib.util.spec_from_file_location("served_graph", ROOT / path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    served = getattr(module, attr)
+    assert type(served).__name__ == "CompiledStateGraph"
+    assert served.checkpointer is None  # langgraph dev supplies its own
+    assert set(served.get_graph().nodes) >= set(PHASES)
