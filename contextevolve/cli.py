@@ -59,8 +59,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             tracker["tokens"] = total_tokens(update.get("total_usage"))
             progress.update(bar, completed=update.get("iteration", 0),
                             info=f"initial {update.get('initial_score', 0):.4f}")
-            console.print(f"initial program: score {update.get('initial_score')} "
-                          f"(resuming at iteration {update.get('iteration', 0)})")
+            done = update.get("iteration", 0)
+            console.print(f"initial program: combined score {update.get('initial_score')}"
+                          + (f" (resuming after iteration {done})" if done else ""))
         elif node == "generate":
             progress.update(bar, description=f"iteration {update.get('child_id')}")
         elif node == "update_buffer":

@@ -114,9 +114,11 @@ class RunContext:
         return self.models.get(role) or self.model
 
     def temperature_for(self, role: Role) -> float:
+        """Sampling temperature of ``role`` (configured, else :data:`DEFAULT_TEMPERATURES`)."""
         return self.temperatures.get(role, DEFAULT_TEMPERATURES[role])
 
     def max_tokens_for(self, role: Role) -> int:
+        """Completion-token cap of ``role`` (configured, else :data:`DEFAULT_MAX_TOKENS`)."""
         return self.max_tokens.get(role, DEFAULT_MAX_TOKENS[role])
 
     def to_json(self) -> dict[str, Any]:

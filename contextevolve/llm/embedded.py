@@ -107,11 +107,14 @@ def ensure_model(directory: Path | None = None) -> Path:
 
 
 def _die_with_parent() -> None:
-    """In the server child: ask Linux to SIGTERM it when the parent dies (even by SIGKILL)."""
+    """In the server child: ask Linux to SIGKILL it when the parent dies (even by SIGKILL).
+
+    Not SIGTERM: uvicorn would then wait for the in-flight generation to finish first.
+    """
     import ctypes
 
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):  # pragma: no cover - not Linux
         pass
 

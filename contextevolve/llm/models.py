@@ -100,11 +100,18 @@ def needs_embedded(ctx: RunContext) -> bool:
 @lru_cache(maxsize=32)
 def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, max_tokens: int,
                  timeout: float) -> BaseChatModel:
+    from urllib.parse import urlparse
+
     from langchain_openai import ChatOpenAI
 
+    # langchain-openai sends the cap as `max_completion_tokens`, which llama.cpp's server (and
+    # other OpenAI-compatible servers) ignore; send the classic `max_tokens` too, except to
+    # OpenAI itself, which rejects requests carrying both.
+    official = (urlparse(base_url).hostname or "").endswith("openai.com")
+    extra = None if official else {"max_tokens": max_tokens}
     # Retries are added by the caller (with_retry) so they are visible and testable.
     return ChatOpenAI(base_url=base_url, api_key=api_key, model=model, temperature=temperature,
-                      max_tokens=max_tokens, timeout=timeout, max_retries=0)
+                      max_tokens=max_tokens, timeout=timeout, max_retries=0, extra_body=extra)
 
 
 def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:

@@ -54,7 +54,8 @@ def messages(task_description: str, parent: str, guidance: str, exemplars: list[
                "EVOLVE-BLOCK. Each SEARCH part must match the current program exactly.")
     else:
         ask = ("Write an improved version of the current program that follows the direction and raises the "
-               "score. Keep the same function name and signature, keep it correct and fast, and return the "
+               "score. Change the algorithm inside the EVOLVE-BLOCK (a copy of the current program is worth "
+               "nothing). Keep the same function name and signature, keep it correct and fast, and return the "
                "whole program.")
     parts.append(f"## Your job\n{ask}")
     return [SystemMessage(SYSTEM_DIFF if mode == "diff" else SYSTEM_FULL), HumanMessage("\n\n".join(parts))]

@@ -119,3 +119,10 @@ def test_missing_part_package_names_the_fix(monkeypatch, tmp_path):
     monkeypatch.setattr(embedded, "PART_MODULES", ("no_such_chunk_package",))
     with pytest.raises(embedded.EmbeddedModelError, match=r"pip install"):
         embedded.ensure_model(tmp_path / "models")
+
+
+def test_completion_cap_reaches_non_openai_servers():
+    local = create_chat_model("navigator", RunContext(base_url="http://127.0.0.1:9/v1", model="m"))
+    assert local.extra_body == {"max_tokens": 160}
+    official = create_chat_model("navigator", RunContext(base_url="https://api.openai.com/v1", model="m"))
+    assert official.extra_body is None and official.max_tokens == 160
