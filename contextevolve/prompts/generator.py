@@ -37,9 +37,13 @@ def parent_section(code: str, abstract: str, score: float, metrics: dict[str, fl
 
 def exemplar_section(n: int, ex: Exemplar) -> str:
     """One reference program: outcome, abstract and, if budgeted, its code."""
-    outcome = f"score {ex.score:.4g}" if ex.status == "ok" else f"{ex.status}: {ex.reason[:160]}"
+    if ex.status == "ok":
+        head = f"### Reference {n} (score {ex.score:.4g})"
+    else:
+        head = (f"### Reference {n} (FAILED, {ex.status}: {ex.reason[:160]}). Its idea may be worth keeping; "
+                "do not repeat its error.")
     code = f"```python\n{ex.code}```\n" if ex.code else ""
-    return f"### Reference {n} ({outcome})\nAbstract: {ex.abstract}\n{code}"
+    return f"{head}\nAbstract: {ex.abstract}\n{code}"
 
 
 def messages(task_description: str, parent: str, guidance: str, exemplars: list[str], mode: str) -> list:
