@@ -6,7 +6,9 @@ filled by MMR among failed/invalid/timed-out programs — failed programs are ex
 offered because a broken implementation of a good idea can seed a breakthrough (paper
 §Takeaways c). ``top_score`` offers only the best-scoring programs (the ablated
 takeaway). The Sampler agent then picks ``num_exemplars``; its JSON reply is parsed
-tolerantly and an unusable reply falls back to the retrieval order.
+tolerantly and an unusable reply falls back to the retrieval order. When there are no
+more candidates than exemplars the agent is not called, and at most ceil(k/2) of them
+may be failed programs (with a weak model, all-failed exemplars were copied bug for bug).
 """
 
 from __future__ import annotations
@@ -77,8 +79,10 @@ def sample(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     else:
         candidates = retrieve(memory, f"{parent.abstract}\n{state.guidance}", ctx, exclude)
     ids = [c.id for c in candidates]
-    if len(candidates) <= k:
-        return {"candidate_ids": ids, "exemplar_ids": ids}
+    if len(candidates) <= k:  # nothing to choose: take them all, but at most ceil(k/2) failed ones
+        failed = [c.id for c in candidates if c.status != "ok"]
+        keep = set(failed[:max(1, (k + 1) // 2)])
+        return {"candidate_ids": ids, "exemplar_ids": [c.id for c in candidates if c.status == "ok" or c.id in keep]}
     messages = prompt.messages(parent.abstract, state.guidance, [
         {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k)
     reply = call_role("sampler", messages, ctx, json_mode=True)

@@ -238,3 +238,13 @@ def test_stop_conditions(seeded, ctx):
 
 def test_unused_scripted_helpers_are_consistent():
     assert "```python" in fenced("x = 1\n") and scripted(reply("a")).invoke("q").content == "a"
+
+
+def test_without_choice_at_most_half_the_exemplars_are_failed(seeded, ctx, models):
+    state, memory = seeded
+    add_program(memory, 1, status="failed", score=0.0, abstract="recursive placement, crashed")
+    add_program(memory, 2, status="failed", score=0.0, abstract="another crash")
+    calls = len(models["sampler"].seen)
+    update = run_node(sample, replace(state, parent_id="it00000"), replace(ctx, num_exemplars=2))
+    assert sorted(update["candidate_ids"]) == ["it00001", "it00002"]
+    assert len(update["exemplar_ids"]) == 1 and len(models["sampler"].seen) == calls
