@@ -1,8 +1,10 @@
 """Phase 4, Compose: build the generator context Φ = (z_p, g, E_ctx) within a token budget.
 
 The parent's code, abstract and scores and the guidance are always included. Exemplars
-enter as abstracts; each one's code is added, in the Sampler's order, only while the
-estimated prompt stays within ``RunContext.context_token_budget``. If even the abstracts
+enter as abstracts; each working exemplar's code is added, in the Sampler's order, only
+while the estimated prompt stays within ``RunContext.context_token_budget``. Failed
+exemplars are shown as abstract + error only: they contribute their idea (paper,
+takeaway c), while their code was seen to be copied bug for bug by a small model. If even the abstracts
 do not fit, exemplars are dropped from the end. State keeps only the resulting ids; the
 Generator re-renders the same messages with :func:`render`.
 """
@@ -55,7 +57,8 @@ def compose(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         tokens = size(exemplars, set())
     with_code: set[str] = set()
     for pid in exemplars:
-        if not memory.buffer.require(pid).source:
+        exemplar = memory.buffer.require(pid)
+        if exemplar.status != "ok" or not exemplar.source:  # failed programs lend ideas, not buggy code
             continue
         trial = size(exemplars, with_code | {pid})
         if trial <= budget:

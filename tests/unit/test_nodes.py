@@ -248,3 +248,12 @@ def test_without_choice_at_most_half_the_exemplars_are_failed(seeded, ctx, model
     update = run_node(sample, replace(state, parent_id="it00000"), replace(ctx, num_exemplars=2))
     assert sorted(update["candidate_ids"]) == ["it00001", "it00002"]
     assert len(update["exemplar_ids"]) == 1 and len(models["sampler"].seen) == calls
+
+
+def test_compose_shows_failed_exemplars_without_code(seeded, ctx):
+    state, memory = seeded
+    add_program(memory, 1)
+    add_program(memory, 2, status="failed", score=0.0)
+    state = replace(state, parent_id="it00000", exemplar_ids=["it00002", "it00001"])
+    update = run_node(compose, state, replace(ctx, context_token_budget=10_000))
+    assert update["exemplar_ids"] == ["it00002", "it00001"] and update["exemplar_code_ids"] == ["it00001"]
