@@ -26,7 +26,7 @@ run: setup
 	$(VENV)/bin/contextevolve status $(RUN_DIR)
 
 test: setup
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra --durations=8
 
 unit: setup
 	$(PY) -m pytest -q -m "not integration"
