@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import pytest
 
-from contextevolve.graph.state import EvolveState
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.compose import compose
 from contextevolve.nodes.evaluate import evaluate
@@ -20,7 +19,7 @@ from contextevolve.nodes.summarize import summarize
 from contextevolve.nodes.update_buffer import update_buffer
 from contextevolve.tasks.registry import get_task
 from tests.conftest import apply, run_node
-from tests.fakes import BETTER_PROGRAM, INITIAL, fenced, reply, scripted
+from tests.fakes import BETTER_PROGRAM, INITIAL, reply
 
 TASK = get_task("model_placement")
 
@@ -235,9 +234,6 @@ def test_stop_conditions(seeded, ctx):
     assert "iteration budget" in run_node(update_buffer, state, replace(ctx, max_iterations=1))["stop_reason"]
     assert run_node(update_buffer, state, replace(ctx, target_score=99.0))["stop_reason"] is None
 
-
-def test_unused_scripted_helpers_are_consistent():
-    assert "```python" in fenced("x = 1\n") and scripted(reply("a")).invoke("q").content == "a"
 
 
 def test_without_choice_at_most_half_the_exemplars_are_failed(seeded, ctx, models):
