@@ -99,7 +99,7 @@ def needs_embedded(ctx: RunContext) -> bool:
 
 @lru_cache(maxsize=32)
 def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, max_tokens: int,
-                 timeout: float) -> BaseChatModel:
+                 timeout: float, seed: int) -> BaseChatModel:
     from urllib.parse import urlparse
 
     from langchain_openai import ChatOpenAI
@@ -111,7 +111,7 @@ def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, ma
     extra = None if official else {"max_tokens": max_tokens}
     # Retries are added by the caller (with_retry) so they are visible and testable.
     return ChatOpenAI(base_url=base_url, api_key=api_key, model=model, temperature=temperature,
-                      max_tokens=max_tokens, timeout=timeout, max_retries=0, extra_body=extra)
+                      max_tokens=max_tokens, timeout=timeout, max_retries=0, extra_body=extra, seed=seed)
 
 
 def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:
@@ -136,5 +136,8 @@ def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:
         from contextevolve.llm import embedded
 
         base_url, api_key, model = embedded.shared_server().base_url, "not-needed", embedded.MODEL_ALIAS
+    # The run seed is passed on as the OpenAI `seed` for endpoints that honour it. (Two fresh
+    # embedded runs without it produced identical first iterations; llama.cpp's server keeps one
+    # RNG stream, so repeated requests still differ within a run.)
     return _chat_openai(base_url, api_key, model, ctx.temperature_for(role), ctx.max_tokens_for(role),
-                        ctx.request_timeout_s)
+                        ctx.request_timeout_s, ctx.seed)

@@ -41,6 +41,8 @@ def test_external_endpoint_builds_chat_openai():
                                                       temperatures={"generator": 0.3}))
     assert type(model).__name__ == "ChatOpenAI"
     assert model.model_name == "m" and model.temperature == 0.3 and model.max_tokens == 1400
+    assert model.seed == 0
+    assert create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m", seed=7)).seed == 7
 
 
 def test_unknown_role_rejected():
