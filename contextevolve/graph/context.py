@@ -109,10 +109,6 @@ class RunContext:
         if problems:
             raise ValueError("invalid run settings: " + "; ".join(problems))
 
-    def model_for(self, role: Role) -> str | None:
-        """Model name configured for ``role`` (``None`` = endpoint default / embedded)."""
-        return self.models.get(role) or self.model
-
     def temperature_for(self, role: Role) -> float:
         """Sampling temperature of ``role`` (configured, else :data:`DEFAULT_TEMPERATURES`)."""
         return self.temperatures.get(role, DEFAULT_TEMPERATURES[role])

@@ -6,7 +6,7 @@ while the estimated prompt stays within ``RunContext.context_token_budget``. Fai
 exemplars are shown as abstract + error only: they contribute their idea (paper,
 takeaway c), while their code was seen to be copied bug for bug by a small model. If even the abstracts
 do not fit, exemplars are dropped from the end. State keeps only the resulting ids; the
-Generator re-renders the same messages with :func:`render`.
+Generator re-renders the same messages with :func:`load` and :func:`render`.
 """
 
 from __future__ import annotations
@@ -16,25 +16,27 @@ from langgraph.runtime import Runtime
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
 from contextevolve.llm.calls import estimate_tokens
+from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import generator as prompt
 from contextevolve.tasks.base import Task
 
 
-def render(ctx: RunContext, task: Task, memory: RunMemory, parent_id: str, guidance: str,
-           exemplar_ids: list[str], code_ids: set[str]) -> list:
-    """Generator messages for this parent, guidance and exemplars (code only for ``code_ids``)."""
-    parent = memory.buffer.require(parent_id)
+def render(ctx: RunContext, task: Task, parent: ProgramRecord, guidance: str, exemplars: list[ProgramRecord],
+           code_ids: set[str]) -> list:
+    """Generator messages for this parent, guidance and exemplars (code only for ids in ``code_ids``)."""
     parent_text = prompt.parent_section(parent.source, parent.abstract, parent.combined_score, parent.metrics,
                                         parent.diagnostics)
-    sections = []
-    for n, pid in enumerate(exemplar_ids, 1):
-        ex = memory.buffer.require(pid)
-        sections.append(prompt.exemplar_section(n, prompt.Exemplar(
-            status=ex.status, score=ex.combined_score, abstract=ex.abstract, reason=ex.reason,
-            code=ex.source if pid in code_ids and ex.source else None)))
+    sections = [prompt.exemplar_section(n, prompt.Exemplar(
+        status=ex.status, score=ex.combined_score, abstract=ex.abstract, reason=ex.reason,
+        code=ex.source if ex.id in code_ids and ex.source else None)) for n, ex in enumerate(exemplars, 1)]
     return prompt.messages(task.description, parent_text, guidance, sections, ctx.generation_mode)
+
+
+def load(memory: RunMemory, parent_id: str, exemplar_ids: list[str]) -> tuple[ProgramRecord, list[ProgramRecord]]:
+    """The parent and exemplar records, read once from the Evolve Buffer."""
+    return memory.buffer.require(parent_id), [memory.buffer.require(pid) for pid in exemplar_ids]
 
 
 def _tokens(messages: list) -> int:
@@ -46,23 +48,22 @@ def compose(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     budget = ctx.context_token_budget
-    exemplars = list(state.exemplar_ids)
+    parent, exemplars = load(memory, state.parent_id, state.exemplar_ids)
 
-    def size(ids: list[str], code: set[str]) -> int:
-        return _tokens(render(ctx, task, memory, state.parent_id, state.guidance, ids, code))
+    def size(chosen: list[ProgramRecord], code: set[str]) -> int:
+        return _tokens(render(ctx, task, parent, state.guidance, chosen, code))
 
     tokens = size(exemplars, set())
     while exemplars and tokens > budget:
         exemplars.pop()
         tokens = size(exemplars, set())
     with_code: set[str] = set()
-    for pid in exemplars:
-        exemplar = memory.buffer.require(pid)
+    for exemplar in exemplars:
         if exemplar.status != "ok" or not exemplar.source:  # failed programs lend ideas, not buggy code
             continue
-        trial = size(exemplars, with_code | {pid})
+        trial = size(exemplars, with_code | {exemplar.id})
         if trial <= budget:
-            with_code.add(pid)
+            with_code.add(exemplar.id)
             tokens = trial
-    return {"exemplar_ids": exemplars, "exemplar_code_ids": [p for p in exemplars if p in with_code],
-            "context_tokens": tokens}
+    return {"exemplar_ids": [e.id for e in exemplars],
+            "exemplar_code_ids": [e.id for e in exemplars if e.id in with_code], "context_tokens": tokens}

@@ -15,7 +15,7 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
 from contextevolve.llm.calls import call_role
 from contextevolve.memory.records import ProgramRecord, program_id
-from contextevolve.nodes.compose import render
+from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
 
 REPLY_EXCERPT = 600
@@ -26,9 +26,8 @@ def generate(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     """Ask the Generator for the child and store it (status pending, or failed with a reason)."""
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
-    parent = memory.buffer.require(state.parent_id)
-    messages = render(ctx, task, memory, state.parent_id, state.guidance, state.exemplar_ids,
-                      set(state.exemplar_code_ids))
+    parent, exemplars = load(memory, state.parent_id, state.exemplar_ids)
+    messages = render(ctx, task, parent, state.guidance, exemplars, set(state.exemplar_code_ids))
     reply = call_role("generator", messages, ctx)
     child_id = program_id(state.iteration + 1)
     record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id,

@@ -38,9 +38,9 @@ def top_scoring(memory: RunMemory, task: Task, n: int, exclude: set[str]) -> lis
 def retrieve(memory: RunMemory, query: str, ctx: RunContext, exclude: set[str]) -> list[Candidate]:
     """Candidates for the Sampler: MMR among ok programs, plus MMR among failed ones."""
     failed_slots = min(ctx.failed_candidates, ctx.candidate_pool)
-    query = memory.index.embed(query)
-    failed = memory.index.retrieve(query, k=failed_slots, where={"status": {"$ne": "ok"}}, exclude=exclude)
-    ok = memory.index.retrieve(query, k=ctx.candidate_pool - len(failed), where={"status": "ok"},
+    query_emb = memory.index.embed(query)  # embedded once, used by both retrievals
+    failed = memory.index.retrieve(query_emb, k=failed_slots, where={"status": {"$ne": "ok"}}, exclude=exclude)
+    ok = memory.index.retrieve(query_emb, k=ctx.candidate_pool - len(failed), where={"status": "ok"},
                                exclude=exclude)
     return ok + failed
 
