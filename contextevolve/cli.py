@@ -1,4 +1,4 @@
-"""Command line: ``contextevolve run | status | evaluate | tasks``."""
+"""Command line: ``contextevolve run | status | evaluate | baselines | tasks``."""
 
 from __future__ import annotations
 
@@ -115,6 +115,35 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0 if result.status == "ok" else 1
 
 
+def cmd_baselines(args: argparse.Namespace) -> int:
+    from contextevolve.baselines import LABELS, baseline_table
+    from contextevolve.tasks.registry import get_task
+
+    rows = baseline_table([args.task] if args.task else None, include_one_shot=args.one_shot,
+                          base_url=args.base_url, model=args.model, seed=args.seed)
+    if args.json:
+        print(json.dumps([{"task": r.task, "baseline": r.baseline, "tokens": r.tokens, **r.evaluation.model_dump()}
+                          for r in rows], indent=2))
+        return 0
+    out = Console()
+    for name in dict.fromkeys(r.task for r in rows):
+        task = get_task(name)
+        table = Table(title=f"{task.title} — combined score {'higher' if task.higher_is_better else 'lower'} is better")
+        table.add_column("baseline")
+        for m in task.metrics:
+            table.add_column(f"{m.name} {'↑' if m.higher_is_better else '↓'}", justify="right")
+        for col in ("score", "status", "eval s"):
+            table.add_column(col, justify="right")
+        for r in (r for r in rows if r.task == name):
+            ev = r.evaluation
+            table.add_row(LABELS.get(r.baseline, r.baseline), *(f"{ev.metrics.get(m.name, float('nan')):.4f}"
+                                                                 for m in task.metrics),
+                          f"{ev.combined_score:.4f}", ev.status if ev.status == "ok" else f"{ev.status}: {ev.reason[:60]}",
+                          f"{ev.seconds:.1f}")
+        out.print(table)
+    return 0
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:  # noqa: ARG001
     from contextevolve.tasks.registry import get_task, task_names
 
@@ -165,6 +194,15 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("file")
     evaluate.add_argument("--timeout", type=float, help="wall-clock limit, seconds")
     evaluate.set_defaults(fn=cmd_evaluate)
+
+    base = sub.add_parser("baselines", help="score the Table 1 baselines of every task (or one)")
+    base.add_argument("--task", help="only this task")
+    base.add_argument("--one-shot", action="store_true", help="add LLM one-shot (one Generator call per task)")
+    base.add_argument("--base-url", help="OpenAI-compatible endpoint for --one-shot (default: env, else embedded)")
+    base.add_argument("--model", help="model name for --one-shot")
+    base.add_argument("--seed", type=int, help="seed sent to the endpoint for --one-shot")
+    base.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    base.set_defaults(fn=cmd_baselines)
 
     tasks = sub.add_parser("tasks", help="list the tasks")
     tasks.set_defaults(fn=cmd_tasks)

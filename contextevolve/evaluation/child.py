@@ -23,6 +23,17 @@ def _write(work: Path, envelope: dict) -> None:
     tmp.replace(work / "result.json")
 
 
+def _seed_rngs() -> None:
+    """Seed every RNG the candidate may use so the same program gets the same metrics each run."""
+    import random
+
+    random.seed(0)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(0)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(0)
+
+
 def main(workdir: str) -> int:
     """Run the harness named in ``WORKDIR/payload.json`` on ``WORKDIR/candidate.py``."""
     work = Path(workdir)
@@ -38,6 +49,7 @@ def main(workdir: str) -> int:
         _write(work, {"error": f"importing the program failed: {type(exc).__name__}: {exc}",
                       "traceback": traceback.format_exc(limit=3)})
         return 0
+    _seed_rngs()
     try:
         result = harness(candidate, spec_doc["payload"])
     except BaseException as exc:  # noqa: BLE001

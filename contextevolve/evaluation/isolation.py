@@ -25,6 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 #: Environment variables passed through to the candidate; everything else (API keys,
@@ -32,6 +33,8 @@ from typing import Any
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
 #: Characters of captured stdout/stderr kept for diagnostics.
 _OUTPUT_TAIL = 2000
+#: Largest file the host reads back from a candidate's working directory, bytes.
+MAX_COLLECTED_BYTES = 512 * 2**20
 
 
 @dataclass
@@ -49,6 +52,8 @@ class CandidateRun:
     seconds: float
     stdout_tail: str
     stderr_tail: str
+    files: dict[str, bytes] | None = None
+    """Contents of the requested ``collect`` files the child wrote (absent ones omitted)."""
 
 
 def _limit_memory(max_memory_bytes: int | None):
@@ -73,6 +78,8 @@ def run_candidate(
     *,
     timeout_s: float,
     max_memory_bytes: int | None = 4 * 2**30,
+    inputs: Mapping[str, bytes] | None = None,
+    collect: Sequence[str] = (),
 ) -> CandidateRun:
     """Execute ``source`` under ``harness`` (``"module:function"``) in a killable child process.
 
@@ -82,6 +89,12 @@ def run_candidate(
         payload: JSON-able inputs for the harness.
         timeout_s: wall-clock limit in seconds for the whole child process.
         max_memory_bytes: address-space cap (RLIMIT_AS) of the child, or ``None``.
+        inputs: files (name -> bytes) written into the child's working directory, e.g.
+            ``.npy`` arrays too large for JSON. They are private copies: whatever the
+            candidate does to them never reaches the grader's own inputs.
+        collect: names of files the harness writes (e.g. output arrays) to read back;
+            each is capped at :data:`MAX_COLLECTED_BYTES`, and a larger or non-regular
+            file (a symlink planted by the candidate) fails the run.
 
     Returns:
         A :class:`CandidateRun`; never raises for anything the candidate does.
@@ -90,8 +103,10 @@ def run_candidate(
         work = Path(tmp)
         (work / "candidate.py").write_text(source, encoding="utf-8")
         (work / "payload.json").write_text(json.dumps({"harness": harness, "payload": payload}))
+        for name, data in (inputs or {}).items():
+            (work / name).write_bytes(data)
         env = {k: os.environ[k] for k in _KEPT_ENV if k in os.environ}
-        env.update(HOME=tmp, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1")
+        env.update(HOME=tmp, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
         # The child must import contextevolve even from a source checkout.
         env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
         out_path, err_path = work / "stdout.txt", work / "stderr.txt"
@@ -139,7 +154,26 @@ def run_candidate(
         if not isinstance(envelope, dict) or "error" in envelope or "result" not in envelope:
             error = envelope.get("error") if isinstance(envelope, dict) else "malformed result envelope"
             return CandidateRun("failed", None, str(error), seconds, stdout_tail, stderr_tail)
-        return CandidateRun("ok", envelope["result"], "", seconds, stdout_tail, stderr_tail)
+        try:
+            files = _collect(work, collect)
+        except ValueError as exc:
+            return CandidateRun("failed", None, str(exc), seconds, stdout_tail, stderr_tail)
+        return CandidateRun("ok", envelope["result"], "", seconds, stdout_tail, stderr_tail, files)
+
+
+def _collect(work: Path, names: Sequence[str]) -> dict[str, bytes]:
+    """Read the harness's output files back; refuse links, non-files and oversized files."""
+    files = {}
+    for name in names:
+        path = work / name
+        if not path.exists() and not path.is_symlink():
+            continue
+        if path.is_symlink() or not path.is_file():
+            raise ValueError(f"output {name} is not a regular file")
+        if path.stat().st_size > MAX_COLLECTED_BYTES:
+            raise ValueError(f"output {name} is larger than {MAX_COLLECTED_BYTES} bytes")
+        files[name] = path.read_bytes()
+    return files
 
 
 def _tail(path: Path) -> str:

@@ -36,6 +36,8 @@ def generate(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         record.source = build_child(parent.source, reply.text, ctx.generation_mode, truncated=reply.truncated)
     except EditError as exc:
         record.status, record.reason = "failed", f"malformed generator output: {exc}"
+        record.combined_score = task.worst_score
+        record.metrics = {m.name: m.worst for m in task.metrics}
         record.diagnostics = reply.text[:REPLY_EXCERPT]
     memory.buffer.put(record)
     return {"child_id": child_id, "child_status": record.status, "child_score": None,

@@ -57,9 +57,13 @@ def rollout(records: list[ProgramRecord], task: Task) -> list[Step]:
         for spec in task.metrics:
             delta = child.metrics.get(spec.name, 0.0) - parent.metrics.get(spec.name, 0.0)
             deltas[spec.name] = delta if spec.higher_is_better else -delta
-        better = any(d > 1e-12 for d in deltas.values())
-        worse = any(d < -1e-12 for d in deltas.values()) or (child.status != "ok" and parent.status == "ok")
-        category = "mixed" if better == worse else ("improvement" if better else "decline")
+        if (child.status == "ok") != (parent.status == "ok"):
+            # A failed side has no real metrics: the status change decides the category.
+            category = "improvement" if child.status == "ok" else "decline"
+        else:
+            better = any(d > 1e-12 for d in deltas.values())
+            worse = any(d < -1e-12 for d in deltas.values())
+            category = "mixed" if better == worse else ("improvement" if better else "decline")
         steps.append(Step(parent, child, deltas, category))
     return steps
 

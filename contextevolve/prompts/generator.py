@@ -46,19 +46,24 @@ def exemplar_section(n: int, ex: Exemplar) -> str:
     return f"{head}\nAbstract: {ex.abstract}\n{code}"
 
 
-def messages(task_description: str, parent: str, guidance: str, exemplars: list[str], mode: str) -> list:
-    """Assemble the Generator messages from pre-rendered sections (see :mod:`contextevolve.nodes.compose`)."""
+def messages(task_description: str, parent: str, guidance: str, exemplars: list[str], mode: str,
+             higher_is_better: bool = True) -> list:
+    """Assemble the Generator messages from pre-rendered sections (see :mod:`contextevolve.nodes.compose`).
+
+    ``higher_is_better`` is the task's score orientation; the request names it.
+    """
+    goal = "raises the score (higher is better)" if higher_is_better else "lowers the score (lower is better)"
     parts = [f"## Task\n{task_description}", parent]
     if guidance:
         parts.append(f"## Direction\n{guidance}")
     if exemplars:
         parts.append("## Reference programs\n" + "\n".join(exemplars))
     if mode == "diff":
-        ask = ("Improve the score of the current program following the direction. Edit only inside the "
+        ask = (f"Edit the current program so that it {goal}, following the direction. Edit only inside the "
                "EVOLVE-BLOCK. Each SEARCH part must match the current program exactly.")
     else:
-        ask = ("Write an improved version of the current program that follows the direction and raises the "
-               "score. Change the algorithm inside the EVOLVE-BLOCK (a copy of the current program is worth "
+        ask = (f"Write an improved version of the current program that follows the direction and {goal}. "
+               "Change the algorithm inside the EVOLVE-BLOCK (a copy of the current program is worth "
                "nothing). Keep the same function name and signature, keep it correct and fast, and return the "
                "whole program.")
     parts.append(f"## Your job\n{ask}")

@@ -10,9 +10,13 @@ copy of the inputs; the candidate runs in a child process (see
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+
+from contextevolve.evaluation.isolation import CandidateRun, run_candidate
 
 EvalStatus = Literal["ok", "invalid", "failed", "timeout"]
 """Outcome of one evaluation.
@@ -49,6 +53,8 @@ class MetricSpec(BaseModel):
     name: str
     higher_is_better: bool = True
     description: str = ""
+    worst: float = 0.0
+    """Value recorded for a program that produced no valid output (the metric's worst end)."""
 
 
 class Task(ABC):
@@ -69,15 +75,55 @@ class Task(ABC):
     """Orientation of ``combined_score`` for the search."""
     timeout_s: float = 60.0
     """Default wall-clock limit of one evaluation, seconds."""
+    worst_score: float = 0.0
+    """``combined_score`` of a rejected program: the worst end of the score's range (0 when
+    higher is better; a lower-is-better task sets its maximum)."""
+
+    baseline_files: dict[str, str] = {}
+    """Table 1 baselines shipped with the task: label -> file in the task's package
+    (``heuristic``, ``human_sota``); the initial program is always a baseline too."""
 
     @property
-    @abstractmethod
     def initial_program(self) -> str:
-        """Source of the program evolution starts from."""
+        """Source of the program evolution starts from (``initial_program.py`` of the task package)."""
+        return self.package_file("initial_program.py")
+
+    def package_file(self, name: str) -> str:
+        """Text of file ``name`` shipped in the task's own package."""
+        package = type(self).__module__.rpartition(".")[0]
+        return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+    def baselines(self) -> dict[str, str]:
+        """Baseline programs as label -> source: ``initial`` first, then :attr:`baseline_files`."""
+        out = {"initial": self.initial_program}
+        out.update({label: self.package_file(f) for label, f in self.baseline_files.items()})
+        return out
+
+    def run_program(self, source: str, harness: str, payload: Any, *, timeout_s: float | None,
+                    inputs: Mapping[str, bytes] | None = None, collect: Sequence[str] = (),
+                    max_memory_bytes: int | None = 4 * 2**30) -> CandidateRun | Evaluation:
+        """Run ``source`` under ``harness`` in a child process (see :func:`run_candidate`).
+
+        Returns the :class:`CandidateRun` when a result came back, else the rejection
+        :class:`Evaluation` (failed / timeout, worst score) to hand back as is.
+        """
+        run = run_candidate(source, harness, payload, timeout_s=timeout_s or self.timeout_s,
+                            inputs=inputs, collect=collect, max_memory_bytes=max_memory_bytes)
+        if run.status != "ok":
+            return self.rejected(run.status, run.reason, seconds=run.seconds,  # type: ignore[arg-type]
+                                 diagnostics=(run.reason + "\n" + run.stderr_tail[-400:]).strip())
+        return run
 
     @abstractmethod
     def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
         """Score candidate ``source``. Never raises for a bad candidate: returns a non-ok Evaluation."""
+
+    def rejected(self, status: EvalStatus, reason: str, *, seconds: float = 0.0,
+                 diagnostics: str = "") -> Evaluation:
+        """An Evaluation for a program with no valid output: worst score and worst metrics."""
+        return Evaluation(status=status, reason=reason, seconds=seconds, combined_score=self.worst_score,
+                          metrics={m.name: m.worst for m in self.metrics},
+                          diagnostics=diagnostics or (f"Rejected: {reason}" if status == "invalid" else ""))
 
     def better(self, a: float | None, b: float | None) -> bool:
         """True when combined score ``a`` is strictly better than ``b`` (``None`` is worst)."""

@@ -9,6 +9,10 @@ from contextevolve.tasks.base import Task
 
 _TASKS: dict[str, str] = {
     "model_placement": "contextevolve.tasks.model_placement.task:ModelPlacement",
+    "txn_scheduling": "contextevolve.tasks.txn_scheduling.task:TxnScheduling",
+    "llm_sql": "contextevolve.tasks.llm_sql.task:LlmSql",
+    "eplb": "contextevolve.tasks.eplb.task:Eplb",
+    "sparse_attention": "contextevolve.tasks.sparse_attention.task:SparseAttention",
 }
 
 

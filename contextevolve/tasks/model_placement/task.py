@@ -19,10 +19,8 @@ objects handed in, and memory must fit. Any such violation makes the whole progr
 from __future__ import annotations
 
 from collections import Counter
-from importlib import resources
 from statistics import fmean
 
-from contextevolve.evaluation.isolation import run_candidate
 from contextevolve.tasks.base import Evaluation, MetricSpec, Task
 from contextevolve.tasks.model_placement.cases import GPU_MEM_SIZE_GB, Case, test_cases
 
@@ -56,11 +54,7 @@ class ModelPlacement(Task):
     ]
     higher_is_better = True
     timeout_s = 60.0
-
-    @property
-    def initial_program(self) -> str:
-        """The greedy KVPR placement (ADRS's initial program; scores 21.89)."""
-        return resources.files(__package__).joinpath("initial_program.py").read_text(encoding="utf-8")
+    baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
     def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
         """Run ``source`` on the 50 cases in a child process and grade its placements.
@@ -72,11 +66,9 @@ class ModelPlacement(Task):
             "case_timeout_s": CASE_TIMEOUT_S,
             "cases": [{"gpu_num": c.gpu_num, "models": [list(m) for m in c.models]} for c in cases],
         }
-        run = run_candidate(source, HARNESS, payload, timeout_s=timeout_s or self.timeout_s)
-        if run.status != "ok":
-            return Evaluation(status=run.status, reason=run.reason, seconds=run.seconds,
-                              metrics={"max_kvpr": 0.0, "success_rate": 0.0},
-                              diagnostics=run.stderr_tail[-400:])
+        run = self.run_program(source, HARNESS, payload, timeout_s=timeout_s)
+        if isinstance(run, Evaluation):
+            return run
         evaluation = grade(run.result, cases)
         evaluation.seconds = run.seconds
         return evaluation

@@ -1,0 +1,87 @@
+"""Table 1 baselines: score each task's initial, heuristic and human-SOTA programs, and LLM one-shot.
+
+Every program is scored by the task's own evaluator, exactly as evolved programs are.
+LLM one-shot (paper §5.1) is a single Generator call from the task description and the
+initial program, with the configured model (the embedded LLM by default), no guidance
+and no exemplars; its output is evaluated as is (a malformed or failing reply is a
+failed row, as it would be for a one-shot user).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextevolve.graph.context import RunContext
+from contextevolve.tasks.base import Evaluation, Task
+from contextevolve.tasks.registry import get_task, task_names
+
+LABELS = {"initial": "Initial program", "heuristic": "Heuristic", "human_sota": "Human-SOTA",
+          "one_shot": "LLM one-shot"}
+"""Row labels in display order."""
+
+
+@dataclass
+class BaselineRow:
+    """One scored baseline: task, baseline label, the evaluation and (one-shot only) tokens used."""
+
+    task: str
+    baseline: str
+    evaluation: Evaluation
+    tokens: int = 0
+    source: str = field(default="", repr=False)
+
+
+def one_shot(task: Task, ctx: RunContext) -> tuple[str, int, str]:
+    """One Generator call on ``task``'s initial program: returns (program source or "", tokens, failure reason).
+
+    Raises:
+        contextevolve.llm.embedded.EmbeddedModelError: the embedded LLM cannot start.
+        Exceptions of the chat endpoint after its retries (unreachable server, ...).
+    """
+    from contextevolve.editing import EditError, build_child
+    from contextevolve.llm.calls import call_role
+    from contextevolve.memory.records import total_tokens
+    from contextevolve.prompts import generator as prompt
+
+    initial = task.evaluate(task.initial_program)
+    parent = prompt.parent_section(task.initial_program, "the task's initial program", initial.combined_score,
+                                   initial.metrics, initial.diagnostics)
+    messages = prompt.messages(task.description, parent, "", [], "full", task.higher_is_better)
+    reply = call_role("generator", messages, ctx)
+    tokens = total_tokens(reply.usage)
+    try:
+        return build_child(task.initial_program, reply.text, "full", truncated=reply.truncated), tokens, ""
+    except EditError as exc:
+        return "", tokens, f"malformed generator output: {exc}"
+
+
+def baseline_table(tasks: list[str] | None = None, *, include_one_shot: bool = False,
+                   **settings: Any) -> list[BaselineRow]:
+    """Score the baselines of ``tasks`` (default: every registered task).
+
+    Args:
+        tasks: task names; unknown names raise KeyError before anything runs.
+        include_one_shot: also ask the configured LLM for one program per task.
+        **settings: RunContext fields for the one-shot call (base_url, model, seed, ...).
+    """
+    from contextevolve.llm import embedded, models
+
+    chosen = [get_task(name) for name in (tasks or task_names())]
+    rows: list[BaselineRow] = []
+    settings = {k: v for k, v in settings.items() if v is not None}
+    ctx = RunContext(task=chosen[0].name, **settings) if include_one_shot else None
+    try:
+        if ctx is not None and models.needs_embedded(ctx):
+            embedded.shared_server()
+        for task in chosen:
+            for label, source in task.baselines().items():
+                rows.append(BaselineRow(task.name, label, task.evaluate(source), source=source))
+            if ctx is not None:
+                source, tokens, reason = one_shot(task, ctx)
+                evaluation = task.evaluate(source) if source else task.rejected("failed", reason)
+                rows.append(BaselineRow(task.name, "one_shot", evaluation, tokens, source))
+    finally:
+        if ctx is not None:
+            embedded.stop_shared_server()
+    return rows

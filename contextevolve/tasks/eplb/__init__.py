@@ -1,0 +1,1 @@
+"""Expert-parallel load balancing (LB, ADRS EPLB): replicate and place MoE experts on GPUs."""

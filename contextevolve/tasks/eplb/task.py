@@ -1,0 +1,161 @@
+"""EPLB task: description, the trusted grader and its metrics.
+
+Metrics (ADRS eplb, DESIGN.md §6):
+
+* ``balancedness``: the maps computed on window i are scored on window i+1. Each
+  logical expert's load is split evenly over its replicas; per layer the physical slots'
+  loads give mean and max, and balancedness = Σ_layers mean / Σ_layers max (1 is
+  perfect), averaged over the window pairs.
+* ``speed`` = min(1, 0.02 / median seconds of the rebalance call), timing only the call
+  (ADRS times its simulator too; the cap at 1 is ours, so that a trivially fast but
+  poorly balanced mapping cannot win on speed alone).
+* ``combined_score`` = (balancedness + 0.1 × speed) / 2. ADRS uses (balancedness +
+  speed) / 2, under which a trivial static mapping that returns in a millisecond beats
+  every balancing algorithm; the paper weights the terms differently, and this weighting
+  reproduces its Table 1 LB scores from its own columns (bal 0.25, speed 0.20 → 0.13;
+  0.34, 0.65 → 0.20; 0.24, 0.43 → 0.14; 0.25, 0.45 → 0.15).
+
+Holes closed: outputs are checked with our own copy of the loads — every logical expert
+has at least one replica, exactly ``num_replicas`` slots per layer, logcnt equals the
+replica count in phy2log, log2phy lists exactly each expert's slots (padded with −1),
+every slot once; slots are spread evenly over GPUs by layout (slot p on GPU
+p // (num_replicas / num_gpus), so each GPU holds the same number).
+"""
+
+from __future__ import annotations
+
+import io
+from statistics import fmean, median
+
+import numpy as np
+
+from contextevolve.tasks.base import Evaluation, MetricSpec, Task
+from contextevolve.tasks.eplb.harness import output_names
+from contextevolve.tasks.eplb.traces import (NUM_EXPERTS, NUM_GPUS, NUM_GROUPS, NUM_LAYERS, NUM_NODES,
+                                             NUM_REPLICAS, load_windows)
+
+HARNESS = "contextevolve.tasks.eplb.harness:run"
+CASE_TIMEOUT_S = 20.0
+
+
+def score(balancedness: float, speed: float) -> float:
+    """Combined LB score: (balancedness + 0.1 × speed) / 2 (the paper's Table 1 weighting, see module doc)."""
+    return (balancedness + 0.1 * speed) / 2
+
+
+def balancedness(load: np.ndarray, phy2log: np.ndarray, logcnt: np.ndarray) -> float:
+    """Σ_layers mean(slot load) / Σ_layers max(slot load) for loads ``[L, E]`` under a valid mapping."""
+    slot_load = np.take_along_axis(load.astype(np.float64), phy2log, 1) / np.take_along_axis(logcnt, phy2log, 1)
+    return float(slot_load.mean(axis=1).sum() / slot_load.max(axis=1).sum())
+
+
+def check_maps(phy2log: np.ndarray, log2phy: np.ndarray, logcnt: np.ndarray) -> str:
+    """Why the three maps are inconsistent or break the contract; empty when valid."""
+    shapes = {"phy2log": (phy2log, 2), "log2phy": (log2phy, 3), "logcnt": (logcnt, 2)}
+    for name, (arr, ndim) in shapes.items():
+        if arr.dtype.kind not in "iu" or arr.ndim != ndim:
+            return f"{name} must be an integer tensor with {ndim} dimensions, got {arr.dtype} {arr.shape}"
+    if phy2log.shape != (NUM_LAYERS, NUM_REPLICAS):
+        return f"phy2log has shape {phy2log.shape}, expected ({NUM_LAYERS}, {NUM_REPLICAS})"
+    if logcnt.shape != (NUM_LAYERS, NUM_EXPERTS):
+        return f"logcnt has shape {logcnt.shape}, expected ({NUM_LAYERS}, {NUM_EXPERTS})"
+    if log2phy.shape[:2] != (NUM_LAYERS, NUM_EXPERTS) or log2phy.shape[2] < 1:
+        return f"log2phy has shape {log2phy.shape}, expected ({NUM_LAYERS}, {NUM_EXPERTS}, X)"
+    if phy2log.min() < 0 or phy2log.max() >= NUM_EXPERTS:
+        return "phy2log holds ids that are not logical experts"
+    counts = np.stack([np.bincount(row, minlength=NUM_EXPERTS) for row in phy2log])
+    if counts.min() < 1:
+        layer, expert = np.argwhere(counts == 0)[0]
+        return f"logical expert {expert} of layer {layer} has no replica"
+    if not np.array_equal(counts, logcnt):
+        return "logcnt does not match the replica counts in phy2log"
+    width = log2phy.shape[2]
+    valid = log2phy >= 0
+    if not np.array_equal(valid, np.arange(width) < logcnt[..., None]):
+        return "log2phy must list logcnt slots per expert followed by -1 padding"
+    slots = np.where(valid, log2phy, 0)
+    if slots.max() >= NUM_REPLICAS:
+        return "log2phy holds slot ids beyond num_replicas"
+    owner = np.take_along_axis(phy2log, slots.reshape(NUM_LAYERS, -1), 1).reshape(slots.shape)
+    if not np.all(owner[valid] == np.broadcast_to(np.arange(NUM_EXPERTS)[None, :, None], slots.shape)[valid]):
+        return "log2phy and phy2log disagree on which expert a slot holds"
+    layer_of = np.broadcast_to(np.arange(NUM_LAYERS)[:, None, None], slots.shape)[valid]
+    seen = np.bincount(layer_of * NUM_REPLICAS + slots[valid], minlength=NUM_LAYERS * NUM_REPLICAS)
+    if seen.max() != 1 or seen.min() != 1:
+        return "log2phy must list every slot exactly once"
+    return ""
+
+
+DESCRIPTION = f"""\
+Expert-parallel load balancing (DeepSeek EPLB) for a Mixture-of-Experts model: {NUM_LAYERS} layers x
+{NUM_EXPERTS} logical experts, {NUM_REPLICAS} physical expert slots per layer, {NUM_GROUPS} expert groups,
+{NUM_NODES} nodes, {NUM_GPUS} GPUs ({NUM_REPLICAS // NUM_GPUS} slots per GPU; slot p is on GPU p // {NUM_REPLICAS // NUM_GPUS}).
+Implement `rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus) ->
+(phy2log, log2phy, logcnt)` with torch int64 tensors: weight [layers, experts] is the token load per
+logical expert; phy2log [layers, num_replicas] the logical expert in each slot; log2phy [layers, experts, X]
+the slots of each expert padded with -1; logcnt [layers, experts] replicas per expert (every expert >= 1).
+The mapping computed on one window of load is scored on the next window: each expert's load splits
+evenly over its replicas; balancedness = sum over layers of mean slot load / sum of max slot load.
+speed = min(1, 0.02 / median seconds of the call). Score = (balancedness + 0.1 * speed) / 2; higher
+is better. Loads are skewed (Zipf-like), drift over time and burst. Keep each call well under {CASE_TIMEOUT_S:g} s.
+"""
+
+
+class Eplb(Task):
+    """ADRS EPLB: balance MoE expert load over GPUs, fast."""
+
+    name = "eplb"
+    title = "Expert-parallel load balancing (LB)"
+    description = DESCRIPTION
+    metrics = [
+        MetricSpec(name="balancedness", description="mean/max slot load on the next window (1 = perfect)"),
+        MetricSpec(name="speed", description="min(1, 0.02 / median seconds of rebalance_experts)"),
+    ]
+    higher_is_better = True
+    timeout_s = 120.0
+    baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
+
+    def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
+        """Run ``source`` on every load window in a child process; validate and score its maps."""
+        windows = load_windows()
+        buffer = io.BytesIO()
+        np.save(buffer, windows, allow_pickle=False)
+        payload = {"case_timeout_s": CASE_TIMEOUT_S, "num_replicas": NUM_REPLICAS, "num_groups": NUM_GROUPS,
+                   "num_nodes": NUM_NODES, "num_gpus": NUM_GPUS}
+        collect = [name for i in range(len(windows) - 1) for name in output_names(i)]
+        run = self.run_program(source, HARNESS, payload, timeout_s=timeout_s,
+                               inputs={"windows.npy": buffer.getvalue()}, collect=collect)
+        if isinstance(run, Evaluation):
+            return run
+        evaluation = self.grade(run.result, run.files or {})
+        evaluation.seconds = run.seconds
+        return evaluation
+
+    def grade(self, result: object, files: dict[str, bytes]) -> Evaluation:
+        """Score the harness's timings and output arrays against our own load windows; never raises."""
+        windows = load_windows()
+        if not isinstance(result, dict):
+            return self.rejected("invalid", "malformed harness output")
+        if "bad" in result:
+            return self.rejected("invalid", str(result["bad"])[:300])
+        times = result.get("seconds")
+        if not (isinstance(times, list) and len(times) == len(windows) - 1
+                and all(isinstance(t, (int, float)) and t >= 0 for t in times)):
+            return self.rejected("invalid", "malformed harness output")
+        scores = []
+        for i in range(len(windows) - 1):
+            try:
+                arrays = [np.load(io.BytesIO(files[name]), allow_pickle=False) for name in output_names(i)]
+            except (KeyError, ValueError, OSError, EOFError) as exc:
+                return self.rejected("invalid", f"window {i}: unreadable output ({type(exc).__name__})")
+            problem = check_maps(*arrays)
+            if problem:
+                return self.rejected("invalid", f"window {i}: {problem}")
+            scores.append(balancedness(windows[i + 1], arrays[0], arrays[2]))
+        seconds = float(median(times))
+        bal = fmean(scores)
+        speed = min(1.0, 0.02 / seconds) if seconds > 0 else 1.0
+        return Evaluation(
+            status="ok", metrics={"balancedness": bal, "speed": speed}, combined_score=score(bal, speed),
+            diagnostics=(f"balancedness per window pair: {', '.join(f'{s:.3f}' for s in scores)}\n"
+                         f"rebalance call: median {seconds:.3f} s over {len(times)} calls"))

@@ -1,0 +1,62 @@
+"""Seeded, realistic expert-load traces for EPLB (58 MoE layers × 256 routed experts).
+
+ADRS records a 224 MB trace from a real DeepSeek-style model; offline we generate one
+with the properties that make rebalancing hard (DESIGN.md §6):
+
+* skewed popularity: per layer, expert log-popularity starts Zipf-like,
+  −s_l · log(rank) over a random permutation, with s_l ~ U(0.3, 0.8) per layer;
+* drift: the log-popularity follows a mean-reverting random walk per step, so the
+  mapping computed on one window is scored on a slightly different next window;
+* bursts: each step an expert starts a burst with probability 0.001, multiplying its
+  popularity by U(1.5, 4) for a geometric number of steps (mean 25);
+* routing: each step routes 4,096 tokens × top-8 per layer, drawn as Poisson counts.
+
+``STEPS`` steps are summed into ``WINDOWS`` windows of ``STEPS // WINDOWS`` steps (ADRS
+sums 100 steps per window). Cached on disk after first use.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from contextevolve.tasks.datacache import cached_arrays
+
+NUM_LAYERS, NUM_EXPERTS = 58, 256
+NUM_REPLICAS, NUM_GROUPS, NUM_NODES, NUM_GPUS = 288, 8, 4, 32
+STEPS, WINDOWS = 600, 6
+TOKENS_PER_STEP = 4096 * 8
+SEED = 2025
+VERSION = "v2"
+
+
+def _generate() -> dict[str, np.ndarray]:
+    rng = np.random.RandomState(SEED)
+    s = rng.uniform(0.3, 0.8, size=(NUM_LAYERS, 1))
+    ranks = np.argsort(rng.random_sample((NUM_LAYERS, NUM_EXPERTS)), axis=1) + 1
+    base = -s * np.log(ranks)
+    theta = base.copy()
+    burst_left = np.zeros((NUM_LAYERS, NUM_EXPERTS), dtype=np.int64)
+    burst_gain = np.ones((NUM_LAYERS, NUM_EXPERTS))
+    per_window = STEPS // WINDOWS
+    windows = np.zeros((WINDOWS, NUM_LAYERS, NUM_EXPERTS), dtype=np.int64)
+    for step in range(STEPS):
+        theta += 0.02 * (base - theta) + rng.normal(0.0, 0.05, size=theta.shape)
+        start = (burst_left == 0) & (rng.random_sample(theta.shape) < 0.001)
+        burst_left[start] = rng.geometric(1 / 25, size=int(start.sum()))
+        burst_gain[start] = rng.uniform(1.5, 4.0, size=int(start.sum()))
+        gain = np.where(burst_left > 0, burst_gain, 1.0)
+        burst_left = np.maximum(burst_left - 1, 0)
+        p = np.exp(theta) * gain
+        p /= p.sum(axis=1, keepdims=True)
+        windows[step // per_window] += rng.poisson(TOKENS_PER_STEP * p)
+    return {"windows": windows}
+
+
+@cache
+def load_windows() -> np.ndarray:
+    """Expert loads per window, int64 array ``[WINDOWS, NUM_LAYERS, NUM_EXPERTS]`` (tokens; read-only)."""
+    arr = cached_arrays("eplb", f"{VERSION}-{SEED}", _generate)["windows"]
+    arr.setflags(write=False)
+    return arr

@@ -1,0 +1,1 @@
+"""Sparse attention (SAK, ADRS / vAttention): choose the keys each query attends to."""

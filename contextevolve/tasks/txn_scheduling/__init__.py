@@ -1,0 +1,1 @@
+"""Transaction Scheduling (TS, ADRS): order read/write transactions to minimise the makespan."""
