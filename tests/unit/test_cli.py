@@ -21,9 +21,40 @@ def cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
-def test_tasks_lists_model_placement():
+def test_tasks_lists_all_five_adrs_tasks():
     out = cli("tasks")
-    assert out.returncode == 0 and out.stdout.startswith("model_placement\tModel Placement")
+    assert out.returncode == 0
+    lines = {line.split("\t")[0]: line for line in out.stdout.splitlines()}
+    assert set(lines) == {"model_placement", "txn_scheduling", "llm_sql", "eplb", "sparse_attention"}
+    assert lines["model_placement"].startswith("model_placement\tModel Placement")
+    assert "density (lower is better)" in lines["sparse_attention"]
+
+
+def test_evaluate_any_task_from_a_file(tmp_path):
+    program = tmp_path / "fifo.py"
+    program.write_text("def get_best_schedule(workload, num_seqs):\n    o = list(range(workload.num_txns))\n"
+                       "    return workload.makespan(o), o\n")
+    out = cli("evaluate", "--task", "txn_scheduling", str(program))
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["status"] == "ok" and result["metrics"]["makespan"] == 799.0
+    assert result["combined_score"] == 1e6 / 800
+
+
+def test_baselines_table_for_one_task():
+    out = cli("baselines", "--task", "txn_scheduling", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = {r["baseline"]: r for r in json.loads(out.stdout)}
+    assert set(rows) == {"initial", "heuristic", "human_sota"}
+    assert all(r["status"] == "ok" and r["task"] == "txn_scheduling" for r in rows.values())
+    assert rows["heuristic"]["combined_score"] < rows["initial"]["combined_score"] < rows["human_sota"]["combined_score"]
+    table = cli("baselines", "--task", "txn_scheduling")
+    assert table.returncode == 0 and "Human-SOTA" in table.stdout and "makespan" in table.stdout
+
+
+def test_baselines_unknown_task_is_a_clear_error():
+    out = cli("baselines", "--task", "nope")
+    assert out.returncode == 2 and "unknown task 'nope'" in out.stderr
 
 
 def test_evaluate_prints_metrics_json(tmp_path):
@@ -43,7 +74,7 @@ def test_bad_input_gets_a_clear_error(tmp_path, capsys):
     assert main(["evaluate", "--task", "model_placement", str(tmp_path / "missing.py")]) == 2
     assert "cannot read program file" in capsys.readouterr().err
     assert main(["evaluate", "--task", "nope", str(INITIAL)]) == 2
-    assert "known tasks: model_placement" in capsys.readouterr().err
+    assert "known tasks: eplb, llm_sql, model_placement" in capsys.readouterr().err
     assert main(["status", str(tmp_path)]) == 2
     assert "holds no run" in capsys.readouterr().err
     assert main(["run", "--run-dir", str(tmp_path / "r"), "--resume"]) == 2

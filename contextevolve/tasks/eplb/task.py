@@ -70,6 +70,8 @@ def check_maps(phy2log: np.ndarray, log2phy: np.ndarray, logcnt: np.ndarray) -> 
     if not np.array_equal(counts, logcnt):
         return "logcnt does not match the replica counts in phy2log"
     width = log2phy.shape[2]
+    if width < logcnt.max():
+        return f"log2phy lists {width} slots per expert but an expert has {logcnt.max()} replicas"
     valid = log2phy >= 0
     if not np.array_equal(valid, np.arange(width) < logcnt[..., None]):
         return "log2phy must list logcnt slots per expert followed by -1 padding"
@@ -127,12 +129,16 @@ class Eplb(Task):
                                inputs={"windows.npy": buffer.getvalue()}, collect=collect)
         if isinstance(run, Evaluation):
             return run
-        evaluation = self.grade(run.result, run.files or {})
+        evaluation = self.grade(run.result, run.files or {}, wall_s=run.seconds)
         evaluation.seconds = run.seconds
         return evaluation
 
-    def grade(self, result: object, files: dict[str, bytes]) -> Evaluation:
-        """Score the harness's timings and output arrays against our own load windows; never raises."""
+    def grade(self, result: object, files: dict[str, bytes], wall_s: float | None = None) -> Evaluation:
+        """Score the harness's timings and output arrays against our own load windows; never raises.
+
+        ``wall_s`` is the child process's wall clock seen by the host: call times summing to
+        more than it were not measured honestly.
+        """
         windows = load_windows()
         if not isinstance(result, dict):
             return self.rejected("invalid", "malformed harness output")
@@ -142,6 +148,9 @@ class Eplb(Task):
         if not (isinstance(times, list) and len(times) == len(windows) - 1
                 and all(isinstance(t, (int, float)) and t >= 0 for t in times)):
             return self.rejected("invalid", "malformed harness output")
+        if wall_s is not None and sum(times) > wall_s:
+            return self.rejected("invalid", f"reported call times ({sum(times):.2f} s) exceed the process's "
+                                 f"wall clock ({wall_s:.2f} s)")
         scores = []
         for i in range(len(windows) - 1):
             try:

@@ -7,7 +7,7 @@ every input row's cells are there and recomputes the hit rate itself.
 from __future__ import annotations
 
 import signal
-import time
+from time import perf_counter  # bound before the candidate is imported: patching time.perf_counter cannot fake speed
 
 
 class CaseTimeout(Exception):
@@ -59,11 +59,11 @@ def run(candidate, payload: dict) -> dict:
             for _ in range(payload["repeats"]):
                 df = pd.DataFrame(table["rows"], columns=table["columns"], dtype=object)
                 signal.setitimer(signal.ITIMER_REAL, payload["case_timeout_s"])
-                start = time.perf_counter()
+                start = perf_counter()
                 try:
                     value = fn(df)
                 finally:
-                    seconds.append(time.perf_counter() - start)
+                    seconds.append(perf_counter() - start)
                     signal.setitimer(signal.ITIMER_REAL, 0)
                 if first is None:
                     first = _serialise(value)

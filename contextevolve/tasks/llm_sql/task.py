@@ -95,12 +95,16 @@ class LlmSql(Task):
         run = self.run_program(source, HARNESS, payload, timeout_s=timeout_s)
         if isinstance(run, Evaluation):
             return run
-        evaluation = self.grade(run.result)
+        evaluation = self.grade(run.result, wall_s=run.seconds)
         evaluation.seconds = run.seconds
         return evaluation
 
-    def grade(self, result: object) -> Evaluation:
-        """Score harness output ``result`` against our own tables; never raises."""
+    def grade(self, result: object, wall_s: float | None = None) -> Evaluation:
+        """Score harness output ``result`` against our own tables; never raises.
+
+        ``wall_s`` is the child process's wall clock seen by the host: call times summing to
+        more than it were not measured honestly.
+        """
         cases = result.get("cases") if isinstance(result, dict) else None
         if not isinstance(cases, list) or len(cases) != len(SPECS):
             return self.rejected("invalid", "malformed harness output")
@@ -117,12 +121,16 @@ class LlmSql(Task):
             if problem:
                 return self.rejected("invalid", f"table {name}: {problem}")
             times = case.get("seconds")
-            if not (isinstance(times, list) and times and all(isinstance(t, (int, float)) for t in times)):
+            if not (isinstance(times, list) and times and all(isinstance(t, (int, float)) and t >= 0 for t in times)):
                 return self.rejected("invalid", "malformed harness output")
             hit = prefix_hit_rate(["".join(row) for row in case["rows"]])
             hits.append(hit)
             secs.append(float(median(times)))
             lines.append(f"{name}: hit rate {hit:.4f}, {secs[-1]:.3f} s")
+        reported = sum(sum(c["seconds"]) for c in cases)
+        if wall_s is not None and reported > wall_s:
+            return self.rejected("invalid", f"reported call times ({reported:.2f} s) exceed the process's "
+                                 f"wall clock ({wall_s:.2f} s)")
         hit_rate, seconds = fmean(hits), fmean(secs)
         return Evaluation(status="ok", metrics={"hit_rate": hit_rate, "seconds": seconds},
                           combined_score=score(hit_rate, seconds), diagnostics="\n".join(lines))
