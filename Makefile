@@ -35,6 +35,7 @@ integration: setup
 	$(PY) -m pytest -q -m integration
 
 bench: setup
+	$(PY) benchmarks/eval_time.py
 	$(PY) benchmarks/overhead.py
 
 clean:

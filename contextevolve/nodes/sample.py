@@ -84,7 +84,8 @@ def sample(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         keep = set(failed[:max(1, (k + 1) // 2)])
         return {"candidate_ids": ids, "exemplar_ids": [c.id for c in candidates if c.status == "ok" or c.id in keep]}
     messages = prompt.messages(parent.abstract, state.guidance, [
-        {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k)
+        {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k,
+        task.higher_is_better)
     reply = call_role("sampler", messages, ctx, json_mode=True)
     picks = parse_choice(reply.text, len(candidates), k) or list(range(k))
     return {"candidate_ids": ids, "exemplar_ids": [ids[i] for i in picks], "iteration_usage": reply.usage}

@@ -253,3 +253,28 @@ def test_compose_shows_failed_exemplars_without_code(seeded, ctx):
     state = replace(state, parent_id="it00000", exemplar_ids=["it00002", "it00001"])
     update = run_node(compose, state, replace(ctx, context_token_budget=10_000))
     assert update["exemplar_ids"] == ["it00002", "it00001"] and update["exemplar_code_ids"] == ["it00001"]
+
+
+def test_lower_is_better_task_orients_rollout_prompts_and_failures():
+    from contextevolve.prompts import generator as gen_prompt
+    from contextevolve.prompts import sampler as sampler_prompt
+
+    sak = get_task("sparse_attention")
+    base = ProgramRecord(id="p", iteration=0, status="ok", metrics={"density": 0.2, "error": 0.1}, committed=True)
+    sparser = ProgramRecord(id="a", iteration=1, parent_id="p", status="ok",
+                            metrics={"density": 0.1, "error": 0.1}, committed=True)
+    # a failed child carries the worst metrics (1.0): a decline, never an "improvement"
+    failed = ProgramRecord(id="b", iteration=2, parent_id="p", status="failed", combined_score=sak.worst_score,
+                           metrics={m.name: m.worst for m in sak.metrics}, committed=True)
+    zeroed = ProgramRecord(id="c", iteration=3, parent_id="p", status="invalid",
+                           metrics={"density": 0.0, "error": 0.0}, committed=True)
+    steps = {s.child.id: s for s in rollout([base, sparser, failed, zeroed], sak)}
+    assert steps["a"].category == "improvement" and steps["a"].deltas["density"] == pytest.approx(0.1)
+    assert steps["b"].category == steps["c"].category == "decline"
+    ask = gen_prompt.messages("t", "parent", "", [], "full", sak.higher_is_better)[1].content
+    assert "lowers the score (lower is better)" in ask
+    pick = sampler_prompt.messages("z", "g", [{"status": "ok", "score": 0.1, "abstract": "x"}], 1, False)
+    assert "lower is better" in pick[1].content
+    rejected = sak.rejected("failed", "boom")
+    assert rejected.combined_score == 1.0 and rejected.metrics == {"density": 1.0, "error": 1.0}
+    assert sak.better(0.1, rejected.combined_score) and not sak.better(rejected.combined_score, 0.1)

@@ -7,9 +7,10 @@ models handed in), so the trusted grader never sees a live candidate object.
 
 from __future__ import annotations
 
-import signal
-from time import perf_counter  # bound before the candidate is imported: patching time.perf_counter cannot fake speed
 from dataclasses import dataclass
+from time import perf_counter  # bound before the candidate is imported: patching time.perf_counter cannot fake speed
+
+from contextevolve.evaluation.time_limit import CaseTimeout, time_limit
 
 
 @dataclass
@@ -21,14 +22,6 @@ class Model:
     req_rate: int
     slo: int
     cur_gpu_id: int
-
-
-class CaseTimeout(Exception):
-    """Raised in the candidate when one case exceeds its time limit."""
-
-
-def _on_alarm(signum, frame):  # noqa: ARG001
-    raise CaseTimeout()
 
 
 def _describe(obj) -> str:
@@ -44,23 +37,20 @@ def run(candidate, payload: dict) -> dict:
     fn = getattr(candidate, "compute_model_placement", None)
     if not callable(fn):
         raise AttributeError("the program defines no function compute_model_placement(gpu_num, models)")
-    signal.signal(signal.SIGALRM, _on_alarm)
     out = []
     for case in payload["cases"]:
         models = [Model(*m) for m in case["models"]]
         index_of = {id(m): i for i, m in enumerate(models)}
         start = perf_counter()
-        signal.setitimer(signal.ITIMER_REAL, payload["case_timeout_s"])
         try:
-            placement = fn(case["gpu_num"], list(models))
+            with time_limit(payload["case_timeout_s"]):
+                placement = fn(case["gpu_num"], list(models))
         except CaseTimeout:
             out.append({"ok": False, "error": f"exceeded {payload['case_timeout_s']:g} s"})
             continue
         except Exception as exc:  # noqa: BLE001 - the candidate's failure, recorded per case
             out.append({"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
             continue
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
         seconds = perf_counter() - start
         if not isinstance(placement, dict):
             out.append({"ok": True, "seconds": seconds, "not_a_dict": type(placement).__name__})

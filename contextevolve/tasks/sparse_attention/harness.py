@@ -7,15 +7,7 @@ density and error itself from these arrays.
 
 from __future__ import annotations
 
-import signal
-
-
-class CaseTimeout(Exception):
-    """Raised in the candidate when one layer exceeds its time limit."""
-
-
-def _on_alarm(signum, frame):  # noqa: ARG001
-    raise CaseTimeout()
+from contextevolve.evaluation.time_limit import CaseTimeout, time_limit
 
 
 def output_names(layer: int) -> tuple[str, str]:
@@ -32,16 +24,13 @@ def run(candidate, payload: dict) -> dict:
     if not callable(fn):
         raise AttributeError("the program defines no function select_keys(queries, keys, values, query_positions)")
     q, k, v, pos = (np.load(f"{n}.npy", allow_pickle=False) for n in ("queries", "keys", "values", "query_positions"))
-    signal.signal(signal.SIGALRM, _on_alarm)
     has_weights = []
     for layer in range(q.shape[0]):
-        signal.setitimer(signal.ITIMER_REAL, payload["case_timeout_s"])
         try:
-            value = fn(q[layer].copy(), k[layer].copy(), v[layer].copy(), pos.copy())
+            with time_limit(payload["case_timeout_s"]):
+                value = fn(q[layer].copy(), k[layer].copy(), v[layer].copy(), pos.copy())
         except CaseTimeout:
             raise TimeoutError(f"select_keys exceeded {payload['case_timeout_s']:g} s on one layer") from None
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
         mask, weights = (value if isinstance(value, tuple) and len(value) == 2 else (value, None))
         mask_name, weights_name = output_names(layer)
         for name, arr in ((mask_name, mask), (weights_name, weights)):

@@ -6,9 +6,9 @@ grader recomputes the makespan from the returned order with its own workloads.
 
 from __future__ import annotations
 
-import signal
 from time import perf_counter  # bound before the candidate is imported: patching time.perf_counter cannot fake speed
 
+from contextevolve.evaluation.time_limit import CaseTimeout, time_limit
 from contextevolve.tasks.txn_scheduling.simulator import ScheduleState, makespan
 
 
@@ -31,14 +31,6 @@ class Workload:
     def new_state(self) -> ScheduleState:
         """An empty incremental schedule: ``place(txn)``, ``cost_if_placed(txn)``, ``.makespan``."""
         return ScheduleState()
-
-
-class CaseTimeout(Exception):
-    """Raised in the candidate when one workload exceeds its time limit."""
-
-
-def _on_alarm(signum, frame):  # noqa: ARG001
-    raise CaseTimeout()
 
 
 def _order_of(value) -> dict:
@@ -66,21 +58,18 @@ def run(candidate, payload: dict) -> dict:
     fn = getattr(candidate, "get_best_schedule", None)
     if not callable(fn):
         raise AttributeError("the program defines no function get_best_schedule(workload, num_seqs)")
-    signal.signal(signal.SIGALRM, _on_alarm)
     out = []
     for txns in payload["workloads"]:
         workload = Workload(txns)
         start = perf_counter()
-        signal.setitimer(signal.ITIMER_REAL, payload["case_timeout_s"])
         try:
-            value = fn(workload, payload["num_seqs"])
+            with time_limit(payload["case_timeout_s"]):
+                value = fn(workload, payload["num_seqs"])
         except CaseTimeout:
             out.append({"ok": False, "error": f"exceeded {payload['case_timeout_s']:g} s"})
             continue
         except Exception as exc:  # noqa: BLE001 - the candidate's failure, recorded per workload
             out.append({"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
             continue
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
         out.append({"ok": True, "seconds": perf_counter() - start, **_order_of(value)})
     return {"cases": out}
