@@ -19,6 +19,8 @@ from contextevolve.tasks.registry import get_task, task_names
 LABELS = {"initial": "Initial program", "heuristic": "Heuristic", "human_sota": "Human-SOTA",
           "one_shot": "LLM one-shot"}
 """Row labels in display order."""
+PAPER_ORDER = ("txn_scheduling", "llm_sql", "eplb", "sparse_attention", "model_placement")
+"""Column order of the paper's Table 1; other registered tasks follow."""
 
 
 @dataclass
@@ -67,7 +69,8 @@ def baseline_table(tasks: list[str] | None = None, *, include_one_shot: bool = F
     """
     from contextevolve.llm import embedded, models
 
-    chosen = [get_task(name) for name in (tasks or task_names())]
+    names = tasks or sorted(task_names(), key=lambda n: (PAPER_ORDER + (n,)).index(n))
+    chosen = [get_task(name) for name in names]
     rows: list[BaselineRow] = []
     settings = {k: v for k, v in settings.items() if v is not None}
     ctx = RunContext(task=chosen[0].name, **settings) if include_one_shot else None
