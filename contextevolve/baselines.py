@@ -34,8 +34,10 @@ class BaselineRow:
     source: str = field(default="", repr=False)
 
 
-def one_shot(task: Task, ctx: RunContext) -> tuple[str, int, str]:
+def one_shot(task: Task, ctx: RunContext, initial: Evaluation | None = None) -> tuple[str, int, str]:
     """One Generator call on ``task``'s initial program: returns (program source or "", tokens, failure reason).
+
+    ``initial`` is the initial program's evaluation when the caller already has it (shown in the prompt).
 
     Raises:
         contextevolve.llm.embedded.EmbeddedModelError: the embedded LLM cannot start.
@@ -46,7 +48,7 @@ def one_shot(task: Task, ctx: RunContext) -> tuple[str, int, str]:
     from contextevolve.memory.records import total_tokens
     from contextevolve.prompts import generator as prompt
 
-    initial = task.evaluate(task.initial_program)
+    initial = initial or task.evaluate(task.initial_program)
     parent = prompt.parent_section(task.initial_program, "the task's initial program", initial.combined_score,
                                    initial.metrics, initial.diagnostics)
     messages = prompt.messages(task.description, parent, "", [], "full", task.higher_is_better)
@@ -78,10 +80,11 @@ def baseline_table(tasks: list[str] | None = None, *, include_one_shot: bool = F
         if ctx is not None and models.needs_embedded(ctx):
             embedded.shared_server()
         for task in chosen:
-            for label, source in task.baselines().items():
-                rows.append(BaselineRow(task.name, label, task.evaluate(source), source=source))
+            ours = [BaselineRow(task.name, label, task.evaluate(source), source=source)
+                    for label, source in task.baselines().items()]
+            rows += ours
             if ctx is not None:
-                source, tokens, reason = one_shot(task, ctx)
+                source, tokens, reason = one_shot(task, ctx, ours[0].evaluation)  # ours[0] is "initial"
                 evaluation = task.evaluate(source) if source else task.rejected("failed", reason)
                 rows.append(BaselineRow(task.name, "one_shot", evaluation, tokens, source))
     finally:

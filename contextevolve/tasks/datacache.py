@@ -8,6 +8,7 @@ The file name carries a version key: change the generator, change the key.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -70,3 +71,10 @@ def cached_json(task: str, key: str, build: Callable[[], object]) -> object:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return value
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    """``array`` serialised as a ``.npy`` file (no pickles), ready to hand to a candidate process."""
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    return buffer.getvalue()

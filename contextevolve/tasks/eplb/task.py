@@ -32,7 +32,7 @@ import numpy as np
 from contextevolve.tasks.base import Evaluation, MetricSpec, Task
 from contextevolve.tasks.eplb.harness import output_names
 from contextevolve.tasks.eplb.traces import (NUM_EXPERTS, NUM_GPUS, NUM_GROUPS, NUM_LAYERS, NUM_NODES,
-                                             NUM_REPLICAS, load_windows)
+                                             NUM_REPLICAS, load_windows, windows_npy)
 
 HARNESS = "contextevolve.tasks.eplb.harness:run"
 CASE_TIMEOUT_S = 20.0
@@ -120,13 +120,11 @@ class Eplb(Task):
     def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
         """Run ``source`` on every load window in a child process; validate and score its maps."""
         windows = load_windows()
-        buffer = io.BytesIO()
-        np.save(buffer, windows, allow_pickle=False)
         payload = {"case_timeout_s": CASE_TIMEOUT_S, "num_replicas": NUM_REPLICAS, "num_groups": NUM_GROUPS,
                    "num_nodes": NUM_NODES, "num_gpus": NUM_GPUS}
         collect = [name for i in range(len(windows) - 1) for name in output_names(i)]
         run = self.run_program(source, HARNESS, payload, timeout_s=timeout_s,
-                               inputs={"windows.npy": buffer.getvalue()}, collect=collect)
+                               inputs={"windows.npy": windows_npy()}, collect=collect)
         if isinstance(run, Evaluation):
             return run
         evaluation = self.grade(run.result, run.files or {}, wall_s=run.seconds)

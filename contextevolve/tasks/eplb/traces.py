@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-from contextevolve.tasks.datacache import cached_arrays
+from contextevolve.tasks.datacache import cached_arrays, npy_bytes
 
 NUM_LAYERS, NUM_EXPERTS = 58, 256
 NUM_REPLICAS, NUM_GROUPS, NUM_NODES, NUM_GPUS = 288, 8, 4, 32
@@ -60,3 +60,9 @@ def load_windows() -> np.ndarray:
     arr = cached_arrays("eplb", f"{VERSION}-{SEED}", _generate)["windows"]
     arr.setflags(write=False)
     return arr
+
+
+@cache
+def windows_npy() -> bytes:
+    """:func:`load_windows` as ``.npy`` bytes, serialised once per process for every evaluation."""
+    return npy_bytes(load_windows())

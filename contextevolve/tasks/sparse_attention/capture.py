@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from contextevolve.tasks.datacache import cached_arrays, data_dir
+from contextevolve.tasks.datacache import cached_arrays, data_dir, npy_bytes
 
 NUM_TOKENS = 2048
 NUM_QUERIES = 128
@@ -114,6 +114,12 @@ def attention_inputs() -> dict[str, np.ndarray]:
     for arr in arrays.values():
         arr.setflags(write=False)
     return arrays
+
+
+@cache
+def input_files() -> dict[str, bytes]:
+    """:func:`attention_inputs` as ``<name>.npy`` bytes for the candidate, serialised once per process."""
+    return {f"{name}.npy": npy_bytes(arr) for name, arr in attention_inputs().items()}
 
 
 if __name__ == "__main__":

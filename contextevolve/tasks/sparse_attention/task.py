@@ -24,7 +24,7 @@ import io
 import numpy as np
 
 from contextevolve.tasks.base import Evaluation, MetricSpec, Task
-from contextevolve.tasks.sparse_attention.capture import NUM_QUERIES, NUM_TOKENS, attention_inputs
+from contextevolve.tasks.sparse_attention.capture import NUM_QUERIES, NUM_TOKENS, attention_inputs, input_files
 from contextevolve.tasks.sparse_attention.harness import output_names
 
 HARNESS = "contextevolve.tasks.sparse_attention.harness:run"
@@ -109,16 +109,10 @@ class SparseAttention(Task):
         Raises:
             CaptureError: only when the attention inputs cannot be built (not the candidate's fault).
         """
-        data = attention_inputs()
-        inputs = {}
-        for name, arr in data.items():
-            buffer = io.BytesIO()
-            np.save(buffer, arr, allow_pickle=False)
-            inputs[f"{name}.npy"] = buffer.getvalue()
-        layers = data["queries"].shape[0]
+        layers = attention_inputs()["queries"].shape[0]
         collect = [name for i in range(layers) for name in output_names(i)]
         run = self.run_program(source, HARNESS, {"case_timeout_s": CASE_TIMEOUT_S}, timeout_s=timeout_s,
-                               inputs=inputs, collect=collect)
+                               inputs=input_files(), collect=collect)
         if isinstance(run, Evaluation):
             return run
         evaluation = self.grade(run.result, run.files or {})
