@@ -1,49 +1,58 @@
-"""Run a candidate program in a separate process with a wall-clock limit that really kills it.
+"""Run an untrusted candidate program in a sandboxed process tree and read back its JSON result.
 
-The host writes the candidate source and a JSON payload into a fresh temporary
-directory and starts ``python -m contextevolve.evaluation.child`` there, in a new
-session (process group), with a scrubbed environment and an address-space cap. The
-child imports the candidate, hands it to a task *harness* (a function running next
-to the candidate that converts inputs to the objects the contract promises and
-serialises the outputs) and writes the harness's JSON result to ``result.json``.
-Only that JSON crosses back; the trusted grader scores it with its own inputs.
+The host writes the candidate source and a JSON payload into a fresh working directory
+and starts ``python -m contextevolve.evaluation.child`` (in new network and PID
+namespaces where permitted) with a scrubbed environment. The child confines itself
+(rlimits, cgroups, Landlock, no capabilities — :mod:`contextevolve.evaluation.sandbox`
+lists the layers), imports the candidate, hands it to a task *harness* (a function next to
+the candidate that converts inputs to the promised objects and serialises the outputs)
+and writes the harness's JSON to ``result.json``. Only that JSON (and named output files)
+crosses back; the trusted grader scores it with its own inputs.
 
-On timeout the whole process group gets SIGKILL, so a candidate that forks or
-ignores signals is still stopped. This is the core issue's isolation; the
-hardened sandbox (CPU limit, output caps, network namespace) is a separate issue.
+The host enforces the wall clock and the output / disk caps by polling, and afterwards
+kills whatever is left of the tree: the PID namespace, the cgroup, the process group and
+any process still carrying the evaluation's environment token.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import resource
+import secrets
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from contextevolve.evaluation import cgroups
+from contextevolve.evaluation.limits import SandboxLimits
+from contextevolve.evaluation.sandbox import host_sandbox
 
 #: Environment variables passed through to the candidate; everything else (API keys,
 #: tokens, endpoint settings) is dropped.
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
+#: Variable carrying the evaluation's token: how leftover processes are recognised.
+TOKEN_ENV = "CONTEXTEVOLVE_SANDBOX"
 #: Characters of captured stdout/stderr kept for diagnostics.
 _OUTPUT_TAIL = 2000
-#: Largest file the host reads back from a candidate's working directory, bytes.
-MAX_COLLECTED_BYTES = 512 * 2**20
+#: Seconds between the host's checks of output and disk use.
+_POLL_S = 0.05
+#: Exit code of the runner when it could not confine itself (see child.py).
+_SETUP_FAILED = 70
 
 
 @dataclass
 class CandidateRun:
-    """What came back from one candidate process.
+    """What came back from one candidate process tree.
 
     ``result`` is the harness's JSON (``None`` when the process produced none);
     ``status`` is ``"ok"`` when a result came back, ``"timeout"`` when killed at the
-    limit, ``"failed"`` otherwise, with ``reason`` saying why.
+    wall-clock limit, ``"failed"`` otherwise, with ``reason`` saying why.
     """
 
     status: str
@@ -54,21 +63,12 @@ class CandidateRun:
     stderr_tail: str
     files: dict[str, bytes] | None = None
     """Contents of the requested ``collect`` files the child wrote (absent ones omitted)."""
-
-
-def _limit_memory(max_memory_bytes: int | None):
-    def apply() -> None:
-        if max_memory_bytes:
-            resource.setrlimit(resource.RLIMIT_AS, (max_memory_bytes, max_memory_bytes))
-
-    return apply
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    cpu_s: float = 0.0
+    """CPU seconds (user + system) of the candidate process, as measured by the supervisor."""
+    notes: list[str] = field(default_factory=list)
+    """Sandbox guarantees this host could not enforce (empty when all were)."""
+    leftovers_killed: int = 0
+    """Processes of the tree still alive after the candidate returned, killed by the host."""
 
 
 def run_candidate(
@@ -76,92 +76,244 @@ def run_candidate(
     harness: str,
     payload: Any,
     *,
-    timeout_s: float,
-    max_memory_bytes: int | None = 4 * 2**30,
+    limits: SandboxLimits,
     inputs: Mapping[str, bytes] | None = None,
     collect: Sequence[str] = (),
 ) -> CandidateRun:
-    """Execute ``source`` under ``harness`` (``"module:function"``) in a killable child process.
+    """Execute ``source`` under ``harness`` (``"module:function"``) in a sandboxed process tree.
 
     Args:
         source: candidate program text (untrusted).
         harness: import path of ``fn(candidate_module, payload) -> JSON-able``.
         payload: JSON-able inputs for the harness.
-        timeout_s: wall-clock limit in seconds for the whole child process.
-        max_memory_bytes: address-space cap (RLIMIT_AS) of the child, or ``None``.
+        limits: the sandbox's limits, with ``wall_s`` set (see :meth:`SandboxLimits.resolved`).
         inputs: files (name -> bytes) written into the child's working directory, e.g.
             ``.npy`` arrays too large for JSON. They are private copies: whatever the
             candidate does to them never reaches the grader's own inputs.
-        collect: names of files the harness writes (e.g. output arrays) to read back;
-            each is capped at :data:`MAX_COLLECTED_BYTES`, and a larger or non-regular
-            file (a symlink planted by the candidate) fails the run.
+        collect: names of files the harness writes (e.g. output arrays) to read back; a
+            non-regular file (a symlink planted by the candidate) fails the run.
 
     Returns:
         A :class:`CandidateRun`; never raises for anything the candidate does.
+
+    Raises:
+        ValueError: ``limits.wall_s`` is not set.
     """
+    if limits.wall_s is None:
+        raise ValueError("run_candidate needs limits.wall_s; use SandboxLimits.resolved(task_timeout_s)")
+    limits = limits.resolved(limits.wall_s)
+    host = host_sandbox()
+    token = secrets.token_hex(8)
     with tempfile.TemporaryDirectory(prefix="ce-eval-") as tmp:
-        work = Path(tmp)
+        private, work = Path(tmp), Path(tmp) / "work"
+        work.mkdir()
         (work / "candidate.py").write_text(source, encoding="utf-8")
         (work / "payload.json").write_text(json.dumps({"harness": harness, "payload": payload}))
         for name, data in (inputs or {}).items():
             (work / name).write_bytes(data)
-        env = {k: os.environ[k] for k in _KEPT_ENV if k in os.environ}
-        env.update(HOME=tmp, PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
-        # The child must import contextevolve even from a source checkout.
-        env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
-        out_path, err_path = work / "stdout.txt", work / "stderr.txt"
-        start = time.perf_counter()
-        with open(out_path, "wb") as out, open(err_path, "wb") as err:
-            proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "contextevolve.evaluation.child", tmp],
-                cwd=tmp,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-                preexec_fn=_limit_memory(max_memory_bytes),
-            )
+        group = _make_cgroup(token, limits)
+        try:
+            run = _supervise(private, work, token, limits, host.namespace_prefix, group, host.landlock_abi)
+            if run.status == "ok":
+                try:
+                    run.files = _collect(work, collect, limits.files_mb * 2**20)
+                except ValueError as exc:
+                    run.status, run.result, run.reason = "failed", None, str(exc)
+        finally:
+            killed = group.destroy() if group else 0
+            killed += _sweep(token)
+        run.leftovers_killed += killed
+        run.notes = host.notes_for(limits.allow_network)
+        return run
+
+
+def _make_cgroup(token: str, limits: SandboxLimits) -> cgroups.EvalCgroup | None:
+    try:
+        return cgroups.create(f"ce-{token}", max_processes=limits.max_processes,
+                              memory_bytes=limits.memory_mb * 2**20)
+    except OSError:
+        return None
+
+
+def _rlimits(limits: SandboxLimits) -> dict[str, tuple[int, int]]:
+    cpu = max(1, int(limits.cpu_s + 0.999))
+    memory = limits.memory_mb * 2**20
+    files = limits.files_mb * 2**20
+    out = {"RLIMIT_CPU": (cpu, cpu + 2), "RLIMIT_AS": (memory, memory), "RLIMIT_FSIZE": (files, files),
+           "RLIMIT_CORE": (0, 0)}
+    if os.geteuid() != 0:  # counts every process of the user, so allow for those already running
+        out["RLIMIT_NPROC"] = (limits.max_processes + _user_processes(), limits.max_processes + _user_processes())
+    return out
+
+
+def _environment(work: Path, token: str) -> dict[str, str]:
+    env = {k: os.environ[k] for k in _KEPT_ENV if k in os.environ}
+    env.update(HOME=str(work), TMPDIR=str(work), PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
+               PYTHONHASHSEED="0", **{TOKEN_ENV: token})
+    # The child must import contextevolve even from a source checkout.
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    return env
+
+
+def _supervise(private: Path, work: Path, token: str, limits: SandboxLimits, prefix: tuple[str, ...],
+               group: cgroups.EvalCgroup | None, landlock_abi: int) -> CandidateRun:
+    config = {"workdir": str(work), "cgroups": [str(d) for d in group.dirs] if group else [],
+              "rlimits": _rlimits(limits), "landlock": landlock_abi >= 1,
+              "deny_tcp": not limits.allow_network}
+    (private / "sandbox.json").write_text(json.dumps(config))
+    if limits.allow_network:
+        prefix = tuple(a for a in prefix if a != "--net")
+    out_path, err_path = private / "stdout.txt", private / "stderr.txt"
+    output_cap, disk_cap = limits.output_kb * 1024, limits.files_mb * 2**20
+    start = time.perf_counter()
+    killed_for = None
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen([*prefix, sys.executable, "-s", "-m", "contextevolve.evaluation.child", str(private)],
+                                cwd=work, env=_environment(work, token), stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, start_new_session=True)
+        try:
+            deadline = start + limits.wall_s
+            next_disk_check = start
+            while proc.poll() is None:
+                now = time.perf_counter()
+                if now >= deadline:
+                    killed_for = "timeout"
+                    break
+                if max(_size(out_path), _size(err_path)) > output_cap:
+                    killed_for = f"output limit exceeded: more than {limits.output_kb} KiB on stdout or stderr"
+                    break
+                if now >= next_disk_check:
+                    next_disk_check = now + 0.25
+                    if _tree_size(work) > disk_cap:
+                        killed_for = f"disk limit exceeded: more than {limits.files_mb} MiB written"
+                        break
+                time.sleep(_POLL_S)
+        finally:
+            _kill_group(proc)  # nothing the candidate spawned in its group survives
+            proc.wait()
+    seconds = time.perf_counter() - start
+    stdout_tail, stderr_tail = _tail(out_path), _tail(err_path)
+    status = _read_json(private / "status.json") or {}
+    cpu_s = float(status.get("cpu_s") or 0.0)
+
+    def failed(reason: str, kind: str = "failed") -> CandidateRun:
+        return CandidateRun(kind, None, reason, seconds, stdout_tail, stderr_tail, cpu_s=cpu_s)
+
+    if killed_for == "timeout":
+        return failed(f"killed after the {limits.wall_s:g} s wall-clock limit", "timeout")
+    if killed_for:
+        return failed(killed_for)
+    if status.get("exitcode") == _SETUP_FAILED:
+        return failed(stderr_tail.strip().splitlines()[-1] if stderr_tail.strip() else "sandbox setup failed")
+    result_path = work / "result.json"
+    if not result_path.is_file() or result_path.is_symlink():
+        return failed(_death_reason(status, proc.returncode, limits, group, stderr_tail))
+    try:
+        envelope = json.loads(result_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return failed(f"unreadable result: {exc}")
+    if not isinstance(envelope, dict) or "error" in envelope or "result" not in envelope:
+        error = envelope.get("error") if isinstance(envelope, dict) else "malformed result envelope"
+        if "MemoryError" in str(error):
+            error = f"memory limit of {limits.memory_mb} MiB exceeded ({error})"
+        return failed(str(error))
+    return CandidateRun("ok", envelope["result"], "", seconds, stdout_tail, stderr_tail, cpu_s=cpu_s)
+
+
+def _death_reason(status: dict, returncode: int | None, limits: SandboxLimits,
+                  group: cgroups.EvalCgroup | None, stderr_tail: str) -> str:
+    """Why a candidate ended without a result, from the supervisor's report (or the exit code)."""
+    sig = status.get("signal")
+    code = status.get("exitcode")
+    if not status:  # the supervisor itself died (killed from outside the sandbox)
+        code, sig = (returncode, None) if returncode is None or returncode >= 0 else (None, -returncode)
+    cpu_s = float(status.get("cpu_s") or 0.0)
+    if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= limits.cpu_s - 0.5):
+        reason = f"CPU-time limit of {limits.cpu_s:g} s exceeded"
+    elif sig == signal.SIGXFSZ:
+        reason = f"file-size limit of {limits.files_mb} MiB exceeded"
+    elif sig == signal.SIGKILL and group is not None and group.hit_memory_limit():
+        reason = f"memory limit of {limits.memory_mb} MiB exceeded (killed by the kernel)"
+    elif sig is not None:
+        reason = f"candidate process killed by signal {signal.Signals(sig).name}"
+    else:
+        reason = f"candidate process exited with code {code} without a result"
+    last = stderr_tail.strip().splitlines()[-1:] or [""]
+    return reason + (f": {last[0]}" if last[0] else "")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _proc_environ_has(pid: str, needle: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return needle in fh.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _sweep(token: str) -> int:
+    """SIGKILL every process whose environment carries ``token`` (leftovers of one evaluation)."""
+    needle = f"{TOKEN_ENV}={token}".encode()
+    killed = 0
+    for _ in range(50):
+        found = [pid for pid in os.listdir("/proc") if pid.isdigit() and _proc_environ_has(pid, needle)]
+        if not found:
+            break
+        for pid in found:
             try:
-                returncode = proc.wait(timeout=timeout_s)
-                timed_out = False
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                returncode = None
-            finally:
-                # Kill the whole group either way: nothing the candidate spawned survives it.
-                _kill_group(proc)
-                proc.wait()
-        seconds = time.perf_counter() - start
-        stdout_tail = _tail(out_path)
-        stderr_tail = _tail(err_path)
-        if timed_out:
-            return CandidateRun("timeout", None, f"killed after the {timeout_s:g} s wall-clock limit",
-                                seconds, stdout_tail, stderr_tail)
-        result_path = work / "result.json"
-        if not result_path.exists():
-            last = stderr_tail.strip().splitlines()[-1:] or [""]
-            reason = f"candidate process exited with code {returncode} without a result"
-            if returncode is not None and returncode < 0:
-                reason += f" (signal {signal.Signals(-returncode).name})"
-            if last[0]:
-                reason += f": {last[0]}"
-            return CandidateRun("failed", None, reason, seconds, stdout_tail, stderr_tail)
-        try:
-            envelope = json.loads(result_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            return CandidateRun("failed", None, f"unreadable result: {exc}", seconds, stdout_tail, stderr_tail)
-        if not isinstance(envelope, dict) or "error" in envelope or "result" not in envelope:
-            error = envelope.get("error") if isinstance(envelope, dict) else "malformed result envelope"
-            return CandidateRun("failed", None, str(error), seconds, stdout_tail, stderr_tail)
-        try:
-            files = _collect(work, collect)
-        except ValueError as exc:
-            return CandidateRun("failed", None, str(exc), seconds, stdout_tail, stderr_tail)
-        return CandidateRun("ok", envelope["result"], "", seconds, stdout_tail, stderr_tail, files)
+                os.kill(int(pid), signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
+    return killed
 
 
-def _collect(work: Path, names: Sequence[str]) -> dict[str, bytes]:
+def _user_processes() -> int:
+    uid = os.getuid()
+    count = 0
+    for pid in os.listdir("/proc"):
+        try:
+            if pid.isdigit() and os.stat(f"/proc/{pid}").st_uid == uid:
+                count += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            pass
+    return count
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _tree_size(root: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _collect(work: Path, names: Sequence[str], max_bytes: int) -> dict[str, bytes]:
     """Read the harness's output files back; refuse links, non-files and oversized files."""
     files = {}
     for name in names:
@@ -170,8 +322,8 @@ def _collect(work: Path, names: Sequence[str]) -> dict[str, bytes]:
             continue
         if path.is_symlink() or not path.is_file():
             raise ValueError(f"output {name} is not a regular file")
-        if path.stat().st_size > MAX_COLLECTED_BYTES:
-            raise ValueError(f"output {name} is larger than {MAX_COLLECTED_BYTES} bytes")
+        if path.stat().st_size > max_bytes:
+            raise ValueError(f"output {name} is larger than {max_bytes} bytes")
         files[name] = path.read_bytes()
     return files
 

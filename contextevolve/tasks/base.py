@@ -10,13 +10,13 @@ copy of the inputs; the candidate runs in a child process (see
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from contextevolve.evaluation.isolation import CandidateRun, run_candidate
+from contextevolve.evaluation.limits import SandboxLimits
 
 EvalStatus = Literal["ok", "invalid", "failed", "timeout"]
 """Outcome of one evaluation.
@@ -45,6 +45,23 @@ class Evaluation(BaseModel):
     """Short text (a few lines) that later prompts may show the LLM."""
     seconds: float = 0.0
     """Wall-clock seconds the evaluation took, candidate process included."""
+    notes: list[str] = Field(default_factory=list)
+    """Sandbox guarantees this host could not enforce for this evaluation (empty when all were)."""
+
+
+class EvalJob(BaseModel):
+    """Everything the child process of one evaluation receives (all of it copies of trusted inputs)."""
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    harness: str
+    """``"module:function"`` run next to the candidate: converts inputs, serialises outputs."""
+    payload: Any
+    """JSON-able inputs for the harness."""
+    inputs: dict[str, bytes] = Field(default_factory=dict)
+    """Files written into the working directory (e.g. ``.npy`` arrays)."""
+    collect: list[str] = Field(default_factory=list)
+    """Output files to read back after the run."""
 
 
 class MetricSpec(BaseModel):
@@ -60,7 +77,8 @@ class MetricSpec(BaseModel):
 class Task(ABC):
     """A problem ContextEvolve can evolve a program for.
 
-    Subclasses set the class attributes and implement :meth:`evaluate`.
+    Subclasses set the class attributes and implement :meth:`job` (what the child gets) and
+    :meth:`grade_run` (the trusted grader); :meth:`evaluate` runs the sandbox between them.
     """
 
     name: str
@@ -99,24 +117,41 @@ class Task(ABC):
         out.update({label: self.package_file(f) for label, f in self.baseline_files.items()})
         return out
 
-    def run_program(self, source: str, harness: str, payload: Any, *, timeout_s: float | None,
-                    inputs: Mapping[str, bytes] | None = None, collect: Sequence[str] = (),
-                    max_memory_bytes: int | None = 4 * 2**30) -> CandidateRun | Evaluation:
-        """Run ``source`` under ``harness`` in a child process (see :func:`run_candidate`).
-
-        Returns the :class:`CandidateRun` when a result came back, else the rejection
-        :class:`Evaluation` (failed / timeout, worst score) to hand back as is.
-        """
-        run = run_candidate(source, harness, payload, timeout_s=timeout_s or self.timeout_s,
-                            inputs=inputs, collect=collect, max_memory_bytes=max_memory_bytes)
-        if run.status != "ok":
-            return self.rejected(run.status, run.reason, seconds=run.seconds,  # type: ignore[arg-type]
-                                 diagnostics=(run.reason + "\n" + run.stderr_tail[-400:]).strip())
-        return run
+    @abstractmethod
+    def job(self) -> EvalJob:
+        """What the child process gets for one evaluation: harness, payload, input files, outputs."""
 
     @abstractmethod
-    def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
-        """Score candidate ``source``. Never raises for a bad candidate: returns a non-ok Evaluation."""
+    def grade_run(self, run: CandidateRun) -> Evaluation:
+        """Score a run that returned a result (the trusted grader; never raises for bad output)."""
+
+    def evaluate(self, source: str, *, timeout_s: float | None = None,
+                 limits: SandboxLimits | None = None) -> Evaluation:
+        """Score candidate ``source`` in the sandbox; never raises for a bad candidate.
+
+        Args:
+            source: the candidate program (untrusted).
+            timeout_s: wall-clock limit, seconds; overrides ``limits.wall_s``; default
+                :attr:`timeout_s`.
+            limits: sandbox limits (default :class:`SandboxLimits`).
+
+        Returns:
+            The grader's :class:`Evaluation` (``notes`` lists sandbox guarantees this host
+            could not enforce), or a rejection with the worst score when no result came back.
+        """
+        limits = limits or SandboxLimits()
+        limits = limits.resolved(timeout_s or limits.wall_s or self.timeout_s)
+        job = self.job()
+        run = run_candidate(source, job.harness, job.payload, limits=limits, inputs=job.inputs,
+                            collect=job.collect)
+        if run.status != "ok":
+            evaluation = self.rejected(run.status, run.reason, seconds=run.seconds,  # type: ignore[arg-type]
+                                       diagnostics=(run.reason + "\n" + run.stderr_tail[-400:]).strip())
+        else:
+            evaluation = self.grade_run(run)
+            evaluation.seconds = run.seconds
+        evaluation.notes = list(run.notes)
+        return evaluation
 
     def rejected(self, status: EvalStatus, reason: str, *, seconds: float = 0.0,
                  diagnostics: str = "") -> Evaluation:

@@ -29,7 +29,8 @@ from statistics import fmean, median
 
 import numpy as np
 
-from contextevolve.tasks.base import Evaluation, MetricSpec, Task
+from contextevolve.evaluation.isolation import CandidateRun
+from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
 from contextevolve.tasks.eplb.harness import output_names
 from contextevolve.tasks.eplb.traces import (NUM_EXPERTS, NUM_GPUS, NUM_GROUPS, NUM_LAYERS, NUM_NODES,
                                              NUM_REPLICAS, load_windows, windows_npy)
@@ -117,19 +118,17 @@ class Eplb(Task):
     timeout_s = 120.0
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
-    def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
-        """Run ``source`` on every load window in a child process; validate and score its maps."""
+    def job(self) -> EvalJob:
+        """Inputs for the child: the load windows as .npy; outputs: the maps of every window but the last."""
         windows = load_windows()
         payload = {"case_timeout_s": CASE_TIMEOUT_S, "num_replicas": NUM_REPLICAS, "num_groups": NUM_GROUPS,
                    "num_nodes": NUM_NODES, "num_gpus": NUM_GPUS}
         collect = [name for i in range(len(windows) - 1) for name in output_names(i)]
-        run = self.run_program(source, HARNESS, payload, timeout_s=timeout_s,
-                               inputs={"windows.npy": windows_npy()}, collect=collect)
-        if isinstance(run, Evaluation):
-            return run
-        evaluation = self.grade(run.result, run.files or {}, wall_s=run.seconds)
-        evaluation.seconds = run.seconds
-        return evaluation
+        return EvalJob(harness=HARNESS, payload=payload, inputs={"windows.npy": windows_npy()}, collect=collect)
+
+    def grade_run(self, run: CandidateRun) -> Evaluation:
+        """Validate and score the returned maps (see :meth:`grade`)."""
+        return self.grade(run.result, run.files or {}, wall_s=run.seconds)
 
     def grade(self, result: object, files: dict[str, bytes], wall_s: float | None = None) -> Evaluation:
         """Score the harness's timings and output arrays against our own load windows; never raises.

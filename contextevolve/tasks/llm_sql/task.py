@@ -21,7 +21,8 @@ import os
 from collections import Counter
 from statistics import fmean, median
 
-from contextevolve.tasks.base import Evaluation, MetricSpec, Task
+from contextevolve.evaluation.isolation import CandidateRun
+from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
 from contextevolve.tasks.llm_sql.tables import SPECS, tables
 
 HARNESS = "contextevolve.tasks.llm_sql.harness:run"
@@ -88,16 +89,15 @@ class LlmSql(Task):
     timeout_s = 120.0
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
-    def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
-        """Run ``source`` on the five tables in a child process; check cells and recompute hit rates."""
-        payload = {"case_timeout_s": CASE_TIMEOUT_S, "repeats": REPEATS,
-                   "tables": [{"columns": t["columns"], "rows": t["rows"]} for t in tables()]}
-        run = self.run_program(source, HARNESS, payload, timeout_s=timeout_s)
-        if isinstance(run, Evaluation):
-            return run
-        evaluation = self.grade(run.result, wall_s=run.seconds)
-        evaluation.seconds = run.seconds
-        return evaluation
+    def job(self) -> EvalJob:
+        """Inputs for the child: the five tables (JSON)."""
+        return EvalJob(harness=HARNESS, payload={
+            "case_timeout_s": CASE_TIMEOUT_S, "repeats": REPEATS,
+            "tables": [{"columns": t["columns"], "rows": t["rows"]} for t in tables()]})
+
+    def grade_run(self, run: CandidateRun) -> Evaluation:
+        """Check the cells and recompute hit rates (see :meth:`grade`)."""
+        return self.grade(run.result, wall_s=run.seconds)
 
     def grade(self, result: object, wall_s: float | None = None) -> Evaluation:
         """Score harness output ``result`` against our own tables; never raises.

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections import Counter
 from statistics import fmean
 
-from contextevolve.tasks.base import Evaluation, MetricSpec, Task
+from contextevolve.evaluation.isolation import CandidateRun
+from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
 from contextevolve.tasks.model_placement.cases import GPU_MEM_SIZE_GB, Case, test_cases
 
 FULL_GPU_KVPR = 1_000_000.0
@@ -56,22 +57,17 @@ class ModelPlacement(Task):
     timeout_s = 60.0
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
-    def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
-        """Run ``source`` on the 50 cases in a child process and grade its placements.
-
-        Returns an :class:`Evaluation` with metrics ``max_kvpr`` and ``success_rate``.
-        """
+    def job(self) -> EvalJob:
+        """Inputs for the child: the 50 cases (JSON)."""
         cases = test_cases()
-        payload = {
+        return EvalJob(harness=HARNESS, payload={
             "case_timeout_s": CASE_TIMEOUT_S,
             "cases": [{"gpu_num": c.gpu_num, "models": [list(m) for m in c.models]} for c in cases],
-        }
-        run = self.run_program(source, HARNESS, payload, timeout_s=timeout_s)
-        if isinstance(run, Evaluation):
-            return run
-        evaluation = grade(run.result, cases)
-        evaluation.seconds = run.seconds
-        return evaluation
+        })
+
+    def grade_run(self, run: CandidateRun) -> Evaluation:
+        """Grade the placements with our own copy of the 50 cases (metrics ``max_kvpr``, ``success_rate``)."""
+        return grade(run.result, test_cases())
 
 
 class _Invalid(Exception):

@@ -23,7 +23,8 @@ import io
 
 import numpy as np
 
-from contextevolve.tasks.base import Evaluation, MetricSpec, Task
+from contextevolve.evaluation.isolation import CandidateRun
+from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
 from contextevolve.tasks.sparse_attention.capture import NUM_QUERIES, NUM_TOKENS, attention_inputs, input_files
 from contextevolve.tasks.sparse_attention.harness import output_names
 
@@ -103,21 +104,20 @@ class SparseAttention(Task):
     timeout_s = 120.0
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
-    def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
-        """Run ``source`` on every captured layer in a child process and grade its masks.
+    def job(self) -> EvalJob:
+        """Inputs for the child: Q/K/V of every captured layer as .npy; outputs: masks and weights.
 
         Raises:
             CaptureError: only when the attention inputs cannot be built (not the candidate's fault).
         """
         layers = attention_inputs()["queries"].shape[0]
         collect = [name for i in range(layers) for name in output_names(i)]
-        run = self.run_program(source, HARNESS, {"case_timeout_s": CASE_TIMEOUT_S}, timeout_s=timeout_s,
-                               inputs=input_files(), collect=collect)
-        if isinstance(run, Evaluation):
-            return run
-        evaluation = self.grade(run.result, run.files or {})
-        evaluation.seconds = run.seconds
-        return evaluation
+        return EvalJob(harness=HARNESS, payload={"case_timeout_s": CASE_TIMEOUT_S}, inputs=input_files(),
+                       collect=collect)
+
+    def grade_run(self, run: CandidateRun) -> Evaluation:
+        """Validate the masks and recompute density and error (see :meth:`grade`)."""
+        return self.grade(run.result, run.files or {})
 
     def grade(self, result: object, files: dict[str, bytes]) -> Evaluation:
         """Validate the masks and recompute density and error with our own inputs; never raises."""

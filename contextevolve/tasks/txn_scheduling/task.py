@@ -17,7 +17,8 @@ anything else makes the whole program ``invalid`` with score 0.
 
 from __future__ import annotations
 
-from contextevolve.tasks.base import Evaluation, MetricSpec, Task
+from contextevolve.evaluation.isolation import CandidateRun
+from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
 from contextevolve.tasks.txn_scheduling.simulator import makespan
 from contextevolve.tasks.txn_scheduling.workloads import SPECS, workloads
 
@@ -68,17 +69,16 @@ class TxnScheduling(Task):
             MetricSpec(name="validity", description="fraction of workloads scheduled in time"),
         ]
 
-    def evaluate(self, source: str, *, timeout_s: float | None = None) -> Evaluation:
-        """Run ``source`` on the three workloads in a child process and recompute the makespans."""
+    def job(self) -> EvalJob:
+        """Inputs for the child: the three workloads (JSON)."""
         loads = workloads()
-        payload = {"case_timeout_s": CASE_TIMEOUT_S, "num_seqs": NUM_SEQS,
-                   "workloads": [[[list(op) for op in txn] for txn in w] for w in loads]}
-        run = self.run_program(source, HARNESS, payload, timeout_s=timeout_s)
-        if isinstance(run, Evaluation):
-            return run
-        evaluation = self.grade(run.result)
-        evaluation.seconds = run.seconds
-        return evaluation
+        return EvalJob(harness=HARNESS, payload={
+            "case_timeout_s": CASE_TIMEOUT_S, "num_seqs": NUM_SEQS,
+            "workloads": [[[list(op) for op in txn] for txn in w] for w in loads]})
+
+    def grade_run(self, run: CandidateRun) -> Evaluation:
+        """Recompute the makespans of the returned orders (see :meth:`grade`)."""
+        return self.grade(run.result)
 
     def grade(self, result: object) -> Evaluation:
         """Score harness output ``result`` against our own workloads; never raises."""

@@ -1,0 +1,141 @@
+"""Evaluation executors: a pool of N workers on this machine, or tasks on a Ray cluster.
+
+Both run :meth:`Task.evaluate` (sandboxed child + trusted grader) for a task *name* and a
+source string and return the :class:`~contextevolve.tasks.base.Evaluation` — plain data,
+so nothing of the candidate's crosses into the caller. At most ``workers`` evaluations run
+at once per executor; callers block in :meth:`Executor.evaluate` (the graph's parallel
+lanes each call it from their own thread) or submit many with :meth:`Executor.map`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Literal
+
+from contextevolve.evaluation.limits import SandboxLimits
+from contextevolve.tasks.base import Evaluation
+from contextevolve.tasks.registry import get_task
+
+ExecutorKind = Literal["local", "ray"]
+
+
+def evaluate_by_name(task: str, source: str, timeout_s: float | None, limits: SandboxLimits | None) -> Evaluation:
+    """``get_task(task).evaluate(source, ...)``: the unit of work every executor runs."""
+    return get_task(task).evaluate(source, timeout_s=timeout_s, limits=limits)
+
+
+class Executor(ABC):
+    """Runs evaluations, at most :attr:`workers` at a time."""
+
+    workers: int
+
+    @abstractmethod
+    def evaluate(self, task: str, source: str, *, timeout_s: float | None = None,
+                 limits: SandboxLimits | None = None) -> Evaluation:
+        """Evaluate one candidate; blocks until done (waits for a free worker first)."""
+
+    def map(self, task: str, sources: Sequence[str], *, timeout_s: float | None = None,
+            limits: SandboxLimits | None = None) -> list[Evaluation]:
+        """Evaluate many candidates concurrently (``workers`` at a time); results in input order."""
+        with ThreadPoolExecutor(max_workers=max(1, len(sources))) as threads:
+            return list(threads.map(lambda s: self.evaluate(task, s, timeout_s=timeout_s, limits=limits), sources))
+
+    def close(self) -> None:
+        """Release the executor's resources."""
+
+
+class LocalExecutor(Executor):
+    """Evaluations on this machine: each one is a sandboxed child process; ``workers`` run at once.
+
+    Args:
+        workers: concurrent evaluations (>= 1).
+
+    Raises:
+        ValueError: ``workers`` < 1.
+    """
+
+    def __init__(self, workers: int = 1):
+        if workers < 1:
+            raise ValueError(f"eval workers must be >= 1, got {workers}")
+        self.workers = workers
+        self._slots = threading.BoundedSemaphore(workers)
+
+    def evaluate(self, task: str, source: str, *, timeout_s: float | None = None,
+                 limits: SandboxLimits | None = None) -> Evaluation:
+        with self._slots:
+            return evaluate_by_name(task, source, timeout_s, limits)
+
+
+class RayExecutor(Executor):
+    """Evaluations as Ray tasks (one CPU each), so they spread over a cluster's machines.
+
+    Every node needs this package installed (or reachable on ``PYTHONPATH``); task data
+    is built on each node on first use (see :mod:`contextevolve.tasks.datacache`).
+
+    Args:
+        workers: evaluations in flight at once (>= 1).
+        address: Ray address (``"HOST:PORT"``, ``"ray://HOST:10001"`` or ``"auto"``); ``None``
+            starts a local Ray instance in this process.
+
+    Raises:
+        ValueError: ``workers`` < 1.
+        RuntimeError: Ray is not installed (``pip install 'contextevolve[ray]'``), or the cluster
+            cannot be reached (the message names the address).
+    """
+
+    def __init__(self, workers: int = 1, address: str | None = None):
+        if workers < 1:
+            raise ValueError(f"eval workers must be >= 1, got {workers}")
+        try:
+            import ray
+        except ImportError as exc:
+            raise RuntimeError("the Ray executor needs Ray: pip install 'contextevolve[ray]'") from exc
+        self.workers = workers
+        self.address = address
+        self._slots = threading.BoundedSemaphore(workers)
+        if not ray.is_initialized():
+            source_root = str(Path(__file__).resolve().parents[2])
+            path = os.pathsep.join(p for p in (source_root, os.environ.get("PYTHONPATH", "")) if p)
+            try:
+                ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                         runtime_env={"env_vars": {"PYTHONPATH": path}},
+                         **({} if address else {"num_cpus": max(workers, os.cpu_count() or 1)}))
+            except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError and others
+                raise RuntimeError(f"cannot connect to Ray at {address or 'a new local instance'}: {exc}") from exc
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(evaluate_by_name)
+
+    def evaluate(self, task: str, source: str, *, timeout_s: float | None = None,
+                 limits: SandboxLimits | None = None) -> Evaluation:
+        import ray
+
+        with self._slots:
+            return ray.get(self._remote.remote(task, source, timeout_s, limits))
+
+
+_lock = threading.Lock()
+
+
+@functools.cache
+def _cached(kind: ExecutorKind, workers: int, address: str | None) -> Executor:
+    if kind == "ray":
+        return RayExecutor(workers, address)
+    if kind == "local":
+        return LocalExecutor(workers)
+    raise ValueError(f"unknown executor {kind!r}; choose local or ray")
+
+
+def executor_for(kind: ExecutorKind = "local", workers: int = 1, address: str | None = None) -> Executor:
+    """The process-wide executor for these settings (created on first use, then shared by all lanes).
+
+    Raises:
+        ValueError: unknown ``kind`` or ``workers`` < 1.
+        RuntimeError: see :class:`RayExecutor`.
+    """
+    with _lock:
+        return _cached(kind, workers, address)
