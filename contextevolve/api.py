@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import TokenUsage, total_tokens
@@ -155,11 +156,13 @@ def evolve(task: str = "model_placement", *, iterations: int | None = 10, run_di
         run_dir: run directory (default ``runs/<task>-<timestamp>``).
         resume: continue the run in ``run_dir`` from its last checkpoint (after a crash or
             SIGKILL) or extend a finished one to ``iterations``.
-        on_update: called as ``on_update(node_name, state_update)`` after every node.
+        on_update: called as ``on_update(node_name, state_update)`` after every node, the
+            phases inside lanes included (lanes run concurrently, so their calls interleave).
         **settings: any :class:`RunContext` field (``base_url``, ``models``, ``seed``, ...).
 
     Raises:
         RunDirError, ValueError, KeyError: bad run directory or settings (nothing written).
+        contextevolve.evaluation.executors.ExecutorError: Ray missing or unreachable (nothing written).
         contextevolve.llm.embedded.EmbeddedModelError: the embedded LLM cannot start.
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -169,6 +172,7 @@ def evolve(task: str = "model_placement", *, iterations: int | None = 10, run_di
 
     root = Path(run_dir or f"runs/{task}-{time.strftime('%Y%m%d-%H%M%S')}")
     ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
+    executor_for(ctx.executor, ctx.eval_workers, ctx.ray_address)  # fail before writing if Ray is unreachable
     root.mkdir(parents=True, exist_ok=True)
     _write_json(root / SETTINGS_FILE, ctx.to_json())
     started = time.perf_counter()
@@ -180,7 +184,8 @@ def evolve(task: str = "model_placement", *, iterations: int | None = 10, run_di
         config = {"configurable": {"thread_id": THREAD_ID},
                   "recursion_limit": 10 * (ctx.max_iterations + 2)}
         pending = graph.get_state(config).next if resume else ()
-        for chunk in graph.stream(None if pending else {}, config, context=ctx, stream_mode="updates"):
+        for _namespace, chunk in graph.stream(None if pending else {}, config, context=ctx, stream_mode="updates",
+                                              subgraphs=True):
             for node, update in chunk.items():
                 if on_update is not None:
                     on_update(node, update or {})

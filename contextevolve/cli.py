@@ -10,6 +10,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from contextevolve.evaluation.executors import ExecutorError
+
 console = Console(stderr=True)
 
 
@@ -46,6 +48,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         num_trajectories=args.trajectories, context_token_budget=args.context_budget,
         summary_variant=args.summary_variant, guidance_variant=args.guidance_variant,
         sampling_variant=args.sampling_variant, chroma_url=args.chroma_url,
+        lanes=args.lanes, eval_workers=args.eval_workers, executor=args.executor, ray_address=args.ray_address,
+        **_limit_settings(args),
     )
     for agent in ("summarizer", "navigator", "sampler"):
         if agent in (args.disable or []):
@@ -63,7 +67,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print(f"initial program: combined score {update.get('initial_score')}"
                           + (f" (resuming after iteration {done})" if done else ""))
         elif node == "generate":
-            progress.update(bar, description=f"iteration {update.get('child_id')}")
+            progress.update(bar, description=f"generated {update.get('child_id')}")
         elif node == "update_buffer":
             tracker["tokens"] = total_tokens(update.get("total_usage"))
             progress.update(bar, completed=update["iteration"],
@@ -101,6 +105,24 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _limit_settings(args: argparse.Namespace) -> dict:
+    """RunContext sandbox fields from the shared --eval-* flags (unset flags omitted)."""
+    pairs = {"eval_cpu_s": args.eval_cpu, "eval_memory_mb": args.eval_memory_mb,
+             "eval_max_processes": args.eval_max_processes, "eval_output_kb": args.eval_output_kb,
+             "eval_files_mb": args.eval_files_mb, "eval_allow_network": args.eval_allow_network or None}
+    return {k: v for k, v in pairs.items() if v is not None}
+
+
+def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("sandbox limits (defaults in the README)")
+    group.add_argument("--eval-cpu", type=float, help="CPU seconds per candidate process (default: the wall limit)")
+    group.add_argument("--eval-memory-mb", type=int, help="memory cap of a candidate, MiB (default 4096)")
+    group.add_argument("--eval-max-processes", type=int, help="processes+threads per candidate (default 64)")
+    group.add_argument("--eval-output-kb", type=int, help="cap on stdout and on stderr, KiB (default 1024)")
+    group.add_argument("--eval-files-mb", type=int, help="cap on files written, MiB (default 512)")
+    group.add_argument("--eval-allow-network", action="store_true", help="let candidates use the network")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from contextevolve.tasks.registry import get_task
 
@@ -110,7 +132,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read program file {path}: {exc}") from None
-    result = task.evaluate(source, timeout_s=args.timeout)
+    from contextevolve.graph.context import RunContext
+
+    limits = RunContext(eval_timeout_s=args.timeout, **_limit_settings(args)).sandbox_limits()
+    result = task.evaluate(source, limits=limits)
     print(json.dumps({"task": task.name, "file": str(path), **result.model_dump()}, indent=2))
     return 0 if result.status == "ok" else 1
 
@@ -182,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--guidance-variant", choices=["directional", "implementation"])
     run.add_argument("--sampling-variant", choices=["informative", "top_score"])
     run.add_argument("--chroma-url", help="Chroma server (default: PersistentClient in the run directory)")
+    run.add_argument("--lanes", type=int, help="children generated in parallel per round (default 1 = the paper)")
+    run.add_argument("--eval-workers", type=int, help="evaluations running at once (default 1)")
+    run.add_argument("--executor", choices=["local", "ray"], help="where evaluations run (default local)")
+    run.add_argument("--ray-address", help="Ray cluster address for --executor ray (default: start a local Ray)")
+    _add_limit_flags(run)
     run.set_defaults(fn=cmd_run)
 
     status = sub.add_parser("status", help="summarise a run directory")
@@ -193,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--task", required=True)
     evaluate.add_argument("file")
     evaluate.add_argument("--timeout", type=float, help="wall-clock limit, seconds")
+    _add_limit_flags(evaluate)
     evaluate.set_defaults(fn=cmd_evaluate)
 
     base = sub.add_parser("baselines", help="score the Table 1 baselines of every task (or one)")
@@ -214,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (ValueError, KeyError, FileNotFoundError) as exc:
+    except (ValueError, KeyError, FileNotFoundError, ExecutorError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
         console.print(f"[red]error:[/red] {message}", soft_wrap=True)
         return 2

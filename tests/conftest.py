@@ -8,7 +8,7 @@ import pytest
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState
+from contextevolve.graph.state import EvolveState, LaneState
 from contextevolve.llm.models import use_chat_models
 from contextevolve.memory.store import close_memory, open_memory
 from tests.fakes import default_models
@@ -34,27 +34,38 @@ def models():
         yield scripted
 
 
-def run_node(fn, state: EvolveState, ctx: RunContext) -> dict:
+def run_node(fn, state, ctx: RunContext) -> dict:
     """Call a node function the way LangGraph does and return its update."""
     return fn(state, Runtime(context=ctx))
 
 
-def apply(state: EvolveState, update: dict) -> EvolveState:
-    """Apply a node update to a state (``iteration_usage`` via its reducer)."""
+def apply(state, update: dict):
+    """Apply a node update to a run or lane state (``iteration_usage`` and ``lane_results`` via their reducers)."""
     from dataclasses import replace
 
     from contextevolve.graph.state import merge_usage
 
+    from contextevolve.graph.state import merge_lanes
+
     update = dict(update)
     if "iteration_usage" in update:
         update["iteration_usage"] = merge_usage(state.iteration_usage, update["iteration_usage"])
+    if "lane_results" in update:
+        update["lane_results"] = merge_lanes(state.lane_results, update["lane_results"])
     return replace(state, **update)
 
 
 @pytest.fixture
-def seeded(ctx, models):
-    """A run directory whose buffer holds the evaluated, abstracted initial program; returns (state, memory)."""
+def seeded_run(ctx, models):
+    """A run directory whose buffer holds the evaluated, abstracted initial program; returns (run state, memory)."""
     from contextevolve.nodes.initialize import initialize
 
     state = apply(EvolveState(), run_node(initialize, EvolveState(), ctx))
     return state, open_memory(ctx.run_dir)
+
+
+@pytest.fixture
+def seeded(seeded_run):
+    """Like ``seeded_run``, but returns the state of the first lane: (lane state, memory)."""
+    state, memory = seeded_run
+    return LaneState(iteration=state.iteration, initial_id=state.initial_id), memory

@@ -30,6 +30,10 @@ def evaluate_by_name(task: str, source: str, timeout_s: float | None, limits: Sa
     return get_task(task).evaluate(source, timeout_s=timeout_s, limits=limits)
 
 
+class ExecutorError(RuntimeError):
+    """An executor cannot be set up (Ray missing or unreachable); the message says which and where."""
+
+
 class Executor(ABC):
     """Runs evaluations, at most :attr:`workers` at a time."""
 
@@ -85,7 +89,7 @@ class RayExecutor(Executor):
 
     Raises:
         ValueError: ``workers`` < 1.
-        RuntimeError: Ray is not installed (``pip install 'contextevolve[ray]'``), or the cluster
+        ExecutorError: Ray is not installed (``pip install 'contextevolve[ray]'``), or the cluster
             cannot be reached (the message names the address).
     """
 
@@ -95,7 +99,7 @@ class RayExecutor(Executor):
         try:
             import ray
         except ImportError as exc:
-            raise RuntimeError("the Ray executor needs Ray: pip install 'contextevolve[ray]'") from exc
+            raise ExecutorError("the Ray executor needs Ray: pip install 'contextevolve[ray]'") from exc
         self.workers = workers
         self.address = address
         self._slots = threading.BoundedSemaphore(workers)
@@ -107,7 +111,7 @@ class RayExecutor(Executor):
                          runtime_env={"env_vars": {"PYTHONPATH": path}},
                          **({} if address else {"num_cpus": max(workers, os.cpu_count() or 1)}))
             except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError and others
-                raise RuntimeError(f"cannot connect to Ray at {address or 'a new local instance'}: {exc}") from exc
+                raise ExecutorError(f"cannot connect to Ray at {address or 'a new local instance'}: {exc}") from exc
         self._remote = ray.remote(num_cpus=1, max_retries=0)(evaluate_by_name)
 
     def evaluate(self, task: str, source: str, *, timeout_s: float | None = None,
@@ -135,7 +139,7 @@ def executor_for(kind: ExecutorKind = "local", workers: int = 1, address: str | 
 
     Raises:
         ValueError: unknown ``kind`` or ``workers`` < 1.
-        RuntimeError: see :class:`RayExecutor`.
+        ExecutorError: see :class:`RayExecutor`.
     """
     with _lock:
         return _cached(kind, workers, address)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
+from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.memory.records import ROLES, Role
 
 #: Default upper bound on completion tokens per role (the embedded model decodes ~36 tok/s).
@@ -73,8 +74,32 @@ class RunContext:
     """Generator writes a whole program, or SEARCH/REPLACE diffs against the parent."""
     eval_timeout_s: float | None = None
     """Wall-clock limit of one evaluation; ``None`` = the task's default."""
+    eval_cpu_s: float | None = None
+    """CPU-time limit per candidate process, seconds; ``None`` = the wall-clock limit."""
+    eval_memory_mb: int = 4096
+    """Memory cap of a candidate (per process; per tree where a memory cgroup exists), MiB."""
+    eval_max_processes: int = 64
+    """Processes + threads a candidate's tree may hold at once."""
+    eval_output_kb: int = 1024
+    """Cap on a candidate's stdout and on its stderr, KiB."""
+    eval_files_mb: int = 512
+    """Cap on any file and on all files a candidate writes, MiB."""
+    eval_allow_network: bool = False
+    """Let candidates use the network (off: new network namespace + Landlock TCP rules)."""
     seed: int = 0
     """Seeds parent selection and trajectory sampling (per iteration, so resume is reproducible)."""
+
+    # --- parallelism -----------------------------------------------------------------------------
+    lanes: int = 1
+    """Children produced in parallel per round, each lane with its own parent, guidance and
+    exemplars; 1 = the paper's sequential algorithm."""
+    eval_workers: int = 1
+    """Evaluations running at once (local processes, or Ray tasks in flight)."""
+    executor: Literal["local", "ray"] = "local"
+    """Where evaluations run: sandboxed processes on this machine, or Ray tasks on a cluster."""
+    ray_address: str | None = None
+    """Ray cluster address for ``executor="ray"`` (``HOST:PORT``, ``ray://...``, ``auto``);
+    ``None`` starts a local Ray instance."""
 
     # --- ablations and the paper's takeaway variants -----------------------------------------------
     summarizer_enabled: bool = True
@@ -106,8 +131,26 @@ class RunContext:
         if set(self.category_weights) - {"improvement", "mixed", "decline"} or any(
                 w < 0 for w in self.category_weights.values()):
             problems.append("category_weights takes non-negative weights for improvement, mixed, decline")
+        if self.lanes < 1 or self.eval_workers < 1:
+            problems.append("lanes and eval_workers must be >= 1")
+        if self.executor not in ("local", "ray"):
+            problems.append(f"executor must be local or ray, not {self.executor!r}")
+        try:
+            self.sandbox_limits()
+        except ValueError as exc:
+            problems.append(f"sandbox limits: {exc}".replace("\n", " "))
         if problems:
             raise ValueError("invalid run settings: " + "; ".join(problems))
+
+    def sandbox_limits(self) -> SandboxLimits:
+        """The sandbox limits of every evaluation in this run (``wall_s`` None = the task's timeout).
+
+        Raises:
+            pydantic.ValidationError (a ValueError): a limit out of range.
+        """
+        return SandboxLimits(wall_s=self.eval_timeout_s, cpu_s=self.eval_cpu_s, memory_mb=self.eval_memory_mb,
+                             max_processes=self.eval_max_processes, output_kb=self.eval_output_kb,
+                             files_mb=self.eval_files_mb, allow_network=self.eval_allow_network)
 
     def temperature_for(self, role: Role) -> float:
         """Sampling temperature of ``role`` (configured, else :data:`DEFAULT_TEMPERATURES`)."""

@@ -2,6 +2,11 @@
 
 Program source and the archive live in the memory layer (:mod:`contextevolve.memory`);
 checkpoints therefore stay a few KB however long a run gets.
+
+Two schemas: :class:`EvolveState` is the run's state (the outer loop); each *lane* — one
+parent -> child pass of Algorithm 1's phases 1-7 — runs on its own :class:`LaneState`,
+started by a LangGraph ``Send``. With ``lanes=1`` there is one lane per iteration: the
+paper's sequential algorithm. Lanes report a :class:`LaneResult`; the buffer update joins them.
 """
 
 from __future__ import annotations
@@ -9,12 +14,38 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated
 
+from typing_extensions import TypedDict
+
 from contextevolve.memory.records import TokenUsage, add_usage
 
 
 def merge_usage(left: TokenUsage, right: TokenUsage | None) -> TokenUsage:
     """Reducer of ``iteration_usage``: sum role by role; ``None`` resets to empty."""
     return {} if right is None else add_usage(left, right)
+
+
+class LaneResult(TypedDict):
+    """What one lane hands to the buffer update."""
+
+    lane: int
+    """Lane index within its round (0-based)."""
+    child_id: str
+    """Id of the lane's child (from its iteration number)."""
+    status: str
+    """The child's evaluation status (ok | invalid | failed | timeout)."""
+    score: float | None
+    """The child's combined score."""
+    usage: TokenUsage
+    """Tokens the lane spent, by role."""
+
+
+def merge_lanes(left: list[LaneResult], right: list[LaneResult] | None) -> list[LaneResult]:
+    """Reducer of ``lane_results``: collect the lanes of a round (replacing a replayed lane); ``None`` resets."""
+    if right is None:
+        return []
+    done = {r["lane"]: r for r in left}
+    done.update({r["lane"]: r for r in right})
+    return [done[k] for k in sorted(done)]
 
 
 @dataclass
@@ -31,15 +62,38 @@ class EvolveState:
     """Id of the best ok program so far."""
     best_score: float | None = None
     """Its combined score."""
+    lane_results: Annotated[list[LaneResult], merge_lanes] = field(default_factory=list)
+    """Children of the current round, one per finished lane; emptied by the buffer update."""
+    child_id: str | None = None
+    """Id of the last child admitted (the highest of the last round)."""
+    child_status: str | None = None
+    """Its status."""
+    child_score: float | None = None
+    """Its combined score."""
+    total_usage: TokenUsage = field(default_factory=dict)
+    """Tokens spent by the whole run, by role."""
+    stop_reason: str | None = None
+    """Why the loop stops (iteration budget, target score, token budget); None while it goes on."""
 
+
+@dataclass
+class LaneState:
+    """State of one lane: one parent -> child pass through phases 1-7."""
+
+    iteration: int = 0
+    """Iterations completed before this lane's child: the child is iteration ``iteration + 1``."""
+    lane: int = 0
+    """Lane index within its round (0-based)."""
+    initial_id: str | None = None
+    """Program id of c_0 (the fallback parent)."""
     parent_id: str | None = None
-    """c_p of the current iteration (chosen by select_parent)."""
+    """c_p of this lane (chosen by select_parent)."""
     parent_score: float | None = None
     """s_p, the parent's combined score."""
     trajectory_ids: list[str] = field(default_factory=list)
-    """Child ids of the parent->child steps shown to the Navigator this iteration."""
+    """Child ids of the parent->child steps shown to the Navigator."""
     guidance: str = ""
-    """g: the Navigator's directional guidance for this iteration (empty when ablated)."""
+    """g: the Navigator's directional guidance (empty when ablated)."""
     candidate_ids: list[str] = field(default_factory=list)
     """Programs retrieved for the Sampler (relevance + diversity, failed ones included)."""
     exemplar_ids: list[str] = field(default_factory=list)
@@ -49,15 +103,20 @@ class EvolveState:
     context_tokens: int = 0
     """Estimated tokens of the composed generator context Φ."""
     child_id: str | None = None
-    """Id of this iteration's child (deterministic from the iteration number)."""
+    """Id of this lane's child (deterministic from its iteration number)."""
     child_status: str | None = None
     """pending | ok | invalid | failed | timeout."""
     child_score: float | None = None
     """The child's combined score once evaluated."""
-
     iteration_usage: Annotated[TokenUsage, merge_usage] = field(default_factory=dict)
-    """Tokens spent in the current iteration, by role; reset when the child is admitted."""
-    total_usage: TokenUsage = field(default_factory=dict)
-    """Tokens spent by the whole run, by role."""
-    stop_reason: str | None = None
-    """Why the loop stops (iteration budget, target score, token budget); None while it goes on."""
+    """Tokens spent in this lane, by role."""
+    lane_results: Annotated[list[LaneResult], merge_lanes] = field(default_factory=list)
+    """The lane's report (set by its last phase); the only key that flows back to the run's state."""
+
+
+@dataclass
+class LaneOutput:
+    """Output schema of a lane: only its report reaches :class:`EvolveState`."""
+
+    lane_results: Annotated[list[LaneResult], merge_lanes] = field(default_factory=list)
+    """The lane's :class:`LaneResult` (a one-element list)."""

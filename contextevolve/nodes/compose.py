@@ -14,7 +14,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState
+from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import estimate_tokens
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import RunMemory
@@ -44,7 +44,7 @@ def _tokens(messages: list) -> int:
     return sum(estimate_tokens(str(m.content)) for m in messages)
 
 
-def compose(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+def compose(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Decide which exemplars (and which exemplars' code) fit in the context budget."""
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)

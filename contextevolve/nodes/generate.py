@@ -12,7 +12,7 @@ from langgraph.runtime import Runtime
 
 from contextevolve.editing import EditError, build_child
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState
+from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import call_role
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.compose import load, render
@@ -22,7 +22,7 @@ REPLY_EXCERPT = 600
 """Characters of a failed reply kept in the record's diagnostics."""
 
 
-def generate(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Ask the Generator for the child and store it (status pending, or failed with a reason)."""
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)

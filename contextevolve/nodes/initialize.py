@@ -11,6 +11,7 @@ from langgraph.runtime import Runtime
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
 from contextevolve.memory.records import ProgramRecord, add_usage, program_id, total_tokens
+from contextevolve.nodes.evaluate import run_evaluation
 from contextevolve.nodes.resources import memory_of, stop_reason, task_of
 from contextevolve.nodes.summarize import abstract_for
 
@@ -24,7 +25,7 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     usage = dict(state.total_usage)
     if record is None or not record.committed:
         source = task.initial_program
-        evaluation = task.evaluate(source, timeout_s=ctx.eval_timeout_s)
+        evaluation = run_evaluation(ctx, source)
         abstract, spent = abstract_for(ctx, task, source, parent_abstract=None)
         record = memory.commit(ProgramRecord(
             id=first, iteration=0, source=source, abstract=abstract, metrics=evaluation.metrics,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState
+from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import call_role
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.resources import memory_of, rng_for, task_of
@@ -83,7 +83,7 @@ def sample_steps(steps: list[Step], m: int, weights: dict[str, float], rng: rand
     return chosen
 
 
-def navigate(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Produce the directional guidance g for this iteration (empty when the Navigator is ablated)."""
     ctx = runtime.context
     if not ctx.navigator_enabled:

@@ -18,7 +18,7 @@ import re
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState
+from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import call_role
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.memory.store import RunMemory
@@ -64,7 +64,7 @@ def parse_choice(text: str, n_candidates: int, k: int) -> list[int] | None:
     return picks[:k] or None
 
 
-def sample(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+def sample(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Choose the exemplars E_ctx for this iteration."""
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)

@@ -5,17 +5,17 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState
+from contextevolve.graph.state import LaneState
 from contextevolve.nodes.resources import memory_of, rng_for, task_of
 
 
-def select_parent(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
+def select_parent(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Choose the parent among committed ``ok`` programs.
 
     Strategies (``RunContext.parent_selection``): ``best``; ``random`` (uniform); ``tournament``
     (best of ``tournament_size`` drawn uniformly — keeps pressure towards good programs while
-    letting others be explored). Falls back to the initial program if nothing is ok. Also
-    clears the per-iteration fields of the previous iteration.
+    letting others be explored). Falls back to the initial program if nothing is ok. The RNG
+    is seeded by the lane's iteration, so parallel lanes draw independently and replays draw the same.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -30,8 +30,4 @@ def select_parent(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     else:
         entrants = rng.sample(pool, min(ctx.tournament_size, len(pool)))
         parent = max(entrants, key=lambda r: r.combined_score if task.higher_is_better else -r.combined_score)
-    return {
-        "parent_id": parent.id, "parent_score": parent.combined_score, "trajectory_ids": [], "guidance": "",
-        "candidate_ids": [], "exemplar_ids": [], "exemplar_code_ids": [], "context_tokens": 0,
-        "child_id": None, "child_status": None, "child_score": None,
-    }
+    return {"parent_id": parent.id, "parent_score": parent.combined_score}

@@ -11,9 +11,9 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState
+from contextevolve.graph.state import LaneResult, LaneState
 from contextevolve.llm.calls import call_role
-from contextevolve.memory.records import TokenUsage
+from contextevolve.memory.records import TokenUsage, add_usage
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import summarizer as prompt
 from contextevolve.tasks.base import Task
@@ -33,15 +33,18 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
     return text or "(the summarizer returned nothing)", reply.usage
 
 
-def summarize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
-    """Write z_c into the child's record."""
+def summarize(state: LaneState, runtime: Runtime[RunContext]) -> dict:
+    """Write z_c into the child's record and report the lane's child to the buffer update."""
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
+    usage: TokenUsage = {}
     if not child.source:  # nothing was generated: the failure itself is the abstract
         memory.buffer.update(child.id, abstract=f"Generation failed: {child.reason}")
-        return {}
-    parent = memory.buffer.require(child.parent_id)
-    abstract, usage = abstract_for(ctx, task, child.source, parent.abstract)
-    memory.buffer.update(child.id, abstract=abstract)
-    return {"iteration_usage": usage} if usage else {}
+    else:
+        parent = memory.buffer.require(child.parent_id)
+        abstract, usage = abstract_for(ctx, task, child.source, parent.abstract)
+        memory.buffer.update(child.id, abstract=abstract)
+    report = LaneResult(lane=state.lane, child_id=child.id, status=child.status, score=child.combined_score,
+                        usage=add_usage(state.iteration_usage, usage))
+    return {"iteration_usage": usage, "lane_results": [report]}

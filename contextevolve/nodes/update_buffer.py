@@ -1,4 +1,4 @@
-"""Phase 8, Buffer update: B_e ← B_e ∪ {(c_p, s_p, z_p; c_c, s_c, z_c)}, then decide whether to go on."""
+"""Phase 8, Buffer update: B_e ← B_e ∪ {(c_p, s_p, z_p; c_c, s_c, z_c)} for every lane's child, then decide whether to go on."""
 
 from __future__ import annotations
 
@@ -11,27 +11,33 @@ from contextevolve.nodes.resources import memory_of, stop_reason, task_of
 
 
 def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
-    """Commit the child (with this iteration's token usage), update the scoreboard and stop reason.
+    """Commit the round's children (each with its lane's token usage), update the scoreboard and stop reason.
 
-    Idempotent: replaying it after a crash rewrites the same record and yields the same counters.
+    Children are committed in iteration order. Idempotent: replaying it after a crash
+    rewrites the same records and yields the same counters.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
-    child = memory.buffer.require(state.child_id)
-    child.tokens = dict(state.iteration_usage)
-    child = memory.commit(child)
-    iteration = child.iteration
     best_id, best_score = state.best_id, state.best_score
-    if child.status == "ok" and task.better(child.combined_score, best_score):
-        best_id, best_score = child.id, child.combined_score
-    usage = add_usage(state.total_usage, state.iteration_usage)
+    usage = dict(state.total_usage)
+    iteration = state.iteration
+    child = None
+    for result in sorted(state.lane_results, key=lambda r: r["child_id"]):
+        child = memory.buffer.require(result["child_id"])
+        child.tokens = dict(result["usage"])
+        child = memory.commit(child)
+        iteration = max(iteration, child.iteration)
+        if child.status == "ok" and task.better(child.combined_score, best_score):
+            best_id, best_score = child.id, child.combined_score
+        usage = add_usage(usage, result["usage"])
     return {
         "iteration": iteration,
         "best_id": best_id,
         "best_score": best_score,
-        "child_status": child.status,
-        "child_score": child.combined_score,
+        "child_id": child.id if child else state.child_id,
+        "child_status": child.status if child else state.child_status,
+        "child_score": child.combined_score if child else state.child_score,
         "total_usage": usage,
-        "iteration_usage": None,
+        "lane_results": None,
         "stop_reason": stop_reason(ctx, task, iteration, best_score, total_tokens(usage)),
     }

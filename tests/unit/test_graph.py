@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from contextevolve.api import RunDirError, evolve, run_status
-from contextevolve.graph.builder import PHASES, build_graph
+from contextevolve.graph.builder import LANE_PHASES, PHASES, build_graph
 from contextevolve.tasks.registry import get_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,12 +21,16 @@ TASK = get_task("model_placement")
 
 
 def test_graph_has_the_eight_phases_in_a_loop():
-    graph = build_graph().get_graph()
-    nodes = set(graph.nodes) - {"__start__", "__end__"}
-    assert nodes == {"initialize", *PHASES}
+    outer = build_graph().get_graph()
+    assert set(outer.nodes) - {"__start__", "__end__"} == {"initialize", "lane", "update_buffer"}
+    graph = build_graph().get_graph(xray=1)
+    lane = [f"lane:{p}" for p in LANE_PHASES]
+    assert set(graph.nodes) - {"__start__", "__end__"} == {"initialize", "update_buffer", *lane}
     edges = {(e.source, e.target) for e in graph.edges}
-    assert ("update_buffer", "select_parent") in edges and ("update_buffer", "__end__") in edges
-    assert all((a, b) in edges for a, b in zip(PHASES, PHASES[1:]))
+    assert ("update_buffer", lane[0]) in edges and ("update_buffer", "__end__") in edges
+    assert ("initialize", lane[0]) in edges and (lane[-1], "update_buffer") in edges
+    assert all((a, b) in edges for a, b in zip(lane, lane[1:]))
+    assert PHASES == (*LANE_PHASES, "update_buffer")
 
 
 def test_run_records_every_program_and_recomputes_best(tmp_path, models):
@@ -54,9 +58,15 @@ def test_checkpoints_hold_no_program_source(tmp_path, models):
     conn = sqlite3.connect(tmp_path / "r" / "checkpoints.sqlite")
     graph = build_graph(__import__("langgraph.checkpoint.sqlite", fromlist=["SqliteSaver"]).SqliteSaver(conn))
     history = list(graph.get_state_history({"configurable": {"thread_id": "main"}}))
-    assert len(history) > 16
+    assert len(history) >= 6
     for snapshot in history:
         assert "compute_model_placement(" not in json.dumps(snapshot.values, default=str)
+    # every stored checkpoint and pending write, the lanes' own (subgraph namespaces) included
+    namespaces = {row[0] for row in conn.execute("select checkpoint_ns from checkpoints")}
+    assert any(ns.startswith("lane:") for ns in namespaces)
+    blobs = [row[0] for row in conn.execute("select checkpoint from checkpoints")]
+    blobs += [row[0] for row in conn.execute("select value from writes")]
+    assert len(blobs) > 30 and not any(b"compute_model_placement(" in bytes(b) for b in blobs if b)
     conn.close()
 
 
@@ -123,4 +133,4 @@ def test_langgraph_json_serves_the_compiled_graph():
     served = getattr(module, attr)
     assert type(served).__name__ == "CompiledStateGraph"
     assert served.checkpointer is None  # langgraph dev supplies its own
-    assert set(served.get_graph().nodes) >= set(PHASES)
+    assert {n.split(":")[-1] for n in served.get_graph(xray=1).nodes} >= set(PHASES)

@@ -31,8 +31,8 @@ def add_program(memory, n, *, parent="it00000", status="ok", score=21.0, abstrac
     return memory.commit(record)
 
 
-def test_initialize_evaluates_and_abstracts_initial_program(seeded, models):
-    state, memory = seeded
+def test_initialize_evaluates_and_abstracts_initial_program(seeded_run, models):
+    state, memory = seeded_run
     record = memory.buffer.require("it00000")
     assert record.committed and record.status == "ok"
     assert record.combined_score == pytest.approx(21.8916, abs=1e-4)
@@ -45,8 +45,8 @@ def test_initialize_evaluates_and_abstracts_initial_program(seeded, models):
     assert memory.index.count() == 1
 
 
-def test_initialize_is_idempotent(seeded, ctx, models):
-    state, memory = seeded
+def test_initialize_is_idempotent(seeded_run, ctx, models):
+    state, memory = seeded_run
     again = run_node(initialize, state, ctx)
     assert len(models["summarizer"].seen) == 1 and memory.buffer.count() == 1
     assert again["total_usage"] == state.total_usage
@@ -192,7 +192,7 @@ def test_malformed_generator_output_is_a_failed_child(seeded, ctx, models, text,
     assert memory.buffer.require(child.id).abstract.startswith("Generation failed")
 
 
-def test_evaluate_summarize_update_buffer_commit_the_child(seeded, ctx, models):
+def test_evaluate_summarize_update_buffer_commit_the_child(seeded, seeded_run, ctx, models):
     state, memory = seeded
     state = apply(replace(state, parent_id="it00000"), run_node(generate, replace(state, parent_id="it00000"), ctx))
     state = apply(state, run_node(evaluate, state, ctx))
@@ -201,16 +201,19 @@ def test_evaluate_summarize_update_buffer_commit_the_child(seeded, ctx, models):
     state = apply(state, run_node(summarize, state, ctx))
     prompt = models["summarizer"].seen[-1][1].content
     assert "Parent abstract" in prompt and "keeps from the parent" in prompt
-    update = run_node(update_buffer, state, ctx)
+    run = replace(seeded_run[0], lane_results=state.lane_results)
+    assert state.lane_results == [{"lane": 0, "child_id": "it00001", "status": "ok", "score": state.child_score,
+                                   "usage": state.iteration_usage}]
+    update = run_node(update_buffer, run, ctx)
     child = memory.buffer.require("it00001")
     assert child.committed and child.abstract and memory.index.count() == 2
     assert child.tokens == {"generator": {"prompt": 900, "completion": 400},
                             "summarizer": {"prompt": 300, "completion": 40}}
     assert update["iteration"] == 1 and update["best_id"] == "it00001"
     assert update["total_usage"]["summarizer"] == {"prompt": 600, "completion": 80}
-    assert update["iteration_usage"] is None and update["stop_reason"] is None
+    assert update["lane_results"] is None and update["stop_reason"] is None
     # idempotent replay after a crash
-    assert run_node(update_buffer, state, ctx) == update and memory.buffer.count() == 2
+    assert run_node(update_buffer, run, ctx) == update and memory.buffer.count() == 2
 
 
 def test_summary_variants(seeded, ctx, models):
@@ -225,10 +228,11 @@ def test_summary_variants(seeded, ctx, models):
     assert memory.buffer.require("it00001").abstract == BETTER_PROGRAM[:1500]
 
 
-def test_stop_conditions(seeded, ctx):
+def test_stop_conditions(seeded, seeded_run, ctx):
     state, memory = seeded
     state = apply(replace(state, parent_id="it00000"), run_node(generate, replace(state, parent_id="it00000"), ctx))
     state = apply(state, run_node(evaluate, state, ctx))
+    state = replace(seeded_run[0], lane_results=run_node(summarize, state, ctx)["lane_results"])
     assert "target score" in run_node(update_buffer, state, replace(ctx, target_score=22.0))["stop_reason"]
     assert "token budget" in run_node(update_buffer, state, replace(ctx, token_budget=500))["stop_reason"]
     assert "iteration budget" in run_node(update_buffer, state, replace(ctx, max_iterations=1))["stop_reason"]
