@@ -216,6 +216,8 @@ def _supervise(private: Path, work: Path, token: str, limits: SandboxLimits, pre
         error = envelope.get("error") if isinstance(envelope, dict) else "malformed result envelope"
         if "MemoryError" in str(error):
             error = f"memory limit of {limits.memory_mb} MiB exceeded ({error})"
+        elif "[Errno 27]" in str(error):  # EFBIG: Python ignores SIGXFSZ, so the write fails instead
+            error = f"file-size limit of {limits.files_mb} MiB exceeded ({error})"
         return failed(str(error))
     return CandidateRun("ok", envelope["result"], "", seconds, stdout_tail, stderr_tail, cpu_s=cpu_s)
 

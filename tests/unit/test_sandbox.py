@@ -1,0 +1,258 @@
+"""Hostile candidate programs: each is contained, fails (or passes) with a reason, leaves no process behind,
+and the evaluator keeps working — on the local executor and on a Ray cluster started by the test."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+import contextevolve.tasks.model_placement.task as mp_task_module
+from contextevolve.evaluation.executors import LocalExecutor, RayExecutor
+from contextevolve.evaluation.limits import SandboxLimits
+from contextevolve.evaluation.sandbox import host_sandbox
+from contextevolve.tasks.registry import get_task
+
+TASK = get_task("model_placement")
+INITIAL_SCORE = 21.891622105209393
+LIMITS = SandboxLimits(wall_s=20, cpu_s=3, memory_mb=1024, output_kb=256, max_processes=32, files_mb=64)
+SECRET = "sk-test-" + uuid.uuid4().hex
+landlock = pytest.mark.skipif(host_sandbox().landlock_abi < 1, reason="this kernel has no Landlock")
+
+
+def _ray_address(tmp: Path) -> tuple[str, dict]:
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY",)}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    subprocess.run([str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}",
+                    "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={tmp}", "--disable-usage-stats"],
+                   check=True, capture_output=True, env=env, timeout=180)
+    return f"127.0.0.1:{port}", env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module", params=["local", "ray"])
+def executor(request, tmp_path_factory):
+    """The same tests run against both backends; the Ray one is a local cluster started here."""
+    if request.param == "local":
+        yield LocalExecutor(workers=2)
+        return
+    pytest.importorskip("ray")
+    import ray
+
+    address, env = _ray_address(Path("/tmp") / f"ray-{uuid.uuid4().hex[:6]}")
+    try:
+        yield RayExecutor(workers=2, address=address)
+    finally:
+        ray.shutdown()
+        subprocess.run([str(Path(sys.executable).parent / "ray"), "stop", "--force"], capture_output=True,
+                       env=env, timeout=120)
+
+
+def sandbox_processes() -> list[str]:
+    """Command lines of every sandbox supervisor or runner still alive on this machine."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "contextevolve.evaluation.child" in cmd:
+            found.append(f"{pid}: {cmd}")
+    return found
+
+
+def processes_with(marker: str) -> list[str]:
+    """Processes whose command line contains ``marker``."""
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            if marker in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode():
+                out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def contained(executor, source: str, limits: SandboxLimits = LIMITS):
+    """Evaluate a hostile program; check nothing is left and the evaluator still scores a good program."""
+    result = executor.evaluate(TASK.name, source, limits=limits)
+    time.sleep(0.2)
+    assert sandbox_processes() == []
+    after = executor.evaluate(TASK.name, TASK.initial_program, limits=limits)
+    assert after.status == "ok" and after.combined_score == pytest.approx(INITIAL_SCORE)
+    if result.status != "ok":
+        assert result.reason and result.combined_score == TASK.worst_score
+    return result
+
+
+def test_infinite_loop_hits_the_cpu_limit(executor):
+    result = contained(executor, "while True:\n    pass\n")
+    assert result.status == "failed" and "CPU-time limit of 3 s exceeded" in result.reason
+
+
+def test_wall_clock_limit_kills_a_sleeping_program(executor):
+    result = contained(executor, "import time\ntime.sleep(60)\n", LIMITS.model_copy(update={"wall_s": 2}))
+    assert result.status == "timeout" and "2 s wall-clock limit" in result.reason
+
+
+def test_fork_bomb_is_capped_and_cleaned_up(executor):
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    result = contained(executor, bomb, LIMITS.model_copy(update={"wall_s": 6}))
+    assert result.status in ("failed", "timeout")
+    assert "CPU-time limit" in result.reason or "wall-clock limit" in result.reason
+
+
+def test_memory_hog_hits_the_memory_cap(executor):
+    hog = "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 2**20))\n"
+    result = contained(executor, hog)
+    assert result.status == "failed" and "memory limit of 1024 MiB exceeded" in result.reason
+
+
+def test_huge_output_hits_the_output_cap(executor):
+    result = contained(executor, "while True:\n    print('x' * 10000)\n")
+    assert result.status == "failed" and "output limit exceeded" in result.reason
+
+
+def test_huge_file_hits_the_file_cap(executor):
+    writer = "with open('big.bin', 'wb') as f:\n    while True:\n        f.write(b'0' * 2**20)\n"
+    result = contained(executor, writer)
+    assert result.status == "failed"
+    assert "file-size limit of 64 MiB exceeded" in result.reason or "disk limit exceeded" in result.reason
+
+
+@landlock
+def test_writes_outside_its_directory_are_refused(executor, tmp_path):
+    targets = [tmp_path / "escaped.txt", Path(mp_task_module.__file__).parent / "escaped.txt",
+               Path("/tmp") / f"escaped-{uuid.uuid4().hex}.txt"]
+    source = ("import os\nerrors = []\n"
+              f"for path in {[str(t) for t in targets]!r} + [os.path.expanduser('~/../escaped.txt')]:\n"
+              "    try:\n        open(path, 'w').write('owned')\n"
+              "    except OSError as exc:\n        errors.append(type(exc).__name__)\n"
+              "raise RuntimeError('blocked: ' + ','.join(errors))\n")
+    result = contained(executor, source)
+    assert result.status == "failed" and "blocked: PermissionError,PermissionError,PermissionError" in result.reason
+    assert not any(t.exists() for t in targets)
+
+
+def test_environment_secrets_do_not_reach_the_candidate(executor, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("CONTEXTEVOLVE_API_KEY", SECRET)
+    snoop = ("import os\nfound = [k + '=' + v for k, v in os.environ.items()]\n"
+             "for pid in ['self', str(os.getppid()), '1'] + [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+             "    try:\n        found.append(open(f'/proc/{pid}/environ').read())\n"
+             "    except OSError:\n        pass\n"
+             "raise RuntimeError('leak: ' + ' '.join(found))\n")
+    result = contained(executor, snoop)
+    assert result.status == "failed" and "leak:" in result.reason
+    assert SECRET not in result.model_dump_json()
+    assert "OPENAI_API_KEY" not in result.reason and "PATH=" in result.reason
+
+
+@pytest.mark.parametrize("how", ["getppid", "proc_stat", "test_process", "process_group"])
+def test_killing_its_parent_fails(executor, how):
+    target = {"getppid": "os.getppid()", "proc_stat": "int(open('/proc/self/stat').read().split(')')[1].split()[1])",
+              "test_process": str(os.getpid()), "process_group": "-os.getpgid(0)"}[how]
+    source = (f"import os, signal\ntarget = {target}\n"
+              "if target < 0:\n    os.killpg(-target, signal.SIGKILL)\n"
+              "elif target > 0:\n    os.kill(target, signal.SIGKILL)\n"
+              "raise RuntimeError('parent survived')\n")
+    result = contained(executor, source)
+    assert result.status == "failed" and result.reason  # it died, or its kill was refused
+
+
+def test_exiting_the_interpreter_is_a_failed_evaluation(executor):
+    quits = contained(executor, "import sys\nsys.exit(0)\n")
+    assert quits.status == "failed" and "SystemExit" in quits.reason
+    hard = contained(executor, "import os\ndef compute_model_placement(gpu_num, models):\n    os._exit(0)\n")
+    assert hard.status == "failed" and "exited with code 0 without a result" in hard.reason
+
+
+@landlock
+def test_tampering_with_the_grader_changes_nothing(executor):
+    grader = Path(mp_task_module.__file__)
+    before = hashlib.sha256(grader.read_bytes()).hexdigest()
+    source = ("import contextevolve.tasks.model_placement.task as t\n"
+              "import contextevolve.tasks.model_placement.harness as h\n"
+              "t.grade = lambda *a, **k: None\n"  # the live grader is in another process
+              "try:\n    open(t.__file__, 'a').write('\\ndef grade(*a, **k): return None\\n')\n"
+              "except OSError:\n    pass\n"
+              "def compute_model_placement(gpu_num, models):\n"
+              "    return {0: list(models)}\n")
+    result = contained(executor, source)
+    assert hashlib.sha256(grader.read_bytes()).hexdigest() == before
+    assert result.status == "invalid" and result.combined_score == TASK.worst_score
+
+
+def test_network_connections_are_refused(executor):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    source = ("import socket\nerrors = []\n"
+              "for host in ['127.0.0.1', 'pypi.org']:\n"
+              "    try:\n"
+              f"        socket.create_connection((host, {port} if host[0] == '1' else 443), timeout=2)\n"
+              "        errors.append('connected')\n"
+              "    except OSError as exc:\n        errors.append(type(exc).__name__)\n"
+              "raise RuntimeError('network: ' + ','.join(errors))\n")
+    try:
+        result = contained(executor, source)
+        with pytest.raises(socket.timeout):
+            listener.accept()
+    finally:
+        listener.close()
+    assert result.status == "failed" and "network:" in result.reason and "connected" not in result.reason
+
+
+def test_leftover_child_processes_are_killed(executor):
+    marker = f"{time.time() % 1000:.6f}"
+    source = ("import os, subprocess\n"
+              f"subprocess.Popen(['sleep', '9{marker}'], start_new_session=True)\n"
+              "if os.fork() == 0:\n"
+              "    os.setsid()\n"
+              "    if os.fork() == 0:\n"
+              f"        os.execvp('sleep', ['sleep', '8{marker}'])\n"
+              "    os._exit(0)\n"
+              + TASK.initial_program)
+    result = contained(executor, source)
+    assert result.status == "ok" and result.combined_score == pytest.approx(INITIAL_SCORE)
+    assert processes_with(f"9{marker}") == [] and processes_with(f"8{marker}") == []
+
+
+def test_parallel_evaluations_are_independent(executor):
+    """Two hostile programs and a good one at once: each gets its own verdict."""
+    sources = ["while True:\n    pass\n", TASK.initial_program, "import os\nos._exit(3)\n"]
+    results = executor.map(TASK.name, sources, limits=LIMITS)
+    assert [r.status for r in results] == ["failed", "ok", "failed"]
+    assert results[1].combined_score == pytest.approx(INITIAL_SCORE)
+    assert sandbox_processes() == []
+
+
+def test_notes_say_what_this_host_cannot_enforce(monkeypatch):
+    from contextevolve.evaluation import sandbox
+
+    sandbox.host_sandbox.cache_clear()
+    monkeypatch.setenv("CONTEXTEVOLVE_NO_NAMESPACES", "1")
+    try:
+        result = TASK.evaluate(TASK.initial_program, limits=LIMITS)
+        assert result.status == "ok"
+        assert any(n.startswith("network namespace unavailable") for n in result.notes)
+        allowed = TASK.evaluate(TASK.initial_program, limits=LIMITS.model_copy(update={"allow_network": True}))
+        assert not any(n.startswith("network") for n in allowed.notes)
+    finally:
+        monkeypatch.delenv("CONTEXTEVOLVE_NO_NAMESPACES")
+        sandbox.host_sandbox.cache_clear()
