@@ -122,6 +122,75 @@ def test_sigkill_mid_iteration_then_resume(tmp_path, models):
     assert result.iterations == 5
 
 
+def test_two_lanes_make_two_children_per_round(tmp_path, models):
+    result = evolve("model_placement", iterations=5, run_dir=tmp_path / "r", max_retries=0, lanes=2, eval_workers=2)
+    assert result.iterations == 5 and result.programs == 6
+    records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in records] == [f"it{n:05d}" for n in range(6)]
+    # round 1 ran both lanes on a buffer holding only c_0; every child is scored and abstracted
+    assert records[1]["parent_id"] == records[2]["parent_id"] == "it00000"
+    assert all(r["abstract"] and r["tokens"]["generator"]["prompt"] == 900 for r in records[1:])
+    conn = sqlite3.connect(tmp_path / "r" / "checkpoints.sqlite")
+    graph = build_graph(__import__("langgraph.checkpoint.sqlite", fromlist=["SqliteSaver"]).SqliteSaver(conn))
+    history = list(graph.get_state_history({"configurable": {"thread_id": "main"}}))
+    rounds = sorted({s.values.get("iteration", 0) for s in history if set(s.next) <= {"lane"}})
+    conn.close()
+    assert rounds == [0, 2, 4, 5]  # two lanes per round, the last round cut to the budget
+    assert result.best_score == pytest.approx(TASK.evaluate(result.best_program).combined_score)
+
+
+def test_sigkill_mid_round_with_two_lanes_then_resume(tmp_path, models):
+    run_dir = tmp_path / "r"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.crash_runner", str(run_dir), "6", "--lanes", "2"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stdout:
+        seen.append(line.strip())
+        if seen.count("generate") == 3:  # round 2 under way: one of its lanes has generated
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert run_status(run_dir)["iterations"] == 2
+    result = evolve("model_placement", iterations=6, run_dir=run_dir, resume=True)
+    status = run_status(run_dir)
+    assert result.iterations == 6 and status["iterations"] == 6 and status["programs"] == 7
+    assert [json.loads(line)["id"] for line in (run_dir / "programs.jsonl").read_text().splitlines()] == [
+        f"it{n:05d}" for n in range(7)]
+    assert json.loads((run_dir / "run.json").read_text())["lanes"] == 2
+
+
+def test_hostile_children_are_failed_and_the_run_goes_on(tmp_path):
+    from tests.fakes import default_models, fenced, reply, scripted
+    from contextevolve.llm.models import use_chat_models
+
+    hostile = ["import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+               "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(%d, signal.SIGKILL)\n" % os.getpid(),
+               "import subprocess\nsubprocess.Popen(['sleep', '977.5'], start_new_session=True)\nwhile True:\n    pass\n"]
+    scripted_models = default_models()
+    scripted_models["generator"] = scripted(*(reply(fenced(h), 900, 100) for h in hostile))
+    with use_chat_models(**scripted_models):
+        result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0, eval_timeout_s=5,
+                        eval_cpu_s=2)
+    records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
+    assert result.iterations == 3 and [r["status"] for r in records[2:]] == ["failed", "failed"]
+    # the fork bomb ends at the wall clock, or at the CPU limit on a host with many cores
+    assert records[1]["status"] in ("timeout", "failed") and " limit" in records[1]["reason"]
+    assert "CPU-time limit" in records[3]["reason"]
+    assert all(r["combined_score"] == 0.0 for r in records[1:])
+    assert result.best_score == pytest.approx(records[0]["combined_score"])
+    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and "977.5" in _cmdline(p)]
+    assert leftovers == []
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_langgraph_json_serves_the_compiled_graph():
     import importlib.util
 
