@@ -37,6 +37,7 @@ integration: setup
 bench: setup
 	$(PY) benchmarks/eval_time.py
 	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/parallelism.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

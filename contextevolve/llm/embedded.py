@@ -178,7 +178,9 @@ class EmbeddedServer:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-               "--n_ctx", str(self.n_ctx)]
+               "--n_ctx", str(self.n_ctx),
+               # parallel lanes send concurrent requests: queue them, never cut a running one short
+               "--interrupt_requests", "False"]
         # PDEATHSIG follows the *thread* that forks, so only tie the server to the main thread.
         tie = _die_with_parent if threading.current_thread() is threading.main_thread() else None
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
