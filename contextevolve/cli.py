@@ -68,12 +68,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                           + (f" (resuming after iteration {done})" if done else ""))
         elif node == "generate":
             progress.update(bar, description=f"generated {update.get('child_id')}")
+        elif node == "lane":  # a lane finished: its child is scored and abstracted
+            for lane in update.get("lane_results") or []:
+                console.print(f"child {lane['child_id']} (lane {lane['lane']}): {lane['status']} "
+                              f"score {lane['score'] or 0:.4f} | tokens {total_tokens(lane['usage'])}")
         elif node == "update_buffer":
             tracker["tokens"] = total_tokens(update.get("total_usage"))
             progress.update(bar, completed=update["iteration"],
                             info=f"best {update.get('best_score') or 0:.4f} | tokens {tracker['tokens']}")
-            console.print(f"iteration {update['iteration']}: child {update.get('child_status')} "
-                          f"score {update.get('child_score') or 0:.4f} | best {update.get('best_score') or 0:.4f} "
+            console.print(f"iteration {update['iteration']}: committed | best {update.get('best_score') or 0:.4f} "
                           f"| tokens so far {tracker['tokens']}")
 
     with progress:

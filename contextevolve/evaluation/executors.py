@@ -23,6 +23,8 @@ from contextevolve.tasks.base import Evaluation
 from contextevolve.tasks.registry import get_task
 
 ExecutorKind = Literal["local", "ray"]
+RAY_GRACE_S = 120.0
+"""Seconds past the wall-clock limit after which a Ray evaluation counts as lost (queueing, data build)."""
 
 
 def evaluate_by_name(task: str, source: str, timeout_s: float | None, limits: SandboxLimits | None) -> Evaluation:
@@ -116,10 +118,22 @@ class RayExecutor(Executor):
 
     def evaluate(self, task: str, source: str, *, timeout_s: float | None = None,
                  limits: SandboxLimits | None = None) -> Evaluation:
+        """Run the evaluation as a Ray task; a lost worker or node is a failed evaluation, not an exception."""
         import ray
 
+        spec = get_task(task)
+        wall = timeout_s or (limits.wall_s if limits else None) or spec.timeout_s
         with self._slots:
-            return ray.get(self._remote.remote(task, source, timeout_s, limits))
+            ref = self._remote.remote(task, source, timeout_s, limits)
+            try:  # the sandbox enforces the limit on the node; this only guards against a lost node
+                return ray.get(ref, timeout=wall + RAY_GRACE_S)
+            except ray.exceptions.GetTimeoutError:
+                ray.cancel(ref, force=True)
+                return spec.rejected("timeout", f"no answer from the Ray cluster within {wall + RAY_GRACE_S:g} s")
+            except (ray.exceptions.RayTaskError, ray.exceptions.RayError) as exc:
+                reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+                return spec.rejected("failed", f"evaluation on the Ray cluster failed: {type(exc).__name__}: "
+                                     f"{reason[:300]}")
 
 
 _lock = threading.Lock()

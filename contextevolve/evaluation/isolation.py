@@ -142,7 +142,8 @@ def _rlimits(limits: SandboxLimits) -> dict[str, tuple[int, int]]:
     out = {"RLIMIT_CPU": (cpu, cpu + 2), "RLIMIT_AS": (memory, memory), "RLIMIT_FSIZE": (files, files),
            "RLIMIT_CORE": (0, 0)}
     if os.geteuid() != 0:  # counts every process of the user, so allow for those already running
-        out["RLIMIT_NPROC"] = (limits.max_processes + _user_processes(), limits.max_processes + _user_processes())
+        nproc = limits.max_processes + _user_processes()
+        out["RLIMIT_NPROC"] = (nproc, nproc)
     return out
 
 

@@ -256,3 +256,17 @@ def test_notes_say_what_this_host_cannot_enforce(monkeypatch):
     finally:
         monkeypatch.delenv("CONTEXTEVOLVE_NO_NAMESPACES")
         sandbox.host_sandbox.cache_clear()
+
+
+def test_a_lost_ray_worker_is_a_failed_evaluation(executor, monkeypatch):
+    if not isinstance(executor, RayExecutor):
+        pytest.skip("Ray only: a local evaluation has no worker to lose")
+    import ray
+
+    def crash(*_args):
+        os._exit(1)  # the Ray worker process dies mid-task (as when its node goes away)
+
+    monkeypatch.setattr(executor, "_remote", ray.remote(num_cpus=1, max_retries=0)(crash))
+    result = executor.evaluate(TASK.name, TASK.initial_program, limits=LIMITS)
+    assert result.status == "failed" and "evaluation on the Ray cluster failed" in result.reason
+    assert result.combined_score == TASK.worst_score
