@@ -165,7 +165,8 @@ def _supervise(private: Path, work: Path, token: str, limits: SandboxLimits, pre
     if limits.allow_network:
         prefix = tuple(a for a in prefix if a != "--net")
     out_path, err_path = private / "stdout.txt", private / "stderr.txt"
-    output_cap, disk_cap = limits.output_kb * 1024, limits.files_mb * 2**20
+    output_cap = limits.output_kb * 1024
+    disk_cap = limits.files_mb * 2**20 + _tree_size(work)  # what the candidate writes, beyond its inputs
     start = time.perf_counter()
     killed_for = None
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
