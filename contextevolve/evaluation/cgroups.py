@@ -122,29 +122,28 @@ def create(name: str, *, max_processes: int, memory_bytes: int) -> EvalCgroup | 
     bases = _bases()
     if not bases:
         return None
-    dirs, memory_dir = [], None
+    dirs: list[Path] = []
+    memory_dir = None
+
+    def make(base: Path, settings: dict[str, str]) -> Path:
+        d = base / name
+        d.mkdir()
+        dirs.append(d)
+        for file, value in settings.items():
+            if (d / file).exists():
+                (d / file).write_text(value)
+        return d
+
     try:
         if "unified" in bases:
-            d = bases["unified"] / name
-            d.mkdir()
-            dirs.append(d)
-            (d / "pids.max").write_text(str(max_processes))
-            if (d / "memory.max").exists():
-                (d / "memory.max").write_text(str(memory_bytes))
-                (d / "memory.swap.max").exists() and (d / "memory.swap.max").write_text("0")
-                memory_dir = d
+            d = make(bases["unified"], {"pids.max": str(max_processes), "memory.max": str(memory_bytes),
+                                        "memory.swap.max": "0"})
+            memory_dir = d if (d / "memory.max").exists() else None
         else:
             if "pids" in bases:
-                d = bases["pids"] / name
-                d.mkdir()
-                dirs.append(d)
-                (d / "pids.max").write_text(str(max_processes))
+                make(bases["pids"], {"pids.max": str(max_processes)})
             if "memory" in bases:
-                d = bases["memory"] / name
-                d.mkdir()
-                dirs.append(d)
-                (d / "memory.limit_in_bytes").write_text(str(memory_bytes))
-                memory_dir = d
+                memory_dir = make(bases["memory"], {"memory.limit_in_bytes": str(memory_bytes)})
     except OSError:
         EvalCgroup(dirs, None).destroy()
         raise
