@@ -178,6 +178,8 @@ def test_exiting_the_interpreter_is_a_failed_evaluation(executor):
     assert quits.status == "failed" and "SystemExit" in quits.reason
     hard = contained(executor, "import os\ndef compute_model_placement(gpu_num, models):\n    os._exit(0)\n")
     assert hard.status == "failed" and "exited with code 0 without a result" in hard.reason
+    crash = contained(executor, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    assert crash.status == "failed" and "killed by signal SIGSEGV" in crash.reason
 
 
 @landlock
