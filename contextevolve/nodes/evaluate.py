@@ -11,7 +11,7 @@ from langgraph.runtime import Runtime
 from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
-from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.nodes.resources import memory_of
 from contextevolve.tasks.base import Evaluation
 
 
@@ -28,7 +28,6 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     child = memory.buffer.require(state.child_id)
     if child.status == "failed" and not child.source:
         return {"child_status": "failed", "child_score": child.combined_score}
-    task_of(ctx)  # unknown task names fail here, before any work is queued
     result = run_evaluation(ctx, child.source)
     memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
                          combined_score=result.combined_score, reason=result.reason,
