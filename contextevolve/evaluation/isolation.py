@@ -189,7 +189,10 @@ def _supervise(private: Path, work: Path, token: str, limits: SandboxLimits, pre
                     if _tree_size(work) > disk_cap:
                         killed_for = f"disk limit exceeded: more than {limits.files_mb} MiB written"
                         break
-                time.sleep(_POLL_S)
+                try:  # returns as soon as the tree's root exits
+                    proc.wait(timeout=_POLL_S)
+                except subprocess.TimeoutExpired:
+                    pass
         finally:
             _kill_group(proc)  # nothing the candidate spawned in its group survives
             proc.wait()
