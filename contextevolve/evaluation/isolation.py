@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -173,10 +174,13 @@ def _supervise(private: Path, work: Path, token: str, limits: SandboxLimits, pre
         proc = subprocess.Popen([*prefix, sys.executable, "-s", "-m", "contextevolve.evaluation.child", str(private)],
                                 cwd=work, env=_environment(work, token), stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=err, start_new_session=True)
+        exited = threading.Event()  # set by a waiter thread the moment the tree's root exits
+        waiter = threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True)
+        waiter.start()
         try:
             deadline = start + limits.wall_s
             next_disk_check = start
-            while proc.poll() is None:
+            while not exited.wait(_POLL_S):
                 now = time.perf_counter()
                 if now >= deadline:
                     killed_for = "timeout"
@@ -189,13 +193,9 @@ def _supervise(private: Path, work: Path, token: str, limits: SandboxLimits, pre
                     if _tree_size(work) > disk_cap:
                         killed_for = f"disk limit exceeded: more than {limits.files_mb} MiB written"
                         break
-                try:  # returns as soon as the tree's root exits
-                    proc.wait(timeout=_POLL_S)
-                except subprocess.TimeoutExpired:
-                    pass
         finally:
             _kill_group(proc)  # nothing the candidate spawned in its group survives
-            proc.wait()
+            waiter.join()
     seconds = time.perf_counter() - start
     stdout_tail, stderr_tail = _tail(out_path), _tail(err_path)
     status = _read_json(private / "status.json") or {}
