@@ -6,6 +6,8 @@ of ``eval_workers`` or a Ray cluster; parallel lanes therefore evaluate concurre
 
 from __future__ import annotations
 
+import logging
+
 from langgraph.runtime import Runtime
 
 from contextevolve.evaluation.executors import executor_for
@@ -15,10 +17,21 @@ from contextevolve.nodes.resources import memory_of
 from contextevolve.tasks.base import Evaluation
 
 
+_log = logging.getLogger(__name__)
+_warned: set[str] = set()
+
+
 def run_evaluation(ctx: RunContext, source: str) -> Evaluation:
-    """Evaluate ``source`` for ``ctx.task`` on the run's executor with the run's sandbox limits."""
+    """Evaluate ``source`` for ``ctx.task`` on the run's executor with the run's sandbox limits.
+
+    Sandbox guarantees the host cannot enforce (``Evaluation.notes``) are logged once per process.
+    """
     executor = executor_for(ctx.executor, ctx.eval_workers, ctx.ray_address)
-    return executor.evaluate(ctx.task, source, limits=ctx.sandbox_limits())
+    result = executor.evaluate(ctx.task, source, limits=ctx.sandbox_limits())
+    for note in set(result.notes) - _warned:
+        _warned.add(note)
+        _log.warning("sandbox: %s", note)
+    return result
 
 
 def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
