@@ -1,13 +1,15 @@
-"""Run an untrusted candidate program in a sandboxed process tree and read back its JSON result.
+"""Run an untrusted candidate program in a sandboxed process tree, one timed call at a time.
 
-The host writes the candidate source and a JSON payload into a fresh working directory
-and starts ``python -m contextevolve.evaluation.child`` (in new network and PID
-namespaces where permitted) with a scrubbed environment. The child confines itself
-(rlimits, cgroups, Landlock, no capabilities — :mod:`contextevolve.evaluation.sandbox`
-lists the layers), imports the candidate, hands it to a task *harness* (a function next to
-the candidate that converts inputs to the promised objects and serialises the outputs)
-and writes the harness's JSON to ``result.json``. Only that JSON (and named output files)
-crosses back; the trusted grader scores it with its own inputs.
+The host writes the candidate source into a fresh working directory, stages the few
+modules the sandbox needs (the task's harness, the supervisor and runner) into a private
+``lib`` — nothing else of this package is importable there — and starts the trusted
+*supervisor* (in new network and PID namespaces where permitted) with a scrubbed
+environment. The job (calls and their inputs) goes to the supervisor's stdin; the
+supervisor starts an untrusted *runner* that confines itself (rlimits, cgroups, Landlock,
+no capabilities — :mod:`contextevolve.evaluation.sandbox` lists the layers) and imports the
+candidate, then sends it one call at a time and times each until its serialised result has
+arrived. The report comes back on a pipe (:mod:`contextevolve.evaluation.protocol` has the
+message shapes); the trusted grader scores the outputs with its own inputs.
 
 The host enforces the wall clock and the output / disk caps by polling, and afterwards
 kills whatever is left of the tree: the PID namespace, the cgroup, the process group and
@@ -16,9 +18,9 @@ any process still carrying the evaluation's environment token.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextevolve.evaluation import cgroups
+from contextevolve.evaluation import cgroups, protocol
+from contextevolve.evaluation.jobs import EvalJob
 from contextevolve.evaluation.limits import SandboxLimits
-from contextevolve.evaluation.sandbox import host_sandbox
+from contextevolve.evaluation.sandbox import HostSandbox, host_sandbox
 
 #: Environment variables passed through to the candidate; everything else (API keys,
 #: tokens, endpoint settings) is dropped.
@@ -43,56 +46,69 @@ TOKEN_ENV = "CONTEXTEVOLVE_SANDBOX"
 _OUTPUT_TAIL = 2000
 #: Seconds between the host's checks of output and disk use.
 _POLL_S = 0.05
-#: Exit code of the runner when it could not confine itself (see child.py).
-_SETUP_FAILED = 70
+#: Seconds the runner may take to start and import the harness and the candidate (or the wall clock).
+IMPORT_TIMEOUT_S = 30.0
+#: Runners started anew after a call crashed or timed out; later calls are skipped.
+MAX_RESTARTS = 2
+#: Cap on one JSON message header from the sandbox, bytes (outputs larger than this travel as arrays).
+MAX_HEADER_BYTES = 64 * 2**20
+
+
+@dataclass
+class CallResult:
+    """One call of the candidate, as the trusted supervisor saw it.
+
+    ``status`` is one of :data:`~contextevolve.evaluation.protocol.CALL_STATUSES`;
+    ``seconds`` is the supervisor's wall time from sending the request to the last byte of
+    the response (never a number the candidate reported); ``value`` and ``blobs`` are the
+    harness's serialised output — untrusted data for the grader to check.
+    """
+
+    status: str
+    seconds: float
+    value: Any = None
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    error: str = ""
+    traceback: str = ""
 
 
 @dataclass
 class CandidateRun:
     """What came back from one candidate process tree.
 
-    ``result`` is the harness's JSON (``None`` when the process produced none);
-    ``status`` is ``"ok"`` when a result came back, ``"timeout"`` when killed at the
-    wall-clock limit, ``"failed"`` otherwise, with ``reason`` saying why.
+    ``status`` is ``"ok"`` when the supervisor reported every call (each call then has its
+    own status in ``calls``), ``"timeout"`` when the tree was killed at the wall-clock limit,
+    ``"failed"`` otherwise (the program could not be imported, the sandbox failed, a limit
+    of the whole tree was hit), with ``reason`` saying why.
     """
 
     status: str
-    result: Any
     reason: str
     seconds: float
     stdout_tail: str
     stderr_tail: str
-    files: dict[str, bytes] | None = None
-    """Contents of the requested ``collect`` files the child wrote (absent ones omitted)."""
+    calls: list[CallResult] = field(default_factory=list)
+    """One entry per call of the job, in order (empty unless ``status`` is ``"ok"``)."""
+    import_seconds: float = 0.0
+    """Wall time the first runner took to start and import the harness and the candidate."""
+    traceback: str = ""
+    """Traceback excerpt of an import failure (empty otherwise)."""
     cpu_s: float = 0.0
-    """CPU seconds (user + system) of the candidate process, as measured by the supervisor."""
+    """CPU seconds (user + system) of the candidate's processes, as measured by the supervisor."""
     notes: list[str] = field(default_factory=list)
     """Sandbox guarantees this host could not enforce (empty when all were)."""
     leftovers_killed: int = 0
     """Processes of the tree still alive after the candidate returned, killed by the host."""
 
 
-def run_candidate(
-    source: str,
-    harness: str,
-    payload: Any,
-    *,
-    limits: SandboxLimits,
-    inputs: Mapping[str, bytes] | None = None,
-    collect: Sequence[str] = (),
-) -> CandidateRun:
-    """Execute ``source`` under ``harness`` (``"module:function"``) in a sandboxed process tree.
+def run_candidate(source: str, job: EvalJob, *, limits: SandboxLimits) -> CandidateRun:
+    """Execute ``source`` for ``job`` in a sandboxed process tree, one timed call at a time.
 
     Args:
         source: candidate program text (untrusted).
-        harness: import path of ``fn(candidate_module, payload) -> JSON-able``.
-        payload: JSON-able inputs for the harness.
+        job: harness module, entry function, calls and their inputs (trusted copies; each
+            call's inputs reach the candidate only with that call's request).
         limits: the sandbox's limits, with ``wall_s`` set (see :meth:`SandboxLimits.resolved`).
-        inputs: files (name -> bytes) written into the child's working directory, e.g.
-            ``.npy`` arrays too large for JSON. They are private copies: whatever the
-            candidate does to them never reaches the grader's own inputs.
-        collect: names of files the harness writes (e.g. output arrays) to read back; a
-            non-regular file (a symlink planted by the candidate) fails the run.
 
     Returns:
         A :class:`CandidateRun`; never raises for anything the candidate does.
@@ -109,17 +125,10 @@ def run_candidate(
         private, work = Path(tmp), Path(tmp) / "work"
         work.mkdir()
         (work / "candidate.py").write_text(source, encoding="utf-8")
-        (work / "payload.json").write_text(json.dumps({"harness": harness, "payload": payload}))
-        for name, data in (inputs or {}).items():
-            (work / name).write_bytes(data)
+        lib = _stage_modules(private / "lib", [job.harness, *job.modules])
         group = _make_cgroup(token, limits)
         try:
-            run = _supervise(private, work, token, limits, host.namespace_prefix, group, host.landlock_abi)
-            if run.status == "ok":
-                try:
-                    run.files = _collect(work, collect, limits.files_mb * 2**20)
-                except ValueError as exc:
-                    run.status, run.result, run.reason = "failed", None, str(exc)
+            run = _supervise(private, work, lib, token, limits, host, group, job)
         finally:
             killed = group.destroy() if group else 0
             killed += _sweep(token)
@@ -148,32 +157,121 @@ def _rlimits(limits: SandboxLimits) -> dict[str, tuple[int, int]]:
     return out
 
 
-def _environment(work: Path, token: str) -> dict[str, str]:
+def _environment(work: Path, lib: Path, token: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in _KEPT_ENV if k in os.environ}
     env.update(HOME=str(work), TMPDIR=str(work), PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
-               PYTHONHASHSEED="0", **{TOKEN_ENV: token})
-    # The child must import contextevolve even from a source checkout.
-    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+               PYTHONHASHSEED="0", PYTHONPATH=str(lib), **{TOKEN_ENV: token})
     return env
 
 
-def _supervise(private: Path, work: Path, token: str, limits: SandboxLimits, prefix: tuple[str, ...],
-               group: cgroups.EvalCgroup | None, landlock_abi: int) -> CandidateRun:
-    config = {"workdir": str(work), "cgroups": [str(d) for d in group.dirs] if group else [],
-              "rlimits": _rlimits(limits), "landlock": landlock_abi >= 1,
-              "deny_tcp": not limits.allow_network}
-    (private / "sandbox.json").write_text(json.dumps(config))
+#: Modules of this package the supervisor and runner need besides the task's harness.
+_SANDBOX_MODULES = ("contextevolve.evaluation.protocol", "contextevolve.evaluation.supervisor",
+                    "contextevolve.evaluation.runner", "contextevolve.evaluation.landlock",
+                    "contextevolve.evaluation.privileges", "contextevolve.evaluation.time_limit")
+
+
+def _stage_modules(lib: Path, modules: Sequence[str]) -> Path:
+    """Copy the named modules (and their packages' ``__init__``) into ``lib``; returns ``lib``.
+
+    The sandbox imports ``contextevolve`` from this copy only, so a candidate sees the harness
+    code it runs under and nothing else of the package (no data generators, no graders).
+    """
+    root = Path(__file__).resolve().parents[2]
+    for name in (*_SANDBOX_MODULES, *modules):
+        parts = name.split(".")
+        for depth in range(1, len(parts)):
+            package = Path(*parts[:depth]) / "__init__.py"
+            if not (lib / package).exists():
+                (lib / package).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(root / package, lib / package)
+        target = Path(*parts).with_suffix(".py")
+        (lib / target).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / target, lib / target)
+    return lib
+
+
+def _command(host: HostSandbox, limits: SandboxLimits, report_fd: int) -> list[str]:
+    """The supervisor's command line, inside the namespaces this host allows."""
+    prefix = host.namespace_prefix
     if limits.allow_network:
         prefix = tuple(a for a in prefix if a != "--net")
+    return [*prefix, sys.executable, "-s", "-m", protocol.SUPERVISOR_MODULE, str(report_fd)]
+
+
+def _config(work: Path, limits: SandboxLimits, group: cgroups.EvalCgroup | None, landlock_abi: int) -> dict:
+    return {"workdir": str(work), "cgroups": [str(d) for d in group.dirs] if group else [],
+            "rlimits": _rlimits(limits), "landlock": landlock_abi >= 1, "deny_tcp": not limits.allow_network,
+            "import_timeout_s": min(IMPORT_TIMEOUT_S, limits.wall_s), "max_restarts": MAX_RESTARTS,
+            "max_header_bytes": MAX_HEADER_BYTES, "max_blob_bytes": limits.files_mb * 2**20}
+
+
+def _job_frame(job: EvalJob, config: dict) -> bytes:
+    blobs: dict[str, bytes] = {}
+    calls = []
+    for index, call in enumerate(job.calls):
+        blobs.update(protocol.call_blobs(index, call.blobs))
+        calls.append({"fn": call.fn, "args": call.args, "timeout_s": call.timeout_s, "fresh": call.fresh,
+                      "blobs": list(protocol.call_blobs(index, call.blobs))})
+    return protocol.encode_frame({"type": "job", "config": config, "harness": job.harness, "entry": job.entry,
+                                  "calls": calls}, blobs)
+
+
+class _ReportReader(threading.Thread):
+    """Reads the supervisor's report frames as they arrive (bounded), so the pipe never fills."""
+
+    def __init__(self, fd: int, max_blobs: int):
+        super().__init__(daemon=True)
+        self.fd, self.max_blobs = fd, max_blobs
+        self.frames: list[tuple[dict, dict[str, bytes]]] = []
+        self.error = ""
+
+    def run(self) -> None:
+        budget = self.max_blobs
+        try:
+            while True:
+                header, blobs = protocol.read_frame(self.fd, max_header=MAX_HEADER_BYTES, max_blobs=budget)
+                budget -= sum(len(b) for b in blobs.values())
+                self.frames.append((header, blobs))
+        except EOFError:
+            pass
+        except (protocol.ProtocolError, OSError) as exc:
+            self.error = str(exc)
+        finally:
+            os.close(self.fd)
+
+
+def _feed(fd: int, data: bytes) -> None:
+    try:
+        protocol.write_all(fd, data)
+    except OSError:  # the supervisor died before reading the whole job
+        pass
+    finally:
+        os.close(fd)
+
+
+def _supervise(private: Path, work: Path, lib: Path, token: str, limits: SandboxLimits, host: HostSandbox,
+               group: cgroups.EvalCgroup | None, job: EvalJob) -> CandidateRun:
+    config = _config(work, limits, group, host.landlock_abi)
+    job_bytes = _job_frame(job, config)
     out_path, err_path = private / "stdout.txt", private / "stderr.txt"
     output_cap = limits.output_kb * 1024
     disk_cap = limits.files_mb * 2**20 + _tree_size(work)  # what the candidate writes, beyond its inputs
+    report_r, report_w = os.pipe()
+    job_r, job_w = os.pipe()
     start = time.perf_counter()
     killed_for = None
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([*prefix, sys.executable, "-s", "-m", "contextevolve.evaluation.child", str(private)],
-                                cwd=work, env=_environment(work, token), stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, start_new_session=True)
+        try:
+            proc = subprocess.Popen(_command(host, limits, report_w), cwd=work, env=_environment(work, lib, token),
+                                    stdin=job_r, stdout=out, stderr=err, pass_fds=(report_w,),
+                                    start_new_session=True)
+        finally:
+            os.close(report_w)
+            os.close(job_r)
+        reader = _ReportReader(report_r, limits.files_mb * 2**20)
+        reader.start()
+        feeder = threading.Thread(target=_feed, args=(job_w, job_bytes), daemon=True)
+        feeder.start()
         exited = threading.Event()  # set by a waiter thread the moment the tree's root exits
         waiter = threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True)
         waiter.start()
@@ -196,57 +294,116 @@ def _supervise(private: Path, work: Path, token: str, limits: SandboxLimits, pre
         finally:
             _kill_group(proc)  # nothing the candidate spawned in its group survives
             waiter.join()
+            reader.join(timeout=5)
+            feeder.join(timeout=5)
     seconds = time.perf_counter() - start
     stdout_tail, stderr_tail = _tail(out_path), _tail(err_path)
-    status = _read_json(private / "status.json") or {}
-    cpu_s = float(status.get("cpu_s") or 0.0)
 
     def failed(reason: str, kind: str = "failed") -> CandidateRun:
-        return CandidateRun(kind, None, reason, seconds, stdout_tail, stderr_tail, cpu_s=cpu_s)
+        return CandidateRun(kind, reason, seconds, stdout_tail, stderr_tail)
 
     if killed_for == "timeout":
         return failed(f"killed after the {limits.wall_s:g} s wall-clock limit", "timeout")
     if killed_for:
         return failed(killed_for)
-    if status.get("exitcode") == _SETUP_FAILED:
-        return failed(stderr_tail.strip().splitlines()[-1] if stderr_tail.strip() else "sandbox setup failed")
-    result_path = work / "result.json"
-    if not result_path.is_file() or result_path.is_symlink():
-        return failed(_death_reason(status, proc.returncode, limits, group, stderr_tail))
-    try:
-        envelope = json.loads(result_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return failed(f"unreadable result: {exc}")
-    if not isinstance(envelope, dict) or "error" in envelope or "result" not in envelope:
-        error = envelope.get("error") if isinstance(envelope, dict) else "malformed result envelope"
-        if "MemoryError" in str(error):
-            error = f"memory limit of {limits.memory_mb} MiB exceeded ({error})"
-        elif "[Errno 27]" in str(error):  # EFBIG: Python ignores SIGXFSZ, so the write fails instead
-            error = f"file-size limit of {limits.files_mb} MiB exceeded ({error})"
-        return failed(str(error))
-    return CandidateRun("ok", envelope["result"], "", seconds, stdout_tail, stderr_tail, cpu_s=cpu_s)
+    if reader.error:
+        return failed(f"malformed report from the sandbox: {reader.error}")
+    return _read_report(reader.frames, len(job.calls), limits, group, stdout_tail, stderr_tail, seconds,
+                        proc.returncode)
 
 
-def _death_reason(status: dict, returncode: int | None, limits: SandboxLimits,
-                  group: cgroups.EvalCgroup | None, stderr_tail: str) -> str:
-    """Why a candidate ended without a result, from the supervisor's report (or the exit code)."""
-    sig = status.get("signal")
-    code = status.get("exitcode")
-    if not status:  # the supervisor itself died (killed from outside the sandbox)
-        code, sig = (returncode, None) if returncode is None or returncode >= 0 else (None, -returncode)
-    cpu_s = float(status.get("cpu_s") or 0.0)
+def _read_report(frames: list, n_calls: int, limits: SandboxLimits, group: cgroups.EvalCgroup | None,
+                 stdout_tail: str, stderr_tail: str, seconds: float, returncode: int | None) -> CandidateRun:
+    """Turn the supervisor's frames into a :class:`CandidateRun` (structured statuses, no text search)."""
+    by_type: dict[str, list] = {}
+    for header, blobs in frames:
+        by_type.setdefault(header.get("type"), []).append((header, blobs))
+    imported = by_type.get("import", [({}, {})])[0][0]
+    end = by_type.get("end", [({}, {})])[0][0]
+    run = CandidateRun("ok", "", seconds, stdout_tail, stderr_tail,
+                       import_seconds=float(imported.get("seconds") or 0.0),
+                       cpu_s=float((end.get("runner") or {}).get("cpu_s") or 0.0))
+    if not imported:  # the supervisor could not even start a runner
+        last = stderr_tail.strip().splitlines()[-1:] or [f"the sandbox exited with code {returncode}"]
+        run.status, run.reason = "failed", last[0][:300]
+        return run
+    if imported.get("error"):
+        run.status, run.traceback = "failed", str(imported.get("traceback") or "")
+        death, kind = imported.get("death") or {}, imported.get("kind")
+        if kind == "raised":
+            run.reason = _resource_reason(str(imported["error"]), limits)
+        elif kind == "died" and death.get("exitcode") == protocol.EXIT_SETUP_FAILED:
+            run.reason = (stderr_tail.strip().splitlines()[-1:] or ["sandbox setup failed"])[0]
+        elif kind == "died":
+            run.reason = _limit_reason(death, limits, group) or _death_reason(death, stderr_tail)
+        else:
+            run.reason = _limit_reason(death, limits, group) or str(imported["error"])
+        return run
+    calls = {}
+    for header, blobs in by_type.get("call", []):
+        index = header.get("index")
+        if type(index) is int and 0 <= index < n_calls:
+            calls[index] = _call_result(header, blobs, limits, group, stderr_tail)
+    if not end or len(calls) != n_calls:
+        run.status, run.reason = "failed", f"the sandbox stopped after {len(calls)} of {n_calls} calls" + (
+            f" (exit code {returncode})" if returncode else "")
+        return run
+    run.calls = [calls[i] for i in range(n_calls)]
+    return run
+
+
+def _call_result(header: dict, blobs: dict[str, bytes], limits: SandboxLimits,
+                 group: cgroups.EvalCgroup | None, stderr_tail: str) -> CallResult:
+    status = header.get("status") if header.get("status") in protocol.CALL_STATUSES else "crashed"
+    index = header["index"]
+    error = str(header.get("error") or "")
+    death = header.get("death") or {}
+    if status == "crashed":
+        error = _limit_reason(death, limits, group) or _death_reason(death, stderr_tail)
+    elif status == "timeout":
+        error = _limit_reason(death, limits, group) if death.get("signal") == signal.SIGXCPU else error
+    elif status == "error":
+        error = _resource_reason(error, limits)
+    return CallResult(status=status, seconds=float(header.get("seconds") or 0.0), value=header.get("value"),
+                      blobs=protocol.blobs_of_call(index, blobs.keys(), blobs), error=error,
+                      traceback=str(header.get("traceback") or ""))
+
+
+def _resource_reason(error: str, limits: SandboxLimits) -> str:
+    """Name the limit behind an exception the candidate's process raised (its type is in the text)."""
+    if error.startswith("MemoryError") or ": MemoryError" in error:
+        return f"memory limit of {limits.memory_mb} MiB exceeded ({error})"
+    if "[Errno 27]" in error:  # EFBIG: Python ignores SIGXFSZ, so the write fails instead
+        return f"file-size limit of {limits.files_mb} MiB exceeded ({error})"
+    return error
+
+
+def _limit_reason(death: dict, limits: SandboxLimits, group: cgroups.EvalCgroup | None) -> str:
+    """The sandbox limit that killed a runner, from its exit status; empty when none did."""
+    sig = death.get("signal")
+    cpu_s = float(death.get("cpu_s") or 0.0)
     if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu_s >= limits.cpu_s - 0.5):
-        reason = f"CPU-time limit of {limits.cpu_s:g} s exceeded"
-    elif sig == signal.SIGXFSZ:
-        reason = f"file-size limit of {limits.files_mb} MiB exceeded"
-    elif sig == signal.SIGKILL and group is not None and group.hit_memory_limit():
-        reason = f"memory limit of {limits.memory_mb} MiB exceeded (killed by the kernel)"
-    elif sig is not None:
-        reason = f"candidate process killed by signal {signal.Signals(sig).name}"
+        return f"CPU-time limit of {limits.cpu_s:g} s exceeded"
+    if sig == signal.SIGXFSZ:
+        return f"file-size limit of {limits.files_mb} MiB exceeded"
+    if sig == signal.SIGKILL and group is not None and group.hit_memory_limit():
+        return f"memory limit of {limits.memory_mb} MiB exceeded (killed by the kernel)"
+    return ""
+
+
+def _death_reason(death: dict, stderr_tail: str) -> str:
+    """Why a runner ended without answering, from its exit status."""
+    sig, code = death.get("signal"), death.get("exitcode")
+    if sig is not None:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        reason = f"candidate process killed by signal {name}"
     else:
         reason = f"candidate process exited with code {code} without a result"
     last = stderr_tail.strip().splitlines()[-1:] or [""]
-    return reason + (f": {last[0]}" if last[0] else "")
+    return reason + (f": {last[0][:300]}" if last[0] else "")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -310,29 +467,6 @@ def _tree_size(root: Path) -> int:
             except OSError:
                 pass
     return total
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _collect(work: Path, names: Sequence[str], max_bytes: int) -> dict[str, bytes]:
-    """Read the harness's output files back; refuse links, non-files and oversized files."""
-    files = {}
-    for name in names:
-        path = work / name
-        if not path.exists() and not path.is_symlink():
-            continue
-        if path.is_symlink() or not path.is_file():
-            raise ValueError(f"output {name} is not a regular file")
-        if path.stat().st_size > max_bytes:
-            raise ValueError(f"output {name} is larger than {max_bytes} bytes")
-        files[name] = path.read_bytes()
-    return files
 
 
 def _tail(path: Path) -> str:

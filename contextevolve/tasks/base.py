@@ -9,14 +9,18 @@ copy of the inputs; the candidate runs in a child process (see
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from importlib import resources
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from contextevolve.evaluation.isolation import CandidateRun, run_candidate
+from contextevolve.evaluation.isolation import CallResult, CandidateRun, run_candidate
+from contextevolve.evaluation.jobs import Call, EvalJob
 from contextevolve.evaluation.limits import SandboxLimits
+
+__all__ = ["Call", "CallResult", "CandidateRun", "EvalJob", "EvalStatus", "Evaluation", "MetricSpec", "Task"]
 
 EvalStatus = Literal["ok", "invalid", "failed", "timeout"]
 """Outcome of one evaluation.
@@ -49,21 +53,6 @@ class Evaluation(BaseModel):
     """Sandbox guarantees this host could not enforce for this evaluation (empty when all were)."""
 
 
-class EvalJob(BaseModel):
-    """Everything the child process of one evaluation receives (all of it copies of trusted inputs)."""
-
-    model_config = {"arbitrary_types_allowed": True}
-
-    harness: str
-    """``"module:function"`` run next to the candidate: converts inputs, serialises outputs."""
-    payload: Any
-    """JSON-able inputs for the harness."""
-    inputs: dict[str, bytes] = Field(default_factory=dict)
-    """Files written into the working directory (e.g. ``.npy`` arrays)."""
-    collect: list[str] = Field(default_factory=list)
-    """Output files to read back after the run."""
-
-
 class MetricSpec(BaseModel):
     """One named metric of a task and the direction in which it improves."""
 
@@ -77,8 +66,15 @@ class MetricSpec(BaseModel):
 class Task(ABC):
     """A problem ContextEvolve can evolve a program for.
 
-    Subclasses set the class attributes and implement :meth:`job` (what the child gets) and
-    :meth:`grade_run` (the trusted grader); :meth:`evaluate` runs the sandbox between them.
+    Subclasses set the class attributes and implement :meth:`job` (the calls the candidate
+    gets, each with its inputs) and :meth:`grade_run` (the trusted grader);
+    :meth:`evaluate` runs the sandbox between them.
+
+    Rules every task follows (issue 9): the grader recomputes every metric from the
+    returned outputs with its own inputs and parses them against an explicit schema with
+    size bounds; a call that fails, times out or returns invalid output counts at its worst
+    value in every metric (partial failure never pays); call times are the supervisor's
+    measurements only; and no call's inputs hold what the grader scores that call against.
     """
 
     name: str
@@ -119,11 +115,15 @@ class Task(ABC):
 
     @abstractmethod
     def job(self) -> EvalJob:
-        """What the child process gets for one evaluation: harness, payload, input files, outputs."""
+        """What the sandbox gets for one evaluation: harness module, entry function, the calls."""
 
     @abstractmethod
     def grade_run(self, run: CandidateRun) -> Evaluation:
-        """Score a run that returned a result (the trusted grader; never raises for bad output)."""
+        """Score a run whose calls were all reported (``run.calls``, one per call of :meth:`job`).
+
+        The trusted grader. It should return an ``invalid``/``failed`` Evaluation for bad
+        output; an exception it raises anyway is turned into ``invalid`` by :meth:`grade_safely`.
+        """
 
     def evaluate(self, source: str, *, timeout_s: float | None = None,
                  limits: SandboxLimits | None = None) -> Evaluation:
@@ -141,17 +141,39 @@ class Task(ABC):
         """
         limits = limits or SandboxLimits()
         limits = limits.resolved(timeout_s or limits.wall_s or self.timeout_s)
-        job = self.job()
-        run = run_candidate(source, job.harness, job.payload, limits=limits, inputs=job.inputs,
-                            collect=job.collect)
+        run = run_candidate(source, self.job(), limits=limits)
         if run.status != "ok":
             evaluation = self.rejected(run.status, run.reason, seconds=run.seconds,  # type: ignore[arg-type]
-                                       diagnostics=(run.reason + "\n" + run.stderr_tail[-400:]).strip())
+                                       diagnostics=(run.reason + "\n" + (run.traceback or run.stderr_tail)[-400:])
+                                       .strip())
         else:
-            evaluation = self.grade_run(run)
+            evaluation = self.grade_safely(run)
             evaluation.seconds = run.seconds
         evaluation.notes = list(run.notes)
         return evaluation
+
+    def grade_safely(self, run: CandidateRun) -> Evaluation:
+        """:meth:`grade_run`, total: any exception while grading, or a metric or score that is not a
+        finite number, makes the program ``invalid`` with the reason (nothing raises out)."""
+        try:
+            evaluation = self.grade_run(run)
+        except Exception as exc:  # noqa: BLE001 - whatever the candidate returned must not stop the run
+            return self.rejected("invalid", f"output could not be graded: {type(exc).__name__}: {str(exc)[:200]}")
+        values = {"combined_score": evaluation.combined_score, **evaluation.metrics}
+        bad = [name for name, value in values.items()
+               if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)]
+        if bad:
+            return self.rejected("invalid", f"grading produced a non-finite {bad[0]} ({values[bad[0]]!r})")
+        if evaluation.status != "ok":  # a rejection always carries the worst score and metrics
+            worst = self.rejected(evaluation.status, evaluation.reason or "rejected",
+                                  diagnostics=evaluation.diagnostics)
+            return worst
+        return evaluation
+
+    @staticmethod
+    def call_failures(run: CandidateRun) -> list[str]:
+        """``"call i: reason"`` for every call that did not return a result (in call order)."""
+        return [f"call {i}: {c.status}: {c.error}" for i, c in enumerate(run.calls) if c.status != "ok"]
 
     def rejected(self, status: EvalStatus, reason: str, *, seconds: float = 0.0,
                  diagnostics: str = "") -> Evaluation:

@@ -4,9 +4,12 @@ Metrics (ADRS Prism evaluator, DESIGN.md §6):
 
 * KV-cache pressure (KVPR) of a GPU = Σ(req_rate / slo) / (80 − Σ model_size),
   or 1e6 when the GPU's memory is exactly full; a case's value is the max over GPUs.
-* ``max_kvpr`` = 1 / mean over successful cases of that max (higher is better).
-* ``success_rate`` = fraction of the 50 cases that returned without error within
-  ``case_timeout_s`` (10 s).
+* ``max_kvpr`` = 1 / mean over all 50 cases of that max (higher is better). A case that
+  raised, crashed or overran its 10 s (``CASE_TIMEOUT_S``, timed by the sandbox's
+  supervisor) counts with the KVPR of a full GPU, 1e6: giving up on hard cases never pays.
+  (ADRS averages over the successful cases only, so a program that raises on its hardest
+  cases beats the honest greedy.)
+* ``success_rate`` = fraction of the 50 cases that returned within 10 s without error.
 * ``combined_score`` = max_kvpr + success_rate.
 
 Holes of the published evaluator closed here: the grader uses its own copy of the
@@ -21,14 +24,15 @@ from __future__ import annotations
 from collections import Counter
 from statistics import fmean
 
-from contextevolve.evaluation.isolation import CandidateRun
-from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
+from contextevolve.tasks.base import Call, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
 from contextevolve.tasks.model_placement.cases import GPU_MEM_SIZE_GB, Case, test_cases
 
 FULL_GPU_KVPR = 1_000_000.0
 """KVPR assigned to a GPU with no free memory (ADRS convention)."""
 CASE_TIMEOUT_S = 10.0
-HARNESS = "contextevolve.tasks.model_placement.harness:run"
+HARNESS = "contextevolve.tasks.model_placement.harness"
+MAX_ROWS = 1000
+"""Most GPU rows a case's placement may have (the graded outputs are bounded before they are read)."""
 
 DESCRIPTION = """\
 Model Placement (from Prism). Place LLMs on GPUs with 80 GB of memory each.
@@ -58,16 +62,16 @@ class ModelPlacement(Task):
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
     def job(self) -> EvalJob:
-        """Inputs for the child: the 50 cases (JSON)."""
-        cases = test_cases()
-        return EvalJob(harness=HARNESS, payload={
-            "case_timeout_s": CASE_TIMEOUT_S,
-            "cases": [{"gpu_num": c.gpu_num, "models": [list(m) for m in c.models]} for c in cases],
-        })
+        """One call per case (inputs: that case's GPUs and models), each limited to 10 s."""
+        return EvalJob(harness=HARNESS, entry="compute_model_placement", calls=[
+            Call(fn="place", args={"gpu_num": c.gpu_num, "models": [list(m) for m in c.models]},
+                 timeout_s=CASE_TIMEOUT_S) for c in test_cases()])
 
     def grade_run(self, run: CandidateRun) -> Evaluation:
         """Grade the placements with our own copy of the 50 cases (metrics ``max_kvpr``, ``success_rate``)."""
-        return grade(run.result, test_cases())
+        outs = [{"ok": True, **c.value} if c.status == "ok" and isinstance(c.value, dict)
+                else {"ok": c.status == "ok", "error": c.error or "malformed output"} for c in run.calls]
+        return grade({"cases": outs}, test_cases())
 
 
 class _Invalid(Exception):
@@ -88,13 +92,14 @@ def case_max_kvpr(case: Case, gpu_models: dict[int, list[int]]) -> float:
 def _check_case(n: int, case: Case, out: dict) -> dict[int, list[int]]:
     """Validate one case's serialised placement; return ``{gpu_id: [model index]}``."""
     if "not_a_dict" in out:
-        raise _Invalid(f"case {n}: returned {out['not_a_dict']}, expected dict {{gpu_id: [models]}}")
+        raise _Invalid(f"case {n}: returned {str(out['not_a_dict'])[:40]}, expected dict {{gpu_id: [models]}}")
     rows = out.get("placement")
-    if not isinstance(rows, list):
+    if not isinstance(rows, list) or len(rows) > MAX_ROWS:
         raise _Invalid(f"case {n}: malformed placement record")
     gpu_models: dict[int, list[int]] = {}
     for row in rows:
-        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[2], list)):
+        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[2], list)
+                and len(row[2]) <= len(case.models) + 1 and isinstance(row[3], list)):
             raise _Invalid(f"case {n}: malformed placement record")
         key, key_is_int, idx, bad = row
         if key_is_int is not True or type(key) is not int or not 0 <= key < case.gpu_num:
@@ -102,7 +107,8 @@ def _check_case(n: int, case: Case, out: dict) -> dict[int, list[int]]:
         if any(type(i) is not int or not -1 <= i < len(case.models) for i in idx):
             raise _Invalid(f"case {n}: malformed placement record")
         if -1 in idx:
-            raise _Invalid(f"case {n}: GPU {key} holds objects that are not the given models: {bad}")
+            raise _Invalid(f"case {n}: GPU {key} holds objects that are not the given models: "
+                           f"{', '.join(str(b)[:80] for b in bad[:3])}")
         gpu_models.setdefault(key, []).extend(idx)
     counts = Counter(i for idx in gpu_models.values() for i in idx)
     missing = [case.models[i].model_name for i in range(len(case.models)) if counts[i] == 0]
@@ -131,8 +137,8 @@ def grade(result: object, cases: tuple[Case, ...]) -> Evaluation:
     errors: list[str] = []
     try:
         for n, (case, out) in enumerate(zip(cases, outs)):
-            if not isinstance(out, dict) or not out.get("ok"):
-                errors.append(f"case {n}: {out.get('error', 'failed') if isinstance(out, dict) else 'failed'}")
+            if not isinstance(out, dict) or out.get("ok") is not True:
+                errors.append(f"case {n}: {str(out.get('error', 'failed'))[:200] if isinstance(out, dict) else 'failed'}")
                 continue
             pressures.append((n, case_max_kvpr(case, _check_case(n, case, out))))
     except _Invalid as exc:
@@ -142,11 +148,13 @@ def grade(result: object, cases: tuple[Case, ...]) -> Evaluation:
     if not pressures:
         return Evaluation(status="failed", reason=f"every case failed; first: {errors[0]}", metrics=zero,
                           diagnostics="\n".join(errors[:3]))
-    mean_pressure = fmean(p for _, p in pressures)
+    # a failed case counts as a full GPU (partial failure never pays)
+    mean_pressure = fmean([p for _, p in pressures] + [FULL_GPU_KVPR] * (len(cases) - len(pressures)))
     max_kvpr = 1.0 / mean_pressure if mean_pressure > 0 else 0.0
     worst_n, worst_p = max(pressures, key=lambda t: t[1])
     lines = [
-        f"{len(pressures)}/{len(cases)} cases placed; mean worst-GPU KVPR {mean_pressure:.4f}",
+        f"{len(pressures)}/{len(cases)} cases placed; mean worst-GPU KVPR {mean_pressure:.4f}"
+        + (" (failed cases count as a full GPU, KVPR 1e6)" if errors else ""),
         f"hardest case {worst_n} ({cases[worst_n].gpu_num} GPUs): worst-GPU KVPR {worst_p:.4f}",
     ]
     lines += errors[:2]

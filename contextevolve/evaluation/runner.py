@@ -1,0 +1,106 @@
+"""The untrusted side of an evaluation: confine this process, import the candidate, answer calls.
+
+Started by the supervisor (``python -s -m contextevolve.evaluation.runner RESPONSE_FD``) with
+requests on stdin and responses on file descriptor ``RESPONSE_FD``; the
+message shapes are in :mod:`contextevolve.evaluation.protocol`. The first request is
+``init``: the runner applies its rlimits, Landlock rules and drops every capability, and
+only then imports the task harness and the candidate. Then, one ``call`` at a time, it
+runs ``harness.<fn>(candidate, args, blobs) -> (value, out_blobs)`` and writes the result.
+
+Nothing here is trusted: a candidate can replace any of this process's code. That is why
+the supervisor, not this process, measures time and decides what happened.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import resource
+import sys
+import traceback
+
+from contextevolve.evaluation import protocol
+
+_MAX_REQUEST = 1 << 34  # requests come from the trusted supervisor
+
+
+def _confine(config: dict) -> None:
+    """Apply rlimits, Landlock and capability dropping to this process. Raises on failure."""
+    for name, (soft, hard) in config["rlimits"].items():
+        resource.setrlimit(getattr(resource, name), (soft, hard))
+    if config["landlock"]:
+        from contextevolve.evaluation import landlock
+
+        landlock.restrict_self([config["workdir"]], ["/dev/null"], deny_tcp=config["deny_tcp"])
+    from contextevolve.evaluation import privileges
+
+    if privileges.effective_capabilities():
+        privileges.drop_all()
+
+
+def _seed_rngs() -> None:
+    """Seed every RNG the candidate may use so the same program gets the same metrics each run."""
+    import random
+
+    random.seed(0)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(0)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(0)
+
+
+def _error(exc: BaseException, prefix: str = "") -> dict:
+    return {"type": "error", "error": f"{prefix}{type(exc).__name__}: {str(exc)[:300]}",
+            "traceback": "".join(traceback.format_exception(exc, limit=-4))[-1500:]}
+
+
+def _load(config: dict, harness_name: str, entry: str):
+    """Import the harness, then the candidate (``candidate.py`` in the working directory)."""
+    harness = importlib.import_module(harness_name)
+    spec = importlib.util.spec_from_file_location("candidate", os.path.join(config["workdir"], "candidate.py"))
+    candidate = importlib.util.module_from_spec(spec)
+    sys.modules["candidate"] = candidate
+    spec.loader.exec_module(candidate)
+    if not callable(getattr(candidate, entry, None)):
+        raise AttributeError(f"the program defines no function {entry}")
+    return harness, candidate
+
+
+def main(out: int) -> int:
+    """Serve requests from stdin until it closes; responses go to file descriptor ``out``."""
+    header, _ = protocol.read_frame(0, max_header=_MAX_REQUEST, max_blobs=_MAX_REQUEST)
+    config = header["config"]
+    try:
+        _confine(config)
+    except Exception as exc:  # noqa: BLE001 - refuse to run the candidate unconfined
+        print(f"sandbox setup failed: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        os._exit(protocol.EXIT_SETUP_FAILED)
+    try:
+        harness, candidate = _load(config, header["harness"], header["entry"])
+    except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's fault
+        protocol.write_frame(out, _error(exc, "importing the program failed: "))
+        return 0
+    protocol.write_frame(out, {"type": "ready"})
+    while True:
+        try:
+            request, blobs = protocol.read_frame(0, max_header=_MAX_REQUEST, max_blobs=_MAX_REQUEST)
+        except EOFError:
+            return 0
+        _seed_rngs()
+        try:
+            value, out_blobs = getattr(harness, request["fn"])(candidate, request["args"], blobs)
+            frame = protocol.encode_frame({"type": "result", "value": value}, out_blobs)
+        except BaseException as exc:  # noqa: BLE001 - the candidate's failure, reported per call
+            frame = protocol.encode_frame(_error(exc))
+        sys.stdout.flush()
+        protocol.write_all(out, frame)
+
+
+if __name__ == "__main__":
+    try:
+        code = main(int(sys.argv[1]))
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
