@@ -28,8 +28,16 @@ RAY_GRACE_S = 120.0
 
 
 def evaluate_by_name(task: str, source: str, timeout_s: float | None, limits: SandboxLimits | None) -> Evaluation:
-    """``get_task(task).evaluate(source, ...)``: the unit of work every executor runs."""
-    return get_task(task).evaluate(source, timeout_s=timeout_s, limits=limits)
+    """``get_task(task).evaluate(source, ...)``: the unit of work every executor runs.
+
+    Never raises for anything a candidate does: an unexpected error in the sandbox or the
+    grader becomes a ``failed`` evaluation naming it (an unknown task still raises ``KeyError``).
+    """
+    spec = get_task(task)
+    try:
+        return spec.evaluate(source, timeout_s=timeout_s, limits=limits)
+    except Exception as exc:  # noqa: BLE001 - one evaluation must never stop its caller
+        return spec.rejected("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:300]}")
 
 
 class ExecutorError(RuntimeError):

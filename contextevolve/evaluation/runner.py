@@ -25,8 +25,19 @@ from contextevolve.evaluation import protocol
 _MAX_REQUEST = 1 << 34  # requests come from the trusted supervisor
 
 
+def _forget_source_tree() -> None:
+    """Drop import hooks that reach this package's source tree (an editable install's finder), so
+    only the staged harness modules import. The mount namespace, where the host has one, is what
+    makes the tree unreadable; this keeps a plain ``import`` of a grader or data generator failing."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")
+                        and not type(f).__module__.startswith("__editable__")]
+    staged = os.environ.get("PYTHONPATH", "")
+    sys.path[:] = [p for p in sys.path if p == staged or not os.path.isdir(os.path.join(p, "contextevolve"))]
+
+
 def _confine(config: dict) -> None:
     """Apply rlimits, Landlock and capability dropping to this process. Raises on failure."""
+    _forget_source_tree()
     for name, (soft, hard) in config["rlimits"].items():
         resource.setrlimit(getattr(resource, name), (soft, hard))
     if config["landlock"]:

@@ -112,7 +112,9 @@ def _start(config: dict, job: dict, report: int, first: bool) -> Runner | None:
         header, _ = runner.receive()
         _untimed()
         if header.get("type") != "ready":
-            message.update(kind="raised", error=str(header.get("error", "the program did not start"))[:500],
+            default = f"the program's process sent a malformed message ({str(header.get('type'))[:40]!r}) " \
+                      "instead of starting"
+            message.update(kind="raised", error=str(header.get("error") or default)[:500],
                            traceback=str(header.get("traceback", ""))[-1500:], death=runner.died())
             runner = None
     except _CallTimeout:
@@ -143,7 +145,12 @@ def _call(runner: Runner, index: int, call: dict, blobs: dict[str, bytes]) -> tu
         message.update(status="timeout", seconds=time.perf_counter() - started,
                        error=f"the call exceeded its {call['timeout_s']:g} s limit", death=runner.kill())
         return message, {}, False
-    except (EOFError, protocol.ProtocolError, OSError) as exc:
+    except protocol.ProtocolError as exc:
+        _untimed()
+        message.update(status="error", seconds=time.perf_counter() - started, death=runner.kill(),
+                       error=f"the program's process sent a malformed reply: {exc}")
+        return message, {}, False
+    except (EOFError, OSError) as exc:
         _untimed()
         message.update(status="crashed", seconds=time.perf_counter() - started, death=runner.died(),
                        error=f"the program's process died during the call ({exc})")
@@ -152,7 +159,8 @@ def _call(runner: Runner, index: int, call: dict, blobs: dict[str, bytes]) -> tu
     if header.get("type") == "result":
         message.update(status="ok", value=header.get("value"))
         return message, out, True
-    message.update(status="error", error=str(header.get("error", "malformed response"))[:500],
+    default = f"the program's process sent a malformed message ({str(header.get('type'))[:40]!r})"
+    message.update(status="error", error=str(header.get("error") or default)[:500],
                    traceback=str(header.get("traceback", ""))[-1500:])
     return message, {}, True
 

@@ -7,6 +7,7 @@ replaces its row rather than duplicating it. Programs become visible to the sear
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from pathlib import Path
@@ -48,11 +49,17 @@ class EvolveBuffer:
             self._db.close()
 
     def put(self, record: ProgramRecord) -> None:
-        """Insert or replace ``record`` (by id)."""
+        """Insert or replace ``record`` (by id).
+
+        NaN-safe: a non-finite score is kept as such in the JSON record (``"NaN"``), and the
+        indexed column holds 0.0 (SQLite stores NaN as NULL); such a program is never ``ok``
+        (the evaluate node rejects non-finite scores), so the best-program query never sees it.
+        """
+        score = record.combined_score if math.isfinite(record.combined_score) else 0.0
         with self._lock:
             self._db.execute(
                 "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (record.id, record.iteration, record.parent_id, record.status, record.combined_score,
+                (record.id, record.iteration, record.parent_id, record.status, score,
                  int(record.committed), record.model_dump_json()),
             )
 

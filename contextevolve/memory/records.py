@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["summarizer", "navigator", "sampler", "generator"]
 ROLES: tuple[Role, ...] = ("summarizer", "navigator", "sampler", "generator")
@@ -40,7 +40,12 @@ def program_id(iteration: int) -> str:
 
 
 class ProgramRecord(BaseModel):
-    """One program in the Evolve Buffer: c (source), z (abstract), s (scores) and lineage."""
+    """One program in the Evolve Buffer: c (source), z (abstract), s (scores) and lineage.
+
+    Non-finite numbers survive a JSON round trip as the strings ``"NaN"`` / ``"Infinity"``.
+    """
+
+    model_config = ConfigDict(ser_json_inf_nan="strings")
 
     id: str
     iteration: int

@@ -69,7 +69,7 @@ def sandbox_processes() -> list[str]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "contextevolve.evaluation.child" in cmd:
+        if "contextevolve.evaluation.supervisor" in cmd or "contextevolve.evaluation.runner" in cmd:
             found.append(f"{pid}: {cmd}")
     return found
 
@@ -186,16 +186,19 @@ def test_exiting_the_interpreter_is_a_failed_evaluation(executor):
 def test_tampering_with_the_grader_changes_nothing(executor):
     grader = Path(mp_task_module.__file__)
     before = hashlib.sha256(grader.read_bytes()).hexdigest()
-    source = ("import contextevolve.tasks.model_placement.task as t\n"
-              "import contextevolve.tasks.model_placement.harness as h\n"
-              "t.grade = lambda *a, **k: None\n"  # the live grader is in another process
-              "try:\n    open(t.__file__, 'a').write('\\ndef grade(*a, **k): return None\\n')\n"
+    source = ("import contextevolve.tasks.model_placement.harness as h\n"
+              "try:\n    import contextevolve.tasks.model_placement.task as t\n"
+              "    t.grade = lambda *a, **k: None\n"
+              "except ImportError as exc:\n    hidden = str(exc)\n"
+              f"try:\n    open({str(grader)!r}, 'a').write('\\ndef grade(*a, **k): return None\\n')\n"
               "except OSError:\n    pass\n"
               "def compute_model_placement(gpu_num, models):\n"
-              "    return {0: list(models)}\n")
+              "    raise RuntimeError('grader hidden: ' + hidden)\n")
     result = contained(executor, source)
     assert hashlib.sha256(grader.read_bytes()).hexdigest() == before
-    assert result.status == "invalid" and result.combined_score == TASK.worst_score
+    # only the harness is importable in the sandbox: the grader module is not there to tamper with
+    assert result.status == "failed" and "grader hidden: No module named" in result.reason
+    assert result.combined_score == TASK.worst_score
 
 
 def test_network_connections_are_refused(executor):

@@ -1,0 +1,105 @@
+"""A run survives any child: hostile programs from the Generator, a grader that crashes, a kill mid-run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contextevolve.api import evolve, run_status
+from contextevolve.tasks.registry import get_task
+from tests.unit.hostile_runner import HOSTILE
+
+ROOT = Path(__file__).resolve().parents[2]
+TASK = get_task("model_placement")
+
+
+def _normal(source: str) -> str:
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def _records(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in (run_dir / "programs.jsonl").read_text().splitlines()]
+
+
+def test_hostile_children_killed_and_resumed_run_to_the_budget(tmp_path):
+    """Every hostile child ends worse than the initial program; a SIGKILL mid-run loses and duplicates nothing."""
+    run_dir, n = tmp_path / "r", len(HOSTILE)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.hostile_runner", str(run_dir), str(n)], cwd=ROOT,
+                            env=env, stdout=subprocess.PIPE, text=True)
+    evaluated = 0
+    for line in proc.stdout:
+        evaluated += line.strip() == "evaluate"
+        if evaluated == 3:  # iteration 3 evaluated, not yet summarised or committed
+            proc.send_signal(signal.SIGKILL)
+            break
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert run_status(run_dir)["iterations"] == 2
+    resumed = subprocess.run([sys.executable, "-m", "tests.unit.hostile_runner", str(run_dir), str(n), "--resume"],
+                             cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    status = run_status(run_dir)
+    assert status["iterations"] == n and status["programs"] == n + 1
+    records = _records(run_dir)
+    assert [r["id"] for r in records] == [f"it{i:05d}" for i in range(n + 1)]
+    initial = records[0]["combined_score"]
+    assert initial == pytest.approx(21.891622105209393)
+    # the editor puts each program into the parent's EVOLVE-BLOCK: find it by its body
+    seen = {name: r for r in records[1:] for name, source in HOSTILE.items() if _normal(source) in _normal(r["source"])}
+    assert len(seen) >= len(HOSTILE) - 1  # a replay after the kill may repeat one program
+    for record in records[1:]:
+        assert record["combined_score"] < initial, record["id"]
+    expected = {
+        "forged_envelope": lambda r: r["status"] == "failed" and "malformed message" in r["reason"],
+        # failed cases count as a full GPU: the score is about the success rate alone
+        "gives_up_on_hard_cases": lambda r: r["metrics"]["success_rate"] < 1 and r["combined_score"] < 1,
+        "copies_with_smaller_models": lambda r: r["status"] == "invalid",
+        "oversized_output": lambda r: r["status"] == "failed" and "exceeds the" in r["reason"],
+        "reads_host_files": lambda r: r["status"] == "failed" and "No module named" in r["reason"],
+        "kills_its_parents": lambda r: r["status"] == "failed",
+    }
+    for name, record in seen.items():
+        assert expected[name](record), (name, record["status"], record["reason"])
+    assert status["best_score"] == pytest.approx(initial)
+
+
+def test_a_crashing_grader_fails_the_child_and_the_run_goes_on(tmp_path, models, monkeypatch):
+    """An exception inside the grader (or anywhere in the evaluation) is that child's failure, not the run's."""
+    from contextevolve.tasks.model_placement.task import ModelPlacement
+
+    real = ModelPlacement.grade_run
+
+    def flaky(self, run):
+        if any("KVPR" not in str(c.value) for c in run.calls[:1]) and len(run.calls) and run.calls[0].value:
+            if len(str(run.calls[0].value)) % 2:  # deterministic for a given program, different across them
+                raise ZeroDivisionError("grader bug")
+        return real(self, run)
+
+    monkeypatch.setattr(ModelPlacement, "grade_run", flaky)
+    boom = {"n": 0}
+    import contextevolve.evaluation.executors as executors
+
+    real_eval = executors.evaluate_by_name
+
+    def sometimes_explodes(task, source, timeout_s, limits):
+        boom["n"] += 1
+        if boom["n"] == 2:
+            raise OSError("disk full while staging the sandbox")
+        return real_eval(task, source, timeout_s, limits)
+
+    monkeypatch.setattr(executors.LocalExecutor, "evaluate",
+                        lambda self, task, source, timeout_s=None, limits=None: sometimes_explodes(
+                            task, source, timeout_s, limits))
+    result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0)
+    records = _records(tmp_path / "r")
+    assert result.iterations == 3 and len(records) == 4
+    assert records[1]["status"] == "failed" and "disk full while staging" in records[1]["reason"]
+    graded = [r for r in records[2:] if "grader bug" in r["reason"]]
+    assert all(r["status"] == "invalid" and r["combined_score"] == TASK.worst_score for r in graded)
