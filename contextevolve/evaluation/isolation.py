@@ -48,8 +48,9 @@ _OUTPUT_TAIL = 2000
 _POLL_S = 0.05
 #: Seconds the runner may take to start and import the harness and the candidate (or the wall clock).
 IMPORT_TIMEOUT_S = 30.0
-#: Runners started anew after a call crashed or timed out; later calls are skipped.
-MAX_RESTARTS = 2
+#: Runners started anew after a call crashed or timed out (then later calls are skipped); the
+#: wall clock bounds the total anyway, this only spares a hopeless evaluation its restarts.
+MAX_RESTARTS = 50
 #: Cap on one JSON message header from the sandbox, bytes (outputs larger than this travel as arrays).
 MAX_HEADER_BYTES = 64 * 2**20
 
@@ -190,12 +191,13 @@ def _stage_modules(lib: Path, modules: Sequence[str]) -> Path:
     return lib
 
 
-def _command(host: HostSandbox, limits: SandboxLimits, report_fd: int) -> list[str]:
-    """The supervisor's command line, inside the namespaces this host allows."""
-    prefix = host.namespace_prefix
-    if limits.allow_network:
-        prefix = tuple(a for a in prefix if a != "--net")
-    return [*prefix, sys.executable, "-s", "-m", protocol.SUPERVISOR_MODULE, str(report_fd)]
+def _command(host: HostSandbox, limits: SandboxLimits, report_fd: int, *, work: Path, lib: Path,
+             cgroup_dirs: Sequence[str]) -> list[str]:
+    """The supervisor's command line, inside the namespaces this host allows; with bubblewrap in a
+    mount namespace showing only the interpreter, system libraries, ``lib`` (read-only), ``work`` and
+    the evaluation's ``cgroup_dirs`` (read-write) — see :meth:`HostSandbox.command`."""
+    return host.command([sys.executable, "-s", "-m", protocol.SUPERVISOR_MODULE, str(report_fd)], work=work,
+                        lib=lib, writable=cgroup_dirs, allow_network=limits.allow_network)
 
 
 def _config(work: Path, limits: SandboxLimits, group: cgroups.EvalCgroup | None, landlock_abi: int) -> dict:
@@ -262,7 +264,8 @@ def _supervise(private: Path, work: Path, lib: Path, token: str, limits: Sandbox
     killed_for = None
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         try:
-            proc = subprocess.Popen(_command(host, limits, report_w), cwd=work, env=_environment(work, lib, token),
+            command = _command(host, limits, report_w, work=work, lib=lib, cgroup_dirs=config["cgroups"])
+            proc = subprocess.Popen(command, cwd=work, env=_environment(work, lib, token),
                                     stdin=job_r, stdout=out, stderr=err, pass_fds=(report_w,),
                                     start_new_session=True)
         finally:
