@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from contextevolve.evaluation.executors import executor_for
-from contextevolve.graph.context import RunContext
+from contextevolve.graph.context import RunContext, UnknownSettingError, check_setting_names
+from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import TokenUsage, total_tokens
 from contextevolve.memory.store import BUFFER_FILE, close_memory
@@ -66,13 +67,21 @@ def _write_json(path: Path, data: Any) -> None:
 def prepare_context(run_dir: str | Path, *, resume: bool, **settings: Any) -> RunContext:
     """Validate ``run_dir`` for a new or resumed run and return its :class:`RunContext`.
 
-    New run: ``run_dir`` must not hold a run yet. Resume: settings come from ``run.json``;
-    non-None ``settings`` override them (e.g. more iterations). Raises :class:`RunDirError`
-    or ``ValueError``/``KeyError`` for bad settings before anything is written.
+    New run: ``run_dir`` must not hold a run yet; unset settings take RunContext's defaults
+    (task ``model_placement``, 10 iterations). Resume: every setting, the task included,
+    comes from ``run.json``; non-None ``settings`` override them (e.g. more iterations), but
+    a different ``task`` is refused.
+
+    Raises (before anything is written):
+        UnknownSettingError: a setting that is not a RunContext field (a ValueError naming the
+            nearest valid one).
+        RunDirError: the directory does not fit, or its run.json is unreadable or names an unknown setting.
+        ValueError, KeyError: bad values; an unknown task.
     """
     root = Path(run_dir)
     saved_path = root / SETTINGS_FILE
     settings = {k: v for k, v in settings.items() if v is not None}
+    check_setting_names(settings)
     settings["run_dir"] = str(root)
     if resume:
         if not saved_path.exists():
@@ -81,8 +90,15 @@ def prepare_context(run_dir: str | Path, *, resume: bool, **settings: Any) -> Ru
             saved = json.loads(saved_path.read_text())
         except ValueError as exc:
             raise RunDirError(f"{saved_path} is not valid JSON: {exc}") from None
+        if not isinstance(saved, dict):
+            raise RunDirError(f"{saved_path} does not hold run settings (a JSON object)")
         if settings.get("task", saved.get("task")) != saved.get("task"):
-            raise RunDirError(f"{root} holds a {saved.get('task')!r} run; cannot resume it as {settings['task']!r}")
+            raise RunDirError(f"{root} holds a {saved.get('task')!r} run; cannot resume it as {settings['task']!r} "
+                              "(leave out --task to resume it)")
+        try:
+            check_setting_names(saved)
+        except UnknownSettingError as exc:
+            raise RunDirError(f"{saved_path}: {exc}") from None
         ctx = RunContext.from_json(saved, **settings)
     else:
         if saved_path.exists() or (root / BUFFER_FILE).exists():
@@ -90,6 +106,15 @@ def prepare_context(run_dir: str | Path, *, resume: bool, **settings: Any) -> Ru
         ctx = RunContext(**settings)
     get_task(ctx.task)  # unknown task -> KeyError naming the known ones
     return ctx
+
+
+def saved_settings(run_dir: str | Path) -> dict[str, Any]:
+    """The settings in ``run_dir``'s run.json, or ``{}`` when there is none (or it is unreadable)."""
+    try:
+        data = json.loads((Path(run_dir) / SETTINGS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def run_status(run_dir: str | Path) -> dict[str, Any]:
@@ -145,23 +170,31 @@ def _export(root: Path, buffer: EvolveBuffer, best_id: str | None) -> Path:
     return best_path
 
 
-def evolve(task: str = "model_placement", *, iterations: int | None = 10, run_dir: str | Path | None = None,
+def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: str | Path | None = None,
            resume: bool = False, on_update: Callable[[str, dict], None] | None = None,
            **settings: Any) -> RunResult:
     """Run ContextEvolve on ``task`` for ``iterations`` iterations (total in the run) and return the result.
 
     Args:
-        task: registered task name.
-        iterations: iteration budget of the whole run (a resumed run continues up to it).
+        task: registered task name (``None``: ``model_placement`` for a new run, run.json's on resume;
+            resuming under another task is refused).
+        iterations: iteration budget of the whole run (``None``: 10 for a new run, run.json's on
+            resume); a resumed run continues up to it.
         run_dir: run directory (default ``runs/<task>-<timestamp>``).
         resume: continue the run in ``run_dir`` from its last checkpoint (after a crash or
             SIGKILL) or extend a finished one to ``iterations``.
         on_update: called as ``on_update(node_name, state_update)`` after every node, the
             phases inside lanes included (lanes run concurrently, so their calls interleave).
-        **settings: any :class:`RunContext` field (``base_url``, ``models``, ``seed``, ...).
+        **settings: any :class:`RunContext` field (``base_url``, ``models``, ``seed``, ...); on
+            resume, those given (not None) override run.json's.
 
     Raises:
-        RunDirError, ValueError, KeyError: bad run directory or settings (nothing written).
+        RunDirError, ValueError, KeyError: bad run directory or settings (nothing written); an
+            unknown setting name is an ``UnknownSettingError`` (a ValueError) naming the nearest field.
+        contextevolve.llm.faults.EndpointUnavailable: an LLM endpoint stayed down (connection
+            refused, 429/5xx after ``max_retries`` retries) or refused a request (4xx). Everything
+            done so far is checkpointed; ``exc.run_dir`` is set and ``evolve(..., resume=True)``
+            (``exc.resume_command()`` on the command line) continues the run.
         contextevolve.evaluation.executors.ExecutorError: Ray missing or unreachable (nothing written).
         contextevolve.llm.embedded.EmbeddedModelError: the embedded LLM cannot start.
     """
@@ -170,7 +203,7 @@ def evolve(task: str = "model_placement", *, iterations: int | None = 10, run_di
     from contextevolve.graph.builder import build_graph
     from contextevolve.llm import embedded, models
 
-    root = Path(run_dir or f"runs/{task}-{time.strftime('%Y%m%d-%H%M%S')}")
+    root = Path(run_dir or f"runs/{task or RunContext.task}-{time.strftime('%Y%m%d-%H%M%S')}")
     ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
     executor_for(ctx.executor, ctx.eval_workers, ctx.ray_address)  # fail before writing if Ray is unreachable
     root.mkdir(parents=True, exist_ok=True)
@@ -190,6 +223,10 @@ def evolve(task: str = "model_placement", *, iterations: int | None = 10, run_di
                 if on_update is not None:
                     on_update(node, update or {})
         final = graph.get_state(config).values
+    except EndpointUnavailable as exc:
+        exc.run_dir = root
+        close_memory(root)
+        raise
     finally:
         conn.close()
         embedded.stop_shared_server()

@@ -41,18 +41,22 @@ def one_shot(task: Task, ctx: RunContext, initial: Evaluation | None = None) -> 
 
     Raises:
         contextevolve.llm.embedded.EmbeddedModelError: the embedded LLM cannot start.
-        Exceptions of the chat endpoint after its retries (unreachable server, ...).
+        contextevolve.llm.faults.EndpointUnavailable: the endpoint is down after its retries.
     """
     from contextevolve.editing import EditError, build_child
-    from contextevolve.llm.calls import call_role
+    from contextevolve.llm.calls import MalformedReply, call_role
     from contextevolve.memory.records import total_tokens
+    from contextevolve.nodes.generate import whole_program
     from contextevolve.prompts import generator as prompt
 
     initial = initial or task.evaluate(task.initial_program)
     parent = prompt.parent_section(task.initial_program, "the task's initial program", initial.combined_score,
                                    initial.metrics, initial.diagnostics)
     messages = prompt.messages(task.description, parent, "", [], "full", task.higher_is_better)
-    reply = call_role("generator", messages, ctx)
+    try:
+        reply = call_role("generator", messages, ctx, check=whole_program(task.initial_program, "full"))
+    except MalformedReply as exc:
+        return "", total_tokens(exc.usage), f"endpoint fault: {exc}"
     tokens = total_tokens(reply.usage)
     try:
         return build_child(task.initial_program, reply.text, "full", truncated=reply.truncated), tokens, ""

@@ -1,16 +1,34 @@
-"""Command line: ``contextevolve run | status | evaluate | baselines | tasks``."""
+"""Command line: ``contextevolve run | status | evaluate | baselines | tasks``.
+
+Exit codes: 0 ok; 1 ``evaluate``: the program is not ok; 2 bad input (unknown option, task or
+setting, unusable run directory, conflicting ``--task`` on ``--resume``), nothing written;
+3 an LLM endpoint is unavailable (down, 5xx / 429 after the retries, or refusing requests):
+one line names it and the ``contextevolve run --run-dir DIR --resume`` command that continues
+the run; 130 interrupted.
+
+``run --resume`` takes the task and every setting from the run's ``run.json``; flags given
+explicitly override them (``--task`` may only repeat the run's task).
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from contextevolve.evaluation.executors import ExecutorError
+from contextevolve.llm.faults import EndpointUnavailable
+
+EXIT_BAD_INPUT = 2
+"""Exit code for bad input (nothing was written)."""
+EXIT_ENDPOINT_UNAVAILABLE = 3
+"""Exit code when an LLM endpoint is unavailable; the run is checkpointed and ``--resume`` continues it."""
 
 console = Console(stderr=True)
 
@@ -38,12 +56,14 @@ def _tokens_table(tokens: dict) -> Table:
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from contextevolve.api import evolve
+    from contextevolve.api import evolve, saved_settings
+    from contextevolve.graph.context import RunContext
     from contextevolve.memory.records import total_tokens
 
     settings = dict(
         base_url=args.base_url, model=args.model, models=_role_models(args.role_model) or None,
-        seed=args.seed, target_score=args.target_score, token_budget=args.token_budget,
+        max_retries=args.max_retries, retry_wait_s=args.retry_wait, seed=args.seed,
+        target_score=args.target_score, token_budget=args.token_budget,
         generation_mode=args.mode, eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
         num_trajectories=args.trajectories, context_token_budget=args.context_budget,
         summary_variant=args.summary_variant, guidance_variant=args.guidance_variant,
@@ -79,8 +99,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             console.print(f"iteration {update['iteration']}: committed | best {update.get('best_score') or 0:.4f} "
                           f"| tokens so far {tracker['tokens']}")
 
+    total = args.iterations
+    if total is None:  # the run's own budget on --resume, else the default
+        total = (saved_settings(args.run_dir) if args.resume and args.run_dir else {}).get(
+            "max_iterations", RunContext.max_iterations)
     with progress:
-        bar = progress.add_task("evolving", total=args.iterations, info="starting (the embedded LLM may take a minute)")
+        bar = progress.add_task("evolving", total=total,
+                                info="starting (the embedded LLM may take a minute)")
         result = evolve(args.task, iterations=args.iterations, run_dir=args.run_dir, resume=args.resume,
                         on_update=on_update, **settings)
     console.print(f"\n[bold]Run finished[/bold] ({result.stop_reason}) in {result.seconds:.0f} s: "
@@ -188,14 +213,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run or resume an evolution")
-    run.add_argument("--task", default="model_placement")
-    run.add_argument("--iterations", type=int, default=10, help="iteration budget of the whole run")
+    run.add_argument("--task", help="task to evolve (default model_placement; on --resume: the run's own)")
+    run.add_argument("--iterations", type=int,
+                     help="iteration budget of the whole run (default 10; on --resume: the run's own)")
     run.add_argument("--run-dir", help="run directory (default runs/TASK-TIMESTAMP)")
-    run.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its last checkpoint")
+    run.add_argument("--resume", action="store_true",
+                     help="continue the run in --run-dir from its last checkpoint, with the settings in its run.json")
     run.add_argument("--base-url", help="OpenAI-compatible endpoint (default: env, else the embedded LLM)")
     run.add_argument("--model", help="model name for every role")
     run.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL",
                      help="model for one role (summarizer, navigator, sampler, generator)")
+    run.add_argument("--max-retries", type=int,
+                     help="retries of an LLM request on connection errors, 429/5xx and malformed replies (default 4)")
+    run.add_argument("--retry-wait", type=float, metavar="S",
+                     help="first backoff wait between retries, seconds; doubles per retry (default 1)")
     run.add_argument("--seed", type=int)
     run.add_argument("--target-score", type=float)
     run.add_argument("--token-budget", type=int, help="stop after this many prompt+completion tokens")
@@ -215,19 +246,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--executor", choices=["local", "ray"], help="where evaluations run (default local)")
     run.add_argument("--ray-address", help="Ray cluster address for --executor ray (default: start a local Ray)")
     _add_limit_flags(run)
-    run.set_defaults(fn=cmd_run)
+    run.set_defaults(fn=cmd_run, parser=run)
 
     status = sub.add_parser("status", help="summarise a run directory")
     status.add_argument("run_dir")
     status.add_argument("--json", action="store_true")
-    status.set_defaults(fn=cmd_status)
+    status.set_defaults(fn=cmd_status, parser=status)
 
     evaluate = sub.add_parser("evaluate", help="score one program file and print its metrics as JSON")
     evaluate.add_argument("--task", required=True)
     evaluate.add_argument("file")
     evaluate.add_argument("--timeout", type=float, help="wall-clock limit, seconds")
     _add_limit_flags(evaluate)
-    evaluate.set_defaults(fn=cmd_evaluate)
+    evaluate.set_defaults(fn=cmd_evaluate, parser=evaluate)
 
     base = sub.add_parser("baselines", help="score the Table 1 baselines of every task (or one)")
     base.add_argument("--task", help="only this task")
@@ -236,22 +267,45 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--model", help="model name for --one-shot")
     base.add_argument("--seed", type=int, help="seed sent to the endpoint for --one-shot")
     base.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    base.set_defaults(fn=cmd_baselines)
+    base.set_defaults(fn=cmd_baselines, parser=base)
 
     tasks = sub.add_parser("tasks", help="list the tasks")
-    tasks.set_defaults(fn=cmd_tasks)
+    tasks.set_defaults(fn=cmd_tasks, parser=tasks)
     return parser
 
 
+def _unknown_arguments(parser: argparse.ArgumentParser, extra: list[str]) -> str:
+    """The message for arguments ``parser`` does not know, naming the nearest option of each."""
+    options = sorted(o for action in parser._actions for o in action.option_strings if o.startswith("--"))
+    flags = [arg.partition("=")[0] for arg in extra if arg.startswith("-")]
+    if not flags:
+        return f"unexpected argument{'s' if len(extra) > 1 else ''}: {' '.join(extra)}"
+    parts = []
+    for flag in flags:
+        near = difflib.get_close_matches(flag, options, n=1)
+        parts.append(flag + (f" (did you mean {near[0]}?)" if near else ""))
+    return f"unknown option{'s' if len(flags) > 1 else ''} {', '.join(parts)}; see `{parser.prog} --help`"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``contextevolve`` command. Exit codes: 0 ok, 1 candidate not ok, 2 bad input."""
-    args = build_parser().parse_args(argv)
+    """Entry point of the ``contextevolve`` command; returns the exit code (see the module docstring)."""
+    parser = build_parser()
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        message = _unknown_arguments(args.parser, extra)
+        console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+        return EXIT_BAD_INPUT
     try:
         return args.fn(args)
     except (ValueError, KeyError, FileNotFoundError, ExecutorError) as exc:
         message = exc.args[0] if isinstance(exc, KeyError) and exc.args else str(exc)
-        console.print(f"[red]error:[/red] {message}", soft_wrap=True)
-        return 2
+        console.print(f"[red]error:[/red] {escape(str(message))}", soft_wrap=True)
+        return EXIT_BAD_INPUT
+    except EndpointUnavailable as exc:
+        resume = exc.resume_command()
+        hint = f"; the run is saved: continue it with `{resume}`" if resume else ""
+        console.print(f"[red]error:[/red] {escape(str(exc) + hint)}", soft_wrap=True)
+        return EXIT_ENDPOINT_UNAVAILABLE
     except KeyboardInterrupt:
         console.print("interrupted; continue with --resume")
         return 130

@@ -18,7 +18,6 @@ Imports nothing heavy so that an evaluation starts in tens of milliseconds.
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys

@@ -1,11 +1,15 @@
 """Typed run settings (LangGraph ``context_schema``): everything a run is configured by.
 
 Nodes read these through ``runtime.context``; they are not checkpointed, so the CLI
-saves them to ``RUN_DIR/run.json`` (secrets excluded) for ``--resume``.
+saves them to ``RUN_DIR/run.json`` (secrets excluded) for ``--resume``. Unknown setting
+names are refused everywhere a ``RunContext`` is built (keywords, ``from_json``, the
+context dict of a ``langgraph dev`` run) with :class:`UnknownSettingError`.
 """
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
@@ -18,9 +22,42 @@ DEFAULT_MAX_TOKENS: dict[str, int] = {"summarizer": 200, "navigator": 160, "samp
 DEFAULT_TEMPERATURES: dict[str, float] = {"summarizer": 0.2, "navigator": 0.7, "sampler": 0.2, "generator": 0.8}
 
 
+class UnknownSettingError(ValueError, TypeError):
+    """Run settings name a field :class:`RunContext` does not have (a ``ValueError`` for the API
+    and CLI, and a ``TypeError`` like any unexpected keyword argument)."""
+
+
+def check_setting_names(names: Iterable[str]) -> None:
+    """Refuse names that are not :class:`RunContext` fields, suggesting the nearest valid one.
+
+    Raises:
+        UnknownSettingError: e.g. ``unknown run setting 'max_retry' (did you mean 'max_retries'?)``.
+    """
+    known = setting_names()
+    unknown = sorted(set(names) - known)
+    if not unknown:
+        return
+    parts = []
+    for name in unknown:
+        near = difflib.get_close_matches(name, sorted(known), n=1)
+        parts.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+    raise UnknownSettingError(f"unknown run setting{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; "
+                              "the settings are the fields of contextevolve.graph.context.RunContext")
+
+
+def setting_names() -> set[str]:
+    """Names of all :class:`RunContext` fields."""
+    return {f.name for f in fields(RunContext)}
+
+
 @dataclass(kw_only=True)
 class RunContext:
-    """Settings of one evolution run. All fields have defaults; see the README for the CLI flags."""
+    """Settings of one evolution run. All fields have defaults; see the README for the CLI flags.
+
+    Raises (on construction):
+        UnknownSettingError: an unknown keyword (checked in ``__new__``, before the dataclass ``__init__``).
+        ValueError: a value out of range (``__post_init__``).
+    """
 
     task: str = "model_placement"
     """Registered task name (``contextevolve tasks`` lists them)."""
@@ -38,7 +75,7 @@ class RunContext:
     # --- models ----------------------------------------------------------------------------
     base_url: str | None = None
     """OpenAI-compatible endpoint for every role; ``None`` = environment, else the embedded LLM."""
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)
     """API key for ``base_url``; ``None`` = environment. Never written to run.json."""
     model: str | None = None
     """Model name for every role without its own entry in ``models``."""
@@ -51,7 +88,11 @@ class RunContext:
     request_timeout_s: float = 600.0
     """Timeout of one LLM request, seconds."""
     max_retries: int = 4
-    """Retries (exponential backoff with jitter) on connection, rate-limit and 5xx errors."""
+    """Retries of an LLM request on connection, rate-limit and 5xx errors and on malformed replies
+    (non-JSON body, no choices, empty or truncated completion)."""
+    retry_wait_s: float = 1.0
+    """First backoff wait between retries, seconds; it doubles per retry (up to 60 s) plus up to
+    ``retry_wait_s`` of random jitter."""
 
     # --- the agents --------------------------------------------------------------------------
     parent_selection: Literal["tournament", "best", "random"] = "tournament"
@@ -119,10 +160,16 @@ class RunContext:
     chroma_url: str | None = None
     """``http://host:port`` of a Chroma server; ``None`` = PersistentClient in run_dir."""
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> RunContext:
+        check_setting_names(kwargs)
+        return super().__new__(cls)
+
     def __post_init__(self) -> None:
         problems = []
         if self.max_iterations < 0:
             problems.append("max_iterations must be >= 0")
+        if self.max_retries < 0 or self.retry_wait_s < 0:
+            problems.append("max_retries and retry_wait_s must be >= 0")
         if self.num_exemplars < 0 or self.num_trajectories < 0:
             problems.append("num_exemplars and num_trajectories must be >= 0")
         unknown = (set(self.models) | set(self.temperatures) | set(self.max_tokens)) - set(ROLES)
@@ -168,11 +215,13 @@ class RunContext:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], **overrides: Any) -> RunContext:
-        """Rebuild from :meth:`to_json` output; ``overrides`` (non-None values) win. Unknown keys raise."""
-        names = {f.name for f in fields(cls)}
-        unknown = set(data) - names
-        if unknown:
-            raise ValueError(f"unknown run settings {sorted(unknown)}")
+        """Rebuild from :meth:`to_json` output; ``overrides`` (non-None values) win.
+
+        Raises:
+            UnknownSettingError: ``data`` or ``overrides`` name an unknown setting.
+            ValueError: a value out of range.
+        """
+        check_setting_names([*data, *overrides])
         merged = dict(data)
         merged.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**merged)

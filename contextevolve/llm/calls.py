@@ -1,22 +1,39 @@
-"""One agent call: messages in, text and token usage out, with retries on transient errors."""
+"""One agent call: messages in, text and token usage out, with retries on endpoint faults.
+
+Errors (see :mod:`contextevolve.llm.faults`), each after ``ctx.max_retries`` retries with
+exponential backoff and jitter (first wait ``ctx.retry_wait_s``, doubling up to 60 s):
+
+* connection errors, 429 and 5xx → :class:`EndpointUnavailable` (the run stops); a 4xx
+  other than 429 raises it at once (retrying cannot help);
+* an unusable reply (unreadable body, no ``choices``, empty completion, or whatever the
+  caller's ``check`` rejects) → :class:`MalformedReply` (the caller falls back).
+"""
 
 from __future__ import annotations
 
+import functools
 import math
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from contextevolve.llm import models
-from contextevolve.memory.records import Role, TokenUsage
+from contextevolve.llm.faults import EndpointUnavailable, MalformedReply
+from contextevolve.memory.records import Role, TokenUsage, add_usage
 
 if TYPE_CHECKING:
-    from langchain_core.messages import BaseMessage
+    from langchain_core.messages import AIMessage, BaseMessage
 
     from contextevolve.graph.context import RunContext
+
+__all__ = ["CHARS_PER_TOKEN", "EndpointUnavailable", "MalformedReply", "Reply", "call_role", "estimate_tokens"]
 
 CHARS_PER_TOKEN = 3.5
 """Characters per token used for budget estimates (measured ~3.2-3.8 for Qwen's tokenizer on
 Python and English); only for composing within a budget, never for reported usage."""
+MAX_WAIT_S = 60.0
+"""Longest backoff wait between two attempts, seconds."""
 
 
 def estimate_tokens(text: str) -> int:
@@ -30,6 +47,13 @@ def _retryable() -> tuple[type[BaseException], ...]:
     return (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
 
 
+_UNREADABLE = (ValueError, TypeError, LookupError, AttributeError)
+"""What the OpenAI client / LangChain raise for a 200 they cannot read (besides the client's own
+``APIResponseValidationError``): a non-JSON body (JSONDecodeError, ValueError), JSON without
+``choices`` (TypeError), empty ``choices`` (IndexError), a choice without a message
+(AttributeError), an ``error`` object in the body (ValueError)."""
+
+
 @dataclass
 class Reply:
     """An agent's answer: ``text``, ``usage`` as ``{role: {prompt, completion}}``, and whether it was
@@ -40,20 +64,7 @@ class Reply:
     truncated: bool = False
 
 
-def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_mode: bool = False) -> Reply:
-    """Send ``messages`` to ``role``'s chat model and return its :class:`Reply`.
-
-    ``json_mode`` asks for ``response_format={"type": "json_object"}`` (the embedded server
-    refuses ``json_schema``); callers still parse tolerantly. Connection, rate-limit and 5xx
-    errors are retried ``ctx.max_retries`` times with exponential backoff and jitter; other
-    errors propagate (a dead endpoint stops the run, which ``--resume`` continues).
-    """
-    model = models.create_chat_model(role, ctx)
-    runnable = model.bind(response_format={"type": "json_object"}) if json_mode else model
-    if ctx.max_retries > 0:
-        runnable = runnable.with_retry(retry_if_exception_type=_retryable(),
-                                       stop_after_attempt=ctx.max_retries + 1, wait_exponential_jitter=True)
-    message = runnable.invoke(messages)
+def _to_reply(role: Role, messages: list[BaseMessage], message: AIMessage) -> Reply:
     text = message.content if isinstance(message.content, str) else "".join(
         part.get("text", "") if isinstance(part, dict) else str(part) for part in message.content)
     meta = getattr(message, "usage_metadata", None) or {}
@@ -65,3 +76,95 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     finish = (getattr(message, "response_metadata", None) or {}).get("finish_reason")
     return Reply(text=text, usage={role: {"prompt": int(prompt), "completion": int(completion or 0)}},
                  truncated=finish == "length")
+
+
+def _sum(usages: list[TokenUsage]) -> TokenUsage:
+    return functools.reduce(add_usage, usages, {})
+
+
+def _connection_problem(exc: BaseException) -> str:
+    """``connection failed: ConnectError: [Errno 111] Connection refused`` (the innermost cause), or a timeout."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return "request timed out"
+    root = exc
+    while root.__cause__ is not None or root.__context__ is not None:
+        root = root.__cause__ or root.__context__
+    return f"connection failed: {_one_line(root)}"
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+
+
+def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_mode: bool = False,
+              check: Callable[[Reply], None] | None = None) -> Reply:
+    """Send ``messages`` to ``role``'s chat model and return its :class:`Reply`.
+
+    Args:
+        json_mode: ask for ``response_format={"type": "json_object"}`` (the embedded server
+            refuses ``json_schema``); callers still parse tolerantly.
+        check: called on every reply; raising :class:`MalformedReply` marks it unusable (retried).
+
+    A retry of a model with a ``seed`` (our ChatOpenAI) sends ``seed + attempt - 1``, so an
+    endpoint that honours seeds does not return the same unusable completion again.
+
+    Returns:
+        The first usable reply; its ``usage`` sums the tokens reported by every attempt.
+
+    Raises:
+        EndpointUnavailable: unreachable, 429/5xx after the retries, or a 4xx.
+        MalformedReply: no usable reply after the retries (``usage``, ``attempts`` filled in).
+        contextevolve.llm.models.LLMConfigError: incomplete endpoint settings.
+    """
+    import openai
+    import tenacity
+
+    model = models.create_chat_model(role, ctx)
+    base_url = getattr(model, "openai_api_base", None)
+    runnable = model.bind(response_format={"type": "json_object"}) if json_mode else model
+    spent: list[TokenUsage] = []
+    attempts = 0
+
+    def attempt(msgs: list[BaseMessage]) -> Reply:
+        nonlocal attempts
+        attempts += 1
+        target = runnable
+        if attempts > 1 and isinstance(getattr(model, "seed", None), int):
+            # an endpoint that honours the seed would repeat an empty or truncated completion
+            target = runnable.bind(seed=model.seed + attempts - 1)
+        try:
+            message = target.invoke(msgs)
+        except openai.APIResponseValidationError as exc:
+            raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
+        except openai.APIError:
+            raise
+        except _UNREADABLE as exc:
+            raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
+        reply = _to_reply(role, msgs, message)
+        spent.append(reply.usage)
+        if not reply.text.strip():
+            raise MalformedReply("empty completion", text=reply.text)
+        if check is not None:
+            check(reply)
+        return reply
+
+    retrying = tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type((*_retryable(), MalformedReply)),
+        stop=tenacity.stop_after_attempt(ctx.max_retries + 1), reraise=True,
+        wait=tenacity.wait_exponential(multiplier=ctx.retry_wait_s, max=MAX_WAIT_S)
+        + tenacity.wait_random(0, ctx.retry_wait_s))
+    try:
+        reply = retrying(attempt, messages)
+    except MalformedReply as exc:
+        exc.role, exc.base_url, exc.attempts, exc.usage = role, base_url, attempts, _sum(spent)
+        raise
+    except openai.APIConnectionError as exc:  # timeouts included
+        raise EndpointUnavailable(base_url, role, _connection_problem(exc), attempts) from exc
+    except openai.APIStatusError as exc:
+        detail = re.sub(r"^Error code: \d+ - ", "", " ".join(str(exc.message).split()))[:200]
+        raise EndpointUnavailable(base_url, role, f"HTTP {exc.status_code}: {detail}", attempts) from exc
+    reply.usage = _sum(spent)
+    return reply

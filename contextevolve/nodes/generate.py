@@ -2,18 +2,24 @@
 
 LLM output is untrusted: anything that cannot become a compiling program (no code,
 a truncated reply, a diff that does not apply, a syntax error) is a *failed* child with
-its reason, never an exception. The child id is derived from the iteration number, so
-replaying this node after a crash overwrites the same record.
+its reason, never an exception. Endpoint faults — an unreadable or empty response, or a
+completion cut off at the token cap before a whole program — are retried first
+(``ctx.max_retries``); if they persist the child is failed with the endpoint problem as
+its reason and the run goes on. (An endpoint that is down raises
+:class:`~contextevolve.llm.faults.EndpointUnavailable` and stops the run.) The child id is
+derived from the iteration number, so replaying this node after a crash overwrites the same record.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from langgraph.runtime import Runtime
 
 from contextevolve.editing import EditError, build_child
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
-from contextevolve.llm.calls import call_role
+from contextevolve.llm.calls import MalformedReply, Reply, call_role
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
@@ -22,23 +28,46 @@ REPLY_EXCERPT = 600
 """Characters of a failed reply kept in the record's diagnostics."""
 
 
+def whole_program(parent_source: str, mode: str) -> Callable[[Reply], None]:
+    """A ``call_role`` check: a truncated reply must still yield a complete program, else it is retried.
+
+    Raises (from the returned check):
+        MalformedReply: the reply was cut off (``finish_reason="length"``) and no program can be built from it.
+    """
+    def check(reply: Reply) -> None:
+        if not reply.truncated:
+            return
+        try:
+            build_child(parent_source, reply.text, mode, truncated=True)
+        except EditError as exc:
+            raise MalformedReply(f"completion cut off at the token cap (finish_reason=length): {exc}",
+                                 text=reply.text) from None
+    return check
+
+
 def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Ask the Generator for the child and store it (status pending, or failed with a reason)."""
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     parent, exemplars = load(memory, state.parent_id, state.exemplar_ids)
     messages = render(ctx, task, parent, state.guidance, exemplars, set(state.exemplar_code_ids))
-    reply = call_role("generator", messages, ctx)
     child_id = program_id(state.iteration + 1)
     record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id,
                            guidance=state.guidance, exemplar_ids=list(state.exemplar_ids))
+    reason = ""
     try:
+        reply = call_role("generator", messages, ctx, check=whole_program(parent.source, ctx.generation_mode))
+        usage, text = reply.usage, reply.text
         record.source = build_child(parent.source, reply.text, ctx.generation_mode, truncated=reply.truncated)
-    except EditError as exc:
-        record.status, record.reason = "failed", f"malformed generator output: {exc}"
+    except MalformedReply as exc:  # the endpoint's fault, after the retries
+        usage, text, reason = exc.usage, exc.text, f"endpoint fault: {exc}"
+    except EditError as exc:  # the model's fault
+        reason = f"malformed generator output: {exc}"
+    if reason:
+        record.status, record.reason = "failed", reason
         record.combined_score = task.worst_score
         record.metrics = {m.name: m.worst for m in task.metrics}
-        record.diagnostics = reply.text[:REPLY_EXCERPT]
+        record.diagnostics = text[:REPLY_EXCERPT]
     memory.buffer.put(record)
     return {"child_id": child_id, "child_status": record.status, "child_score": None,
-            "iteration_usage": reply.usage}
+            "iteration_usage": usage}

@@ -10,6 +10,9 @@ reads the same everywhere). Categories over the task's metrics:
 
 m steps are drawn without replacement: each draw picks a non-empty category with
 probability proportional to ``RunContext.category_weights`` (p(Δs) of Eq. 5), then a step in it.
+
+A reply the endpoint keeps garbling (unreadable, empty) after the retries means no guidance
+this iteration, as when the Navigator is ablated; the run goes on.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
-from contextevolve.llm.calls import call_role
+from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.resources import memory_of, rng_for, task_of
 from contextevolve.prompts import navigator as prompt
@@ -100,6 +103,9 @@ def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         [{"category": s.category, "parent": s.parent.abstract, "child": s.child.abstract,
           "delta": s.delta_text()} for s in steps],
         ctx.guidance_variant)
-    reply = call_role("navigator", messages, ctx)
+    try:
+        reply = call_role("navigator", messages, ctx)
+    except MalformedReply as exc:
+        return {"guidance": "", "trajectory_ids": [s.child.id for s in steps], "iteration_usage": exc.usage}
     guidance = reply.text.strip()[:GUIDANCE_CHARS]
     return {"guidance": guidance, "trajectory_ids": [s.child.id for s in steps], "iteration_usage": reply.usage}

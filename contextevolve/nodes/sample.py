@@ -6,7 +6,8 @@ filled by MMR among failed/invalid/timed-out programs — failed programs are ex
 offered because a broken implementation of a good idea can seed a breakthrough (paper
 §Takeaways c). ``top_score`` offers only the best-scoring programs (the ablated
 takeaway). The Sampler agent then picks ``num_exemplars``; its JSON reply is parsed
-tolerantly and an unusable reply falls back to the retrieval order. When there are no
+tolerantly and an unusable reply (also one the endpoint keeps garbling after the retries)
+falls back to the retrieval order. When there are no
 more candidates than exemplars the agent is not called, and at most ceil(k/2) of them
 may be failed programs (with a weak model, all-failed exemplars were copied bug for bug).
 """
@@ -19,7 +20,7 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
-from contextevolve.llm.calls import call_role
+from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.memory.store import RunMemory
 from contextevolve.memory.vectors import Candidate
@@ -86,6 +87,10 @@ def sample(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     messages = prompt.messages(parent.abstract, state.guidance, [
         {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k,
         task.higher_is_better)
-    reply = call_role("sampler", messages, ctx, json_mode=True)
-    picks = parse_choice(reply.text, len(candidates), k) or list(range(k))
-    return {"candidate_ids": ids, "exemplar_ids": [ids[i] for i in picks], "iteration_usage": reply.usage}
+    try:
+        reply = call_role("sampler", messages, ctx, json_mode=True)
+        text, usage = reply.text, reply.usage
+    except MalformedReply as exc:
+        text, usage = "", exc.usage
+    picks = parse_choice(text, len(candidates), k) or list(range(k))
+    return {"candidate_ids": ids, "exemplar_ids": [ids[i] for i in picks], "iteration_usage": usage}

@@ -3,7 +3,8 @@
 The abstract covers what is new *and* what was inherited (``summary_variant="inherited"``);
 ``novel_only`` is the paper's ablated takeaway. With the Summarizer switched off the
 "abstract" is the program's truncated source, as in the paper's ablation, so the other
-agents see raw code.
+agents see raw code. A reply the endpoint keeps garbling (unreadable, empty) after the
+retries gets the same fallback as an empty one: a placeholder abstract; the run goes on.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneResult, LaneState
-from contextevolve.llm.calls import call_role
+from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.memory.records import TokenUsage, add_usage
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import summarizer as prompt
@@ -22,15 +23,25 @@ RAW_ABSTRACT_CHARS = 1500
 """Characters of source used as the abstract when the Summarizer is ablated."""
 ABSTRACT_CHARS = 1200
 """Abstracts longer than this are cut."""
+EMPTY_ABSTRACT = "(the summarizer returned nothing)"
+"""The abstract when the Summarizer gave no usable reply."""
 
 
 def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str | None) -> tuple[str, TokenUsage]:
-    """The abstract of ``source`` and the tokens it cost (``{}`` when no LLM call was made)."""
+    """The abstract of ``source`` and the tokens it cost (``{}`` when no LLM call was made).
+
+    Raises:
+        contextevolve.llm.faults.EndpointUnavailable: the summarizer's endpoint is down.
+    """
     if not ctx.summarizer_enabled:
         return source[:RAW_ABSTRACT_CHARS], {}
-    reply = call_role("summarizer", prompt.messages(task.title, source, parent_abstract, ctx.summary_variant), ctx)
+    try:
+        reply = call_role("summarizer", prompt.messages(task.title, source, parent_abstract, ctx.summary_variant),
+                          ctx)
+    except MalformedReply as exc:
+        return EMPTY_ABSTRACT, exc.usage
     text = " ".join(reply.text.split())[:ABSTRACT_CHARS]
-    return text or "(the summarizer returned nothing)", reply.usage
+    return text or EMPTY_ABSTRACT, reply.usage
 
 
 def summarize(state: LaneState, runtime: Runtime[RunContext]) -> dict:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from importlib import resources
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 

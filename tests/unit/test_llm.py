@@ -14,7 +14,7 @@ from langchain_core.messages import HumanMessage
 
 from contextevolve.graph.context import RunContext
 from contextevolve.llm import embedded
-from contextevolve.llm.calls import call_role
+from contextevolve.llm.calls import EndpointUnavailable, call_role
 from contextevolve.llm.models import LLMConfigError, create_chat_model, resolve_endpoint, use_chat_models
 from tests.fakes import reply, scripted
 
@@ -67,16 +67,17 @@ class Flaky(GenericFakeChatModel):
 def test_transient_errors_are_retried_and_usage_recorded():
     model = Flaky(messages=iter([reply("fine", 11, 3)]))
     with use_chat_models(navigator=model):
-        out = call_role("navigator", [HumanMessage("hi")], RunContext(max_retries=2))
+        out = call_role("navigator", [HumanMessage("hi")], RunContext(max_retries=2, retry_wait_s=0))
     assert model.calls == 2
     assert out.text == "fine" and out.usage == {"navigator": {"prompt": 11, "completion": 3}}
 
 
 def test_retries_exhausted_raise():
     model = Flaky(messages=iter([reply("never")]), failures=5)
-    with use_chat_models(navigator=model), pytest.raises(openai.APIConnectionError):
-        call_role("navigator", [HumanMessage("hi")], RunContext(max_retries=1))
+    with use_chat_models(navigator=model), pytest.raises(EndpointUnavailable) as caught:
+        call_role("navigator", [HumanMessage("hi")], RunContext(max_retries=1, retry_wait_s=0))
     assert model.calls == 2
+    assert isinstance(caught.value.__cause__, openai.APIConnectionError) and caught.value.attempts == 2
 
 
 def test_truncation_flag_from_finish_reason():

@@ -1,0 +1,96 @@
+"""Run settings: unknown names refused everywhere, --resume takes everything from run.json, no API key on disk."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contextevolve.api import RunDirError, evolve, prepare_context, run_status
+from contextevolve.cli import main
+from contextevolve.graph.builder import build_graph
+from contextevolve.graph.context import RunContext, UnknownSettingError
+from contextevolve.llm.models import use_chat_models
+from tests.fakes import reply, scripted
+
+API_KEY = "sk-test-NEVER-ON-DISK-0815"
+
+
+def test_run_context_refuses_unknown_fields_naming_the_nearest():
+    with pytest.raises(UnknownSettingError, match="unknown run setting 'bogus'"):
+        RunContext(**{"bogus": 1})
+    with pytest.raises(TypeError):  # still the TypeError of an unexpected keyword, too
+        RunContext(bogus=1)
+    with pytest.raises(ValueError, match=r"'max_retry' \(did you mean 'max_retries'\?\)"):
+        RunContext(max_retry=1)
+
+
+def test_run_json_with_an_unknown_key_is_a_clear_error(tmp_path):
+    data = RunContext().to_json() | {"max_iteration": 3}
+    with pytest.raises(ValueError, match=r"'max_iteration' \(did you mean 'max_iterations'\?\)"):
+        RunContext.from_json(data)
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    with pytest.raises(RunDirError, match=r"run\.json: unknown run setting 'max_iteration'"):
+        prepare_context(tmp_path, resume=True)
+
+
+def test_langgraph_run_context_with_an_unknown_field_is_refused():
+    # what `langgraph dev` does with a run's context dict: the graph coerces it into RunContext
+    with pytest.raises(UnknownSettingError, match="'sed' \\(did you mean 'seed'\\?\\)"):
+        build_graph().invoke({}, context={"task": "model_placement", "sed": 3})
+
+
+def test_evolve_refuses_unknown_settings_before_writing(tmp_path):
+    with pytest.raises(ValueError, match="unknown run setting 'bogus'"):
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", bogus=1)
+    with pytest.raises(ValueError, match=r"did you mean 'max_retries'"):
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retrys=0)
+    assert not (tmp_path / "r").exists()
+
+
+def test_cli_refuses_unknown_options_naming_the_nearest(tmp_path, capsys):
+    assert main(["run", "--run-dir", str(tmp_path / "r"), "--seeds", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown option --seeds (did you mean --seed?)" in err and "Traceback" not in err
+    assert main(["status", str(tmp_path), "--jsn"]) == 2
+    assert "did you mean --json?" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_resume_takes_task_and_settings_from_run_json(tmp_path):
+    root = tmp_path / "r"
+    root.mkdir()
+    (root / "run.json").write_text(json.dumps(RunContext(task="txn_scheduling", max_iterations=7, seed=5,
+                                                         run_dir=str(root)).to_json()))
+    ctx = prepare_context(root, resume=True, task=None, max_iterations=None)
+    assert (ctx.task, ctx.max_iterations, ctx.seed) == ("txn_scheduling", 7, 5)
+    assert prepare_context(root, resume=True, max_iterations=9, seed=None).max_iterations == 9
+    assert prepare_context(root, resume=True, task="txn_scheduling").task == "txn_scheduling"
+    with pytest.raises(RunDirError, match="holds a 'txn_scheduling' run; cannot resume it as 'model_placement'"):
+        prepare_context(root, resume=True, task="model_placement")
+    # a new run without a task keeps the default
+    assert prepare_context(tmp_path / "new", resume=False, task=None).task == "model_placement"
+
+
+def test_cli_resume_of_another_task_without_task_flag(tmp_path, models, capsys):
+    root = tmp_path / "r"
+    with use_chat_models(generator=scripted(reply("I cannot help with that."))):  # no program: no evaluation
+        assert main(["run", "--task", "txn_scheduling", "--iterations", "0", "--run-dir", str(root)]) == 0
+        assert main(["run", "--run-dir", str(root), "--resume", "--task", "model_placement"]) == 2
+        assert "cannot resume it as 'model_placement'" in capsys.readouterr().err
+        assert main(["run", "--run-dir", str(root), "--resume", "--iterations", "1"]) == 0
+    status = run_status(root)
+    assert status["task"] == "txn_scheduling" and status["iterations"] == 1 and status["programs"] == 2
+    assert json.loads((root / "run.json").read_text())["max_iterations"] == 1
+
+
+def test_api_key_never_reaches_run_json_or_checkpoints(tmp_path, models):
+    root = tmp_path / "r"
+    ctx = RunContext(api_key=API_KEY)
+    assert API_KEY not in repr(ctx) and "api_key" not in ctx.to_json()
+    result = evolve("model_placement", iterations=2, run_dir=root, max_retries=0, api_key=API_KEY)
+    assert result.iterations == 2
+    assert (root / "checkpoints.sqlite").stat().st_size > 0
+    assert "api_key" not in json.loads((root / "run.json").read_text())
+    leaked = [p for p in root.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
+    assert leaked == []
