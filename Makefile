@@ -13,6 +13,11 @@ setup: $(VENV)/.installed
 
 # torch first, alone, so the CPU build on disk is taken; llama-cpp-python compiles (~5 min on 2 cores).
 $(VENV)/.installed: pyproject.toml constraints.txt
+	@# bubblewrap gives each evaluation a mount namespace (best effort: root + apt-get only; README, Sandbox)
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap || \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; }; }; } >/dev/null 2>&1 || \
+	  echo "warning: bubblewrap (bwrap) is not installed: candidates will run without a mount namespace (files readable)"
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -c constraints.txt torch==2.13.0

@@ -26,13 +26,11 @@ _MAX_REQUEST = 1 << 34  # requests come from the trusted supervisor
 
 
 def _forget_source_tree() -> None:
-    """Drop import hooks that reach this package's source tree (an editable install's finder), so
-    only the staged harness modules import. The mount namespace, where the host has one, is what
-    makes the tree unreadable; this keeps a plain ``import`` of a grader or data generator failing."""
-    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")
-                        and not type(f).__module__.startswith("__editable__")]
-    staged = os.environ.get("PYTHONPATH", "")
-    sys.path[:] = [p for p in sys.path if p == staged or not os.path.isdir(os.path.join(p, "contextevolve"))]
+    """Drop the import hook of an editable install, which maps ``contextevolve.*`` to the source
+    tree, so only the staged harness modules import (``PYTHONPATH`` puts the staged copy first).
+    The mount namespace, where the host has one, is what makes the tree unreadable; this keeps a
+    plain ``import`` of a grader or data generator failing on a host without one."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not str(getattr(f, "__module__", "")).startswith("__editable__")]
 
 
 def _confine(config: dict) -> None:

@@ -4,8 +4,9 @@ Usage (by :func:`contextevolve.evaluation.isolation.run_candidate` only)::
 
     [namespace prefix] python -s -m contextevolve.evaluation.supervisor REPORT_FD < JOB
 
-PID 1 of the evaluation's PID namespace where there is one (its exit kills every process
-left in it). It reads the job (:mod:`contextevolve.evaluation.protocol`), joins the
+The first process of the evaluation's PID namespace where there is one (PID 1 under
+``unshare``, PID 2 under bubblewrap, whose init follows it: either way its exit kills every
+process left in the namespace). It reads the job (:mod:`contextevolve.evaluation.protocol`), joins the
 evaluation's cgroups, and starts a *runner* — a fresh interpreter that confines itself and
 imports the candidate. For each call it sends one request and measures the wall time until
 the last byte of the response has arrived, so work the candidate defers (lazy results) is

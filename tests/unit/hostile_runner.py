@@ -58,6 +58,17 @@ HOSTILE = {
         "def compute_model_placement(gpu_num, models):\n    raise SystemExit(0)\n"),
 }
 
+#: What each program of :data:`HOSTILE` must end with (a program record or an Evaluation dumped to a dict).
+EXPECTED = {
+    "forged_envelope": lambda r: r["status"] == "failed" and "malformed message" in r["reason"],
+    # failed cases count as a full GPU: the score is about the success rate alone
+    "gives_up_on_hard_cases": lambda r: r["metrics"]["success_rate"] < 1 and r["combined_score"] < 1,
+    "copies_with_smaller_models": lambda r: r["status"] == "invalid",
+    "oversized_output": lambda r: r["status"] == "failed" and "exceeds the" in r["reason"],
+    "reads_host_files": lambda r: r["status"] == "failed" and "No module named" in r["reason"],
+    "kills_its_parents": lambda r: r["status"] == "failed",
+}
+
 
 def main() -> None:
     run_dir, iterations = sys.argv[1], int(sys.argv[2])

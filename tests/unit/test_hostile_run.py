@@ -13,7 +13,7 @@ import pytest
 
 from contextevolve.api import evolve, run_status
 from contextevolve.tasks.registry import get_task
-from tests.unit.hostile_runner import HOSTILE
+from tests.unit.hostile_runner import EXPECTED, HOSTILE
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = get_task("model_placement")
@@ -56,17 +56,8 @@ def test_hostile_children_killed_and_resumed_run_to_the_budget(tmp_path):
     assert len(seen) >= len(HOSTILE) - 1  # a replay after the kill may repeat one program
     for record in records[1:]:
         assert record["combined_score"] < initial, record["id"]
-    expected = {
-        "forged_envelope": lambda r: r["status"] == "failed" and "malformed message" in r["reason"],
-        # failed cases count as a full GPU: the score is about the success rate alone
-        "gives_up_on_hard_cases": lambda r: r["metrics"]["success_rate"] < 1 and r["combined_score"] < 1,
-        "copies_with_smaller_models": lambda r: r["status"] == "invalid",
-        "oversized_output": lambda r: r["status"] == "failed" and "exceeds the" in r["reason"],
-        "reads_host_files": lambda r: r["status"] == "failed" and "No module named" in r["reason"],
-        "kills_its_parents": lambda r: r["status"] == "failed",
-    }
     for name, record in seen.items():
-        assert expected[name](record), (name, record["status"], record["reason"])
+        assert EXPECTED[name](record), (name, record["status"], record["reason"])
     assert status["best_score"] == pytest.approx(initial)
 
 

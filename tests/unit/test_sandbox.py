@@ -19,6 +19,7 @@ from contextevolve.evaluation.executors import LocalExecutor, RayExecutor
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.sandbox import host_sandbox
 from contextevolve.tasks.registry import get_task
+from tests.unit.hostile_runner import EXPECTED, HOSTILE
 
 TASK = get_task("model_placement")
 INITIAL_SCORE = 21.891622105209393
@@ -143,7 +144,9 @@ def test_writes_outside_its_directory_are_refused(executor, tmp_path):
               "    except OSError as exc:\n        errors.append(type(exc).__name__)\n"
               "raise RuntimeError('blocked: ' + ','.join(errors))\n")
     result = contained(executor, source)
-    assert result.status == "failed" and "blocked: PermissionError,PermissionError,PermissionError" in result.reason
+    # refused by Landlock, or not even there in the sandbox's mount namespace
+    assert result.status == "failed" and "blocked: " in result.reason
+    assert set(result.reason.split("blocked: ")[1].split(",")) <= {"PermissionError", "FileNotFoundError"}
     assert not any(t.exists() for t in targets)
 
 
@@ -245,6 +248,15 @@ def test_parallel_evaluations_are_independent(executor):
     assert [r.status for r in results] == ["failed", "ok", "failed"]
     assert results[1].combined_score == pytest.approx(INITIAL_SCORE)
     assert sandbox_processes() == []
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_issue_9_attacks_on_model_placement(executor, name):
+    """Forged protocol frames, giving up on hard cases, shrunken copies, an oversized reply, reading the
+    package's data generator, killing the parents: each ends failed/invalid or far below the initial score."""
+    result = contained(executor, HOSTILE[name])
+    assert result.combined_score < INITIAL_SCORE
+    assert EXPECTED[name](result.model_dump()), (result.status, result.reason)
 
 
 def test_notes_say_what_this_host_cannot_enforce(monkeypatch):
