@@ -7,17 +7,20 @@ ITERATIONS ?= 10
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: setup run test unit integration bench clean
+.PHONY: setup sandbox-tools run test unit integration bench clean
 
-setup: $(VENV)/.installed
+setup: sandbox-tools $(VENV)/.installed
 
-# torch first, alone, so the CPU build on disk is taken; llama-cpp-python compiles (~5 min on 2 cores).
-$(VENV)/.installed: pyproject.toml constraints.txt
-	@# bubblewrap gives each evaluation a mount namespace (best effort: root + apt-get only; README, Sandbox)
+# bubblewrap gives each evaluation a mount namespace (best effort: root + apt-get only; README, Sandbox).
+# Checked on every setup, not only when .venv is built, so a machine without it gets it.
+sandbox-tools:
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap || \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; }; }; } >/dev/null 2>&1 || \
 	  echo "warning: bubblewrap (bwrap) is not installed: candidates will run without a mount namespace (files readable)"
+
+# torch first, alone, so the CPU build on disk is taken; llama-cpp-python compiles (~5 min on 2 cores).
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -c constraints.txt torch==2.13.0

@@ -4,8 +4,8 @@ The host writes the candidate source into a fresh working directory, stages the 
 modules the sandbox needs (the task's harness, the supervisor and runner) into a private
 ``lib`` — nothing else of this package is importable there — and starts the trusted
 *supervisor* (in new PID, network, IPC and — with bubblewrap — mount namespaces where
-permitted; :meth:`HostSandbox.command`) with a scrubbed environment. The job (calls and their inputs) goes to the supervisor's stdin; the
-supervisor starts an untrusted *runner* that confines itself (rlimits, cgroups, Landlock,
+permitted; :meth:`HostSandbox.command`) with a scrubbed environment. The job (calls and
+their inputs) goes to the supervisor's stdin; the supervisor starts an untrusted *runner* that confines itself (rlimits, cgroups, Landlock,
 no capabilities — :mod:`contextevolve.evaluation.sandbox` lists the layers) and imports the
 candidate, then sends it one call at a time and times each until its serialised result has
 arrived. The report comes back on a pipe (:mod:`contextevolve.evaluation.protocol` has the
