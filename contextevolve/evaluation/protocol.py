@@ -119,7 +119,8 @@ def read_frame(fd: int, *, max_header: int, max_blobs: int) -> tuple[dict, dict[
 
     Raises:
         EOFError: the stream ended cleanly before a frame started.
-        ProtocolError: truncated frame, header over ``max_header`` bytes or not a JSON object,
+        ProtocolError: truncated frame, header over ``max_header`` bytes, not a JSON object or
+            holding ``NaN`` / ``Infinity``,
             malformed blob list, or blobs totalling more than ``max_blobs`` bytes.
     """
     first = os.read(fd, _LENGTH.size)
@@ -130,7 +131,7 @@ def read_frame(fd: int, *, max_header: int, max_blobs: int) -> tuple[dict, dict[
     if length > max_header:
         raise ProtocolError(f"message header of {length} bytes exceeds the {max_header}-byte cap")
     try:
-        header = json.loads(_read_exact(fd, length))
+        header = json.loads(_read_exact(fd, length), parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"message header is not JSON: {exc}") from None
     if not isinstance(header, dict):
@@ -143,6 +144,10 @@ def read_frame(fd: int, *, max_header: int, max_blobs: int) -> tuple[dict, dict[
         raise ProtocolError(f"message carries {total} bytes of arrays, more than the {max_blobs}-byte cap")
     blobs = {name: _read_exact(fd, size) for name, size in specs}
     return header, blobs
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"non-finite number {name} (messages carry finite numbers only)")
 
 
 def _blob_spec_ok(spec: object) -> bool:

@@ -19,6 +19,7 @@ Imports nothing heavy so that an evaluation starts in tens of milliseconds.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -135,6 +136,10 @@ def _start(config: dict, job: dict, report: int, first: bool) -> Runner | None:
 def _call(runner: Runner, index: int, call: dict, blobs: dict[str, bytes]) -> tuple[dict, dict[str, bytes], bool]:
     """Run one call; returns the report message, its output blobs and whether the runner survived."""
     message = {"type": "call", "index": index, "value": None, "error": "", "traceback": "", "death": None}
+    if select.select([runner.responses], [], [], 0)[0]:  # a reply before the request: forged or stale
+        message.update(status="error", seconds=0.0, death=runner.kill(),
+                       error="the program's process replied before it was asked (a forged or stale reply)")
+        return message, {}, False
     started = time.perf_counter()
     try:
         _timed(call["timeout_s"])

@@ -40,6 +40,7 @@ def test_frames_round_trip_with_blobs():
     (struct.pack(">Q", 2**40), "exceeds the 1000-byte cap"),
     (struct.pack(">Q", 5) + b"[1,2]", "not a JSON object"),
     (struct.pack(">Q", 3) + b"{x}", "not JSON"),
+    (struct.pack(">Q", 12) + b'{"v": NaN}  ', "non-finite number NaN"),
     (struct.pack(">Q", 30) + b"{}", "stream ended"),
     (protocol.encode_frame({"type": "x"}, {"a": b"1" * 600}), "more than the 500-byte cap"),
     (struct.pack(">Q", 25) + b'{"blobs": [["a", -1]]}   ', "malformed blob list"),

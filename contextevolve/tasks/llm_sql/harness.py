@@ -1,26 +1,51 @@
-"""Runs inside the candidate's child process: call ``reorder(df)`` on each table and serialise the result.
+"""Untrusted side of LLM-SQL: build one table's DataFrame, call ``reorder(df)``, serialise the result.
 
-The candidate's output crosses back as plain lists of strings; the grader checks that
-every input row's cells are there and recomputes the hit rate itself.
+Runs in the sandbox's runner process, next to the candidate (which can replace any of
+it: the grader trusts nothing here but checks the output). Imports only pandas (at import
+time, so its import is not counted in the first call's seconds) and nothing of this
+package. Nothing is timed here: the supervisor times each call up to the last byte of the
+serialised result, so work the candidate defers into ``to_numpy()`` or iteration is
+counted. The candidate's exceptions propagate (the call fails). The output crosses back
+as plain lists of strings; the grader checks that every input row's cells are there and
+recomputes the hit rate itself.
 """
 
 from __future__ import annotations
 
-from time import perf_counter  # bound before the candidate is imported: patching time.perf_counter cannot fake speed
+from itertools import islice
 
-from contextevolve.evaluation.time_limit import CaseTimeout, time_limit
+import pandas as pd
 
 
-def _serialise(value) -> dict:
-    """``(df, orderings)`` -> ``{"rows": [[str]], "orderings": [[str]]}`` or ``{"bad": why}``."""
+def _rows_of(frame, n_rows: int, n_cols: int) -> list:
+    """At most ``n_rows`` rows of at most ``n_cols`` cells of the returned table (read inside the timed call)."""
+    raw = frame.to_numpy().tolist() if hasattr(frame, "to_numpy") else frame
+    rows = []
+    for row in islice(iter(raw), n_rows):
+        if isinstance(row, (str, bytes)) or not hasattr(row, "__iter__"):
+            raise _Bad(f"a row of the returned table is {type(row).__name__}, expected a sequence of cells")
+        rows.append(list(islice(iter(row), n_cols)))
+    return rows
+
+
+class _Bad(Exception):
+    """The candidate's output breaks the contract (reported to the grader as ``{"bad": why}``)."""
+
+
+def _serialise(value, n_rows: int, n_cols: int) -> dict:
+    """``(df, orderings)`` -> ``{"rows": [[str]], "orderings": [[str]]}`` or ``{"bad": why}``.
+
+    Reads at most one row / field more than the input has, so the grader sees a too-long
+    output without this process serialising an unbounded one.
+    """
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         return {"bad": f"returned {type(value).__name__}, expected (df, orderings)"}
     frame, orderings = value
     try:
-        rows = frame.to_numpy().tolist() if hasattr(frame, "to_numpy") else [list(r) for r in frame]
-        orders = [list(o) for o in orderings]
-    except Exception as exc:  # noqa: BLE001 - malformed output is reported, not raised
-        return {"bad": f"cannot read the returned table/orderings: {type(exc).__name__}: {exc}"[:200]}
+        rows = _rows_of(frame, n_rows + 1, n_cols + 1)
+        orders = _rows_of(orderings, n_rows + 1, n_cols + 1)
+    except _Bad as exc:
+        return {"bad": str(exc)}
     for row in rows:
         for cell in row:
             if type(cell) is not str:
@@ -32,37 +57,12 @@ def _serialise(value) -> dict:
     return {"rows": rows, "orderings": orders}
 
 
-def run(candidate, payload: dict) -> dict:
-    """Call ``candidate.reorder(df)`` on each table of ``payload``, ``repeats`` times for timing.
+def reorder(candidate, args: dict, blobs: dict) -> tuple[dict, dict]:  # noqa: ARG001 - no binary inputs
+    """Call ``candidate.reorder(df)`` on one table.
 
-    Payload: ``{"case_timeout_s": float, "repeats": int, "tables": [{"columns": [str], "rows": [[str]]}]}``.
-    Returns ``{"cases": [{"ok": True, "seconds": [s, ...], "rows": ..., "orderings": ... | "bad": str}
-    | {"ok": False, "error": str}]}``; the output of the first call is the one graded.
+    Args: ``{"columns": [str], "rows": [[str]]}`` (this table only).
+    Returns ``({"rows": [[str]], "orderings": [[str]]} | {"bad": str}, {})``.
     """
-    import pandas as pd
-
-    fn = getattr(candidate, "reorder", None)
-    if not callable(fn):
-        raise AttributeError("the program defines no function reorder(df)")
-    out = []
-    for table in payload["tables"]:
-        seconds, first = [], None
-        try:
-            for _ in range(payload["repeats"]):
-                df = pd.DataFrame(table["rows"], columns=table["columns"], dtype=object)
-                start = perf_counter()
-                try:
-                    with time_limit(payload["case_timeout_s"]):
-                        value = fn(df)
-                finally:
-                    seconds.append(perf_counter() - start)
-                if first is None:
-                    first = _serialise(value)
-        except CaseTimeout:
-            out.append({"ok": False, "error": f"exceeded {payload['case_timeout_s']:g} s"})
-            continue
-        except Exception as exc:  # noqa: BLE001 - the candidate's failure, recorded per table
-            out.append({"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
-            continue
-        out.append({"ok": True, "seconds": seconds, **first})
-    return {"cases": out}
+    df = pd.DataFrame(args["rows"], columns=args["columns"], dtype=object)
+    value = candidate.reorder(df)
+    return _serialise(value, len(args["rows"]), len(args["columns"])), {}

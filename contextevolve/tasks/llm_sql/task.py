@@ -5,13 +5,26 @@ Metrics (ADRS llm_sql, DESIGN.md §6):
 * prefix hit rate of a table = Σ over requests of the longest common prefix (in
   characters of the concatenated cell strings) with any earlier request / total
   characters; ``hit_rate`` is the mean over the five tables (higher is better).
-* ``seconds``: mean over tables of the median (over repeats) wall-clock seconds of the
-  ``reorder`` call (lower is better).
+* ``seconds``: mean over tables of the wall-clock seconds of the one ``reorder`` call on
+  that table, as measured by the sandbox's supervisor from sending the request to the last
+  byte of the serialised result (lazy work in the returned table is counted; nothing the
+  candidate's process says about time is used). No repeats: each table is a distinct
+  input, so memoising across calls cannot pay (lower is better).
 * ``combined_score`` = 0.95 × hit_rate + 0.05 × (12 − min(12, seconds)) / 12.
 
-Hole closed: the output must hold exactly the input's cells — every output row, read
-through its ordering, must be one input row's multiset of (column, value) cells, each
-input row used once. Dropping, shortening or duplicating cells is ``invalid`` (score 0).
+Partial failure never pays: one call per table (that table only), each limited to
+``CASE_TIMEOUT_S``; a table whose call raised, timed out, crashed or was skipped counts
+with hit rate 0 and ``FAILED_TABLE_S`` seconds — the per-call limit, beyond the 12 s
+cap, so no successful call, however slow, adds more time than a failure. If every
+call failed, the program is ``failed`` with the first call's error.
+
+Holes closed: each call's output is parsed against an explicit schema before use
+(``{"rows": [[str]], "orderings": [[str]]}``, exactly as many rows and fields as the
+input, cells no longer than the input's longest, column names from the input; nothing
+else), and it must hold exactly the input's cells — every output row, read through its
+ordering, must be one input row's multiset of (column, value) cells, each input row used
+once. Dropping, shortening or duplicating cells, or any other contract violation, is
+``invalid`` (score 0).
 """
 
 from __future__ import annotations
@@ -19,16 +32,19 @@ from __future__ import annotations
 import bisect
 import os
 from collections import Counter
-from statistics import fmean, median
+from statistics import fmean
 
-from contextevolve.evaluation.isolation import CandidateRun
-from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
-from contextevolve.tasks.llm_sql.tables import SPECS, tables
+from contextevolve.tasks.base import Call, CallResult, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
+from contextevolve.tasks.llm_sql.tables import tables
 
-HARNESS = "contextevolve.tasks.llm_sql.harness:run"
+HARNESS = "contextevolve.tasks.llm_sql.harness"
+ENTRY = "reorder"
 CASE_TIMEOUT_S = 30.0
-REPEATS = 3
-"""Calls per table; the first call's output is graded, the median time is reported."""
+"""Wall-clock limit of the ``reorder`` call on one table, seconds (enforced by the supervisor)."""
+SECONDS_CAP = 12.0
+"""Seconds at which the speed term of the score reaches 0."""
+FAILED_TABLE_S = CASE_TIMEOUT_S
+"""Seconds a failed table counts with: the per-call limit (the worst any call can take)."""
 
 
 def prefix_hit_rate(requests: list[str]) -> float:
@@ -56,7 +72,7 @@ def prefix_hit_rate(requests: list[str]) -> float:
 
 def score(hit_rate: float, seconds: float) -> float:
     """ADRS combined score: 0.95 × hit rate + 0.05 × (12 − min(12, seconds)) / 12."""
-    return 0.95 * hit_rate + 0.05 * (12.0 - min(12.0, seconds)) / 12.0
+    return 0.95 * hit_rate + 0.05 * (SECONDS_CAP - min(SECONDS_CAP, seconds)) / SECONDS_CAP
 
 
 DESCRIPTION = """\
@@ -68,9 +84,10 @@ orderings[r] lists the original column names of out_df row r. Every input row's 
 cells must appear exactly once (no dropped, edited or duplicated cells).
 hit rate = sum over requests of the longest common character prefix with any earlier request /
 total characters. Score = 0.95 * mean hit rate over 5 tables + 0.05 * (12 - min(12, s)) / 12 where
-s = mean seconds of the reorder call; higher is better. Tables: 1200-1500 rows, 6-8 columns of
-repeated categorical values (some determined by others, e.g. a movie's director by its title)
-and long free-text columns.
+s = mean over tables of the seconds of the reorder call (until the result is read); higher is better.
+A table whose call raises or takes more than 30 s counts with hit rate 0 and 30 s. Tables: 1200-1500
+rows, 8-9 columns of repeated categorical values (some determined by others, e.g. a movie's director
+by its title) and long free-text columns.
 """
 
 
@@ -83,73 +100,128 @@ class LlmSql(Task):
     metrics = [
         MetricSpec(name="hit_rate", description="mean prefix KV-cache hit rate over the 5 tables"),
         MetricSpec(name="seconds", higher_is_better=False, worst=CASE_TIMEOUT_S,
-                   description="mean over tables of the median seconds of reorder()"),
+                   description="mean over tables of the supervisor-measured seconds of reorder()"),
     ]
     higher_is_better = True
     timeout_s = 120.0
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
     def job(self) -> EvalJob:
-        """Inputs for the child: the five tables (JSON)."""
-        return EvalJob(harness=HARNESS, payload={
-            "case_timeout_s": CASE_TIMEOUT_S, "repeats": REPEATS,
-            "tables": [{"columns": t["columns"], "rows": t["rows"]} for t in tables()]})
+        """One call per table (inputs: that table's columns and rows), each limited to ``CASE_TIMEOUT_S``."""
+        return EvalJob(harness=HARNESS, entry=ENTRY, calls=[
+            Call(fn="reorder", args={"columns": t["columns"], "rows": t["rows"]}, timeout_s=CASE_TIMEOUT_S)
+            for t in tables()])
 
     def grade_run(self, run: CandidateRun) -> Evaluation:
-        """Check the cells and recompute hit rates (see :meth:`grade`)."""
-        return self.grade(run.result, wall_s=run.seconds)
+        """Check each table's cells against our own copy and recompute the hit rates; never raises.
 
-    def grade(self, result: object, wall_s: float | None = None) -> Evaluation:
-        """Score harness output ``result`` against our own tables; never raises.
-
-        ``wall_s`` is the child process's wall clock seen by the host: call times summing to
-        more than it were not measured honestly.
+        A failed call counts with hit rate 0 and ``FAILED_TABLE_S``; output that breaks the
+        contract makes the program ``invalid``.
         """
-        cases = result.get("cases") if isinstance(result, dict) else None
-        if not isinstance(cases, list) or len(cases) != len(SPECS):
-            return self.rejected("invalid", "malformed harness output")
-        hits, secs, lines = [], [], []
-        for table, case in zip(tables(), cases):
+        ours = tables()
+        if len(run.calls) != len(ours):
+            return self.rejected("invalid", f"{len(run.calls)} results for {len(ours)} tables")
+        hits, secs, lines, errors = [], [], [], []
+        for table, call in zip(ours, run.calls):
             name = table["name"]
-            if not isinstance(case, dict):
-                return self.rejected("invalid", "malformed harness output")
-            if not case.get("ok"):
-                return self.rejected("failed", f"table {name}: {case.get('error', 'failed')}")
-            if "bad" in case:
-                return self.rejected("invalid", f"table {name}: {case['bad']}")
-            problem = _cells_problem(table, case.get("rows"), case.get("orderings"))
-            if problem:
-                return self.rejected("invalid", f"table {name}: {problem}")
-            times = case.get("seconds")
-            if not (isinstance(times, list) and times and all(isinstance(t, (int, float)) and t >= 0 for t in times)):
-                return self.rejected("invalid", "malformed harness output")
-            hit = prefix_hit_rate(["".join(row) for row in case["rows"]])
+            if call.status != "ok":
+                errors.append(f"table {name}: {call.status}: {str(call.error)[:200]} "
+                              f"(counted as hit rate 0, {FAILED_TABLE_S:g} s)")
+                hits.append(0.0)
+                secs.append(FAILED_TABLE_S)
+                continue
+            try:
+                rows = _parse_output(table, call)
+            except _Invalid as exc:
+                return self.rejected("invalid", f"table {name}: {exc}")
+            hit = prefix_hit_rate(["".join(row) for row in rows])
             hits.append(hit)
-            secs.append(float(median(times)))
-            lines.append(f"{name}: hit rate {hit:.4f}, {secs[-1]:.3f} s")
-        reported = sum(sum(c["seconds"]) for c in cases)
-        if wall_s is not None and reported > wall_s:
-            return self.rejected("invalid", f"reported call times ({reported:.2f} s) exceed the process's "
-                                 f"wall clock ({wall_s:.2f} s)")
+            secs.append(call.seconds)
+            lines.append(f"{name}: hit rate {hit:.4f}, {call.seconds:.3f} s")
+        if not lines:
+            return self.rejected("failed", f"every table failed; first: {errors[0]}",
+                                 diagnostics="\n".join(errors[:3]))
         hit_rate, seconds = fmean(hits), fmean(secs)
         return Evaluation(status="ok", metrics={"hit_rate": hit_rate, "seconds": seconds},
-                          combined_score=score(hit_rate, seconds), diagnostics="\n".join(lines))
+                          combined_score=score(hit_rate, seconds), diagnostics="\n".join(lines + errors[:2]))
 
 
-def _cells_problem(table: dict, rows: object, orderings: object) -> str:
-    """Why the output does not hold exactly the input's cells; empty when it does."""
+class _Invalid(Exception):
+    """A contract violation found while grading; its message is the reason."""
+
+
+def _parse_output(table: dict, call: CallResult) -> list[list[str]]:
+    """The output rows of one call, checked against the schema and the input's cells; raises :class:`_Invalid`.
+
+    Schema: ``{"rows": [[str, ...], ...], "orderings": [[str, ...], ...]}`` with exactly as
+    many rows as the input, each row and ordering exactly as many fields as the input has
+    columns, cells no longer than the input's longest; or the harness's ``{"bad": str}``.
+    """
+    value = call.value
+    if not isinstance(value, dict):
+        raise _Invalid(f"malformed output: {type(value).__name__}, expected an object with rows and orderings")
+    if set(value) == {"bad"} and isinstance(value["bad"], str):
+        raise _Invalid(value["bad"][:200])
+    if set(value) != {"rows", "orderings"}:
+        raise _Invalid(f"malformed output: keys {sorted(str(k)[:20] for k in value)[:5]}, expected rows and "
+                       "orderings")
+    rows, orderings = value["rows"], value["orderings"]
+    for what, x in (("rows", rows), ("orderings", orderings)):
+        if not isinstance(x, list):
+            raise _Invalid(f"{what} is {type(x).__name__}, expected a list")
+    n_rows = len(table["rows"])
+    if len(rows) != n_rows or len(orderings) != n_rows:
+        raise _Invalid(f"{len(rows)} output rows and {len(orderings)} orderings for {n_rows} input rows")
+    problem = (_fields_problem(table, orderings, "ordering") or _fields_problem(table, rows, "row")
+               or _cells_problem(table, rows, orderings))
+    if problem:
+        raise _Invalid(problem)
+    return rows
+
+
+def _fields_problem(table: dict, rows: list, what: str) -> str:
+    """Why an entry of ``rows`` (``what``: ``"row"`` or ``"ordering"``) is not a list of one str per column,
+    each no longer than the input's longest cell; empty when none is.
+
+    Sizes are checked before items are read, types before anything is hashed or compared.
+    """
+    n_cols, longest = len(table["columns"]), _longest_cell(table["name"])
+    for r, row in enumerate(rows):
+        if not isinstance(row, list):
+            return f"output row {r}: {what} is {type(row).__name__}, expected a list of str"
+        if len(row) != n_cols:
+            return (f"output row {r}: ordering is not a permutation of the columns ({len(row)} names for {n_cols})"
+                    if what == "ordering" else f"output row {r}: {len(row)} values for {n_cols} columns")
+        for cell in row:
+            if type(cell) is not str:
+                return f"output row {r}: {what} holds {type(cell).__name__}, expected str"
+            if len(cell) > longest:
+                return f"output row {r}: a string of {len(cell)} characters, longer than any input cell"
+    return ""
+
+
+_LONGEST: dict[str, int] = {}
+
+
+def _longest_cell(name: str) -> int:
+    """Length of the longest cell or column name of table ``name`` (cached)."""
+    if name not in _LONGEST:
+        table = next(t for t in tables() if t["name"] == name)
+        _LONGEST[name] = max(len(c) for c in [*table["columns"], *(c for row in table["rows"] for c in row)])
+    return _LONGEST[name]
+
+
+def _cells_problem(table: dict, rows: list[list[str]], orderings: list[list[str]]) -> str:
+    """Why the output does not hold exactly the input's cells; empty when it does.
+
+    ``rows`` and ``orderings`` have passed :func:`_fields_problem` (lists of strs of the input's shape).
+    """
     columns = table["columns"]
-    if not isinstance(rows, list) or not isinstance(orderings, list):
-        return "missing rows or orderings"
-    if len(rows) != len(table["rows"]) or len(orderings) != len(rows):
-        return f"{len(rows)} output rows and {len(orderings)} orderings for {len(table['rows'])} input rows"
     position = {c: i for i, c in enumerate(columns)}
     produced = Counter()
     for r, (row, order) in enumerate(zip(rows, orderings)):
-        if not isinstance(row, list) or not isinstance(order, list) or len(order) != len(row):
-            return f"output row {r}: values and ordering differ in length"
-        if len(order) != len(columns) or sorted(order, key=lambda c: position.get(c, -1)) != columns:
-            return f"output row {r}: ordering {order[:8]} is not a permutation of the columns"
+        if sorted(order, key=lambda c: position.get(c, -1)) != columns:
+            return f"output row {r}: ordering {str(order[:8])[:120]} is not a permutation of the columns"
         canonical = [""] * len(columns)
         for name, value in zip(order, row):
             canonical[position[name]] = value

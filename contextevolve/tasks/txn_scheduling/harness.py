@@ -1,14 +1,18 @@
-"""Runs inside the candidate's child process: hand each workload to ``get_best_schedule`` and serialise the order.
+"""Untrusted side of Transaction Scheduling: hand one workload to ``get_best_schedule``, serialise the order.
 
-Only stdlib imports. The candidate's claimed cost is recorded but never used: the
-grader recomputes the makespan from the returned order with its own workloads.
+Runs in the sandbox's runner process, next to the candidate (which can replace any of
+it: the grader trusts nothing here but checks the output). Imports only the stdlib and
+:mod:`contextevolve.tasks.txn_scheduling.simulator` (staged into the sandbox by the
+task's ``EvalJob.modules``). Nothing is timed here — the supervisor times each call — and
+the candidate's exceptions propagate (the call fails). The candidate's claimed cost is
+passed on but never used: the grader recomputes the makespan from the returned order with
+its own copy of the workload.
 """
 
 from __future__ import annotations
 
-from time import perf_counter  # bound before the candidate is imported: patching time.perf_counter cannot fake speed
+from itertools import islice
 
-from contextevolve.evaluation.time_limit import CaseTimeout, time_limit
 from contextevolve.tasks.txn_scheduling.simulator import ScheduleState, makespan
 
 
@@ -33,43 +37,37 @@ class Workload:
         return ScheduleState()
 
 
-def _order_of(value) -> dict:
-    """Serialise the candidate's return value ``(cost, order)`` without trusting its types."""
+def _describe(obj) -> str:
+    return f"{type(obj).__name__} {str(obj)[:40]}"
+
+
+def _order_of(value, num_txns: int) -> dict:
+    """Serialise the candidate's return value ``(cost, order)`` without trusting its types.
+
+    At most ``num_txns + 1`` entries of the order are read (enough for the grader to see a
+    too-long order); the claimed cost is kept only when it is a plain int or float.
+    """
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         return {"bad": f"returned {type(value).__name__}, expected (cost, order)"}
     try:
-        items = list(value[1])
+        items = list(islice(iter(value[1]), num_txns + 1))
     except TypeError:
         return {"bad": f"order is {type(value[1]).__name__}, expected a list of ints"}
-    if any(type(i) is not int for i in items):
-        bad = next(i for i in items if type(i) is not int)
-        return {"bad": f"order holds {type(bad).__name__} {str(bad)[:40]}, expected ints"}
-    claimed = value[0] if isinstance(value[0], (int, float)) and not isinstance(value[0], bool) else None
+    bad = [i for i in items if type(i) is not int][:1]
+    if bad:
+        return {"bad": f"order holds {_describe(bad[0])}, expected ints"}
+    claimed = value[0]
+    if type(claimed) not in (int, float) or claimed != claimed or abs(claimed) > 1e15:
+        claimed = None  # not a plain finite number (JSON could not carry it, or it is absurd)
     return {"order": items, "claimed_cost": claimed}
 
 
-def run(candidate, payload: dict) -> dict:
-    """Call ``candidate.get_best_schedule(workload, num_seqs)`` on every workload of ``payload``.
+def schedule(candidate, args: dict, blobs: dict) -> tuple[dict, dict]:  # noqa: ARG001 - no binary inputs
+    """Call ``candidate.get_best_schedule(workload, num_seqs)`` on one workload.
 
-    Payload: ``{"case_timeout_s": float, "num_seqs": int, "workloads": [[[op, key], ...], ...]}``.
-    Returns ``{"cases": [{"ok": True, "seconds": s, "order": [int] | "bad": str, "claimed_cost": x}
-    | {"ok": False, "error": str}]}``.
+    Args: ``{"num_seqs": int, "txns": [[[op, key], ...], ...]}`` (this workload's transactions only).
+    Returns ``({"order": [int], "claimed_cost": number | None} | {"bad": str}, {})``.
     """
-    fn = getattr(candidate, "get_best_schedule", None)
-    if not callable(fn):
-        raise AttributeError("the program defines no function get_best_schedule(workload, num_seqs)")
-    out = []
-    for txns in payload["workloads"]:
-        workload = Workload(txns)
-        start = perf_counter()
-        try:
-            with time_limit(payload["case_timeout_s"]):
-                value = fn(workload, payload["num_seqs"])
-        except CaseTimeout:
-            out.append({"ok": False, "error": f"exceeded {payload['case_timeout_s']:g} s"})
-            continue
-        except Exception as exc:  # noqa: BLE001 - the candidate's failure, recorded per workload
-            out.append({"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
-            continue
-        out.append({"ok": True, "seconds": perf_counter() - start, **_order_of(value)})
-    return {"cases": out}
+    workload = Workload(args["txns"])
+    value = candidate.get_best_schedule(workload, args["num_seqs"])
+    return _order_of(value, workload.num_txns), {}

@@ -4,32 +4,50 @@ Metrics (ADRS txn_scheduling, DESIGN.md §6):
 
 * ``makespan``: total over the three workloads of the makespan (time steps) of the
   returned order, recomputed here with :func:`simulator.makespan` on our own copy of
-  the workloads (lower is better). A workload whose call raised or ran out of time
-  counts with its serial makespan (all transactions back to back), the worst order.
-* ``validity``: fraction of workloads that returned an order in time.
+  the workloads (lower is better).
+* ``validity``: fraction of the three workloads whose call returned an order (within its
+  10 s limit, ``CASE_TIMEOUT_S``, timed by the sandbox's supervisor).
 * ``combined_score`` = validity × 1000 / (1 + makespan) × 1000 (ADRS's formula; the
   paper's "score ≈ 1000 / makespan" with makespans in thousands).
 
-Holes closed: the candidate's claimed cost is ignored, and every returned order must be
-a true permutation of the workload's transaction indices (ints, each exactly once);
-anything else makes the whole program ``invalid`` with score 0.
+Partial failure never pays: one call per workload (its transactions only); a workload
+whose call raised, timed out, crashed or was skipped counts with its serial makespan (all
+its transactions back to back, the sum of their lengths — no order can be worse) *and*
+lowers validity by 1/3, so the combined score drops through both factors. If every call
+failed, the program is ``failed`` with the first call's error.
+
+Holes closed: the candidate's claimed cost is ignored; each call's output is parsed
+against an explicit schema before use (``{"order": [int, ...] (at most num_txns entries),
+"claimed_cost": number | None}``; nothing else), and every returned order must be a true
+permutation of the workload's transaction indices (ints, each exactly once). Anything
+else makes the whole program ``invalid`` with score 0.
 """
 
 from __future__ import annotations
 
-from contextevolve.evaluation.isolation import CandidateRun
-from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
+import math
+
+from contextevolve.tasks.base import Call, CallResult, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
 from contextevolve.tasks.txn_scheduling.simulator import makespan
 from contextevolve.tasks.txn_scheduling.workloads import SPECS, workloads
 
-HARNESS = "contextevolve.tasks.txn_scheduling.harness:run"
+HARNESS = "contextevolve.tasks.txn_scheduling.harness"
+SIMULATOR = "contextevolve.tasks.txn_scheduling.simulator"
+"""Imported by the harness (so staged into the sandbox); nothing else of the package is."""
+ENTRY = "get_best_schedule"
 CASE_TIMEOUT_S = 10.0
 NUM_SEQS = 10
+_ORDER_KEYS = frozenset({"order", "claimed_cost"})
 
 
 def serial_makespan() -> int:
     """Makespan when no two transactions overlap: the sum of all transaction lengths."""
-    return sum(len(t) for w in workloads() for t in w)
+    return sum(workload_serial_makespan(w) for w in workloads())
+
+
+def workload_serial_makespan(txns) -> int:
+    """The worst makespan of one workload: its transactions one after another (sum of their lengths)."""
+    return sum(len(t) for t in txns)
 
 
 def score(total_makespan: float, validity: float) -> float:
@@ -48,7 +66,9 @@ of its operations comes strictly after all conflicting operations of transaction
 `workload.makespan(order)`; `workload.new_state()` gives an incremental schedule with
 `cost_if_placed(txn)`, `earliest_start(txn)`, `place(txn)` and `.makespan`. num_seqs={NUM_SEQS} is a hint for
 the number of restarts. Three workloads (hot keys: Zipf-skewed keys, 15-50% writes).
-Score = 1e6 / (1 + total makespan over the 3 workloads); higher is better. Keep each call < {CASE_TIMEOUT_S:g} s.
+Score = validity * 1e6 / (1 + total makespan over the 3 workloads); higher is better. validity = fraction
+of workloads scheduled; a workload whose call raises or takes more than {CASE_TIMEOUT_S:g} s counts with its serial
+makespan (all transactions back to back) and lowers validity. Keep each call < {CASE_TIMEOUT_S:g} s.
 """
 
 
@@ -70,42 +90,36 @@ class TxnScheduling(Task):
         ]
 
     def job(self) -> EvalJob:
-        """Inputs for the child: the three workloads (JSON)."""
-        loads = workloads()
-        return EvalJob(harness=HARNESS, payload={
-            "case_timeout_s": CASE_TIMEOUT_S, "num_seqs": NUM_SEQS,
-            "workloads": [[[list(op) for op in txn] for txn in w] for w in loads]})
+        """One call per workload (inputs: that workload's transactions and ``num_seqs``), 10 s each."""
+        return EvalJob(harness=HARNESS, entry=ENTRY, modules=[SIMULATOR], calls=[
+            Call(fn="schedule", args={"num_seqs": NUM_SEQS, "txns": [[list(op) for op in txn] for txn in w]},
+                 timeout_s=CASE_TIMEOUT_S) for w in workloads()])
 
     def grade_run(self, run: CandidateRun) -> Evaluation:
-        """Recompute the makespans of the returned orders (see :meth:`grade`)."""
-        return self.grade(run.result)
+        """Recompute the makespans of the returned orders with our own workloads; never raises.
 
-    def grade(self, result: object) -> Evaluation:
-        """Score harness output ``result`` against our own workloads; never raises."""
+        A failed call counts with its workload's serial makespan and lowers validity; output
+        that breaks the contract makes the program ``invalid``.
+        """
         loads = workloads()
-        cases = result.get("cases") if isinstance(result, dict) else None
-        if not isinstance(cases, list) or len(cases) != len(loads):
-            return self.rejected("invalid", "malformed harness output")
+        if len(run.calls) != len(loads):
+            return self.rejected("invalid", f"{len(run.calls)} results for {len(loads)} workloads")
         total, valid, lines, errors = 0, 0, [], []
-        for spec, txns, case in zip(SPECS, loads, cases):
-            if not isinstance(case, dict):
-                return self.rejected("invalid", "malformed harness output")
-            if not case.get("ok"):
-                errors.append(f"{spec.name}: {case.get('error', 'failed')}")
-                total += sum(len(t) for t in txns)
+        for spec, txns, call in zip(SPECS, loads, run.calls):
+            if call.status != "ok":
+                errors.append(f"{spec.name}: {call.status}: {str(call.error)[:200]} "
+                              f"(counted at its serial makespan {workload_serial_makespan(txns)})")
+                total += workload_serial_makespan(txns)
                 continue
-            if "bad" in case:
-                return self.rejected("invalid", f"{spec.name}: {case['bad']}")
-            order = case.get("order")
-            problem = _permutation_problem(order, len(txns))
-            if problem:
-                return self.rejected("invalid", f"{spec.name}: {problem}")
+            try:
+                order, claimed = _parse_output(call, len(txns))
+            except _Invalid as exc:
+                return self.rejected("invalid", f"{spec.name}: {exc}")
             cost = makespan(txns, order)
             total += cost
             valid += 1
-            claimed = case.get("claimed_cost")
-            note = "" if claimed == cost else f" (program claimed {claimed})"
-            lines.append(f"{spec.name}: makespan {cost}{note}, {case.get('seconds', 0):.2f} s")
+            note = "" if claimed == cost else f" (program claimed {'nothing usable' if claimed is None else claimed})"
+            lines.append(f"{spec.name}: makespan {cost}{note}, {call.seconds:.2f} s")
         if not valid:
             return self.rejected("failed", f"every workload failed; first: {errors[0]}",
                                  diagnostics="\n".join(errors[:3]))
@@ -115,16 +129,55 @@ class TxnScheduling(Task):
                           diagnostics="\n".join(lines + errors[:2]))
 
 
+class _Invalid(Exception):
+    """A contract violation found while grading; its message is the reason."""
+
+
+def _parse_output(call: CallResult, n: int) -> tuple[list[int], int | float | None]:
+    """``(order, claimed cost)`` of one call's value, checked against the schema; raises :class:`_Invalid`.
+
+    Schema: ``{"order": [int, ...], "claimed_cost": int | float | None}`` (``claimed_cost``
+    optional), the order a permutation of ``range(n)``; or the harness's ``{"bad": str}``.
+    """
+    value = call.value
+    if not isinstance(value, dict):
+        raise _Invalid(f"malformed output: {type(value).__name__}, expected an object with an order")
+    if set(value) == {"bad"} and isinstance(value["bad"], str):
+        raise _Invalid(value["bad"][:200])
+    if "order" not in value or not set(value) <= _ORDER_KEYS:
+        raise _Invalid(f"malformed output: keys {sorted(str(k)[:20] for k in value)[:5]}, expected order "
+                       "and claimed_cost")
+    order = value["order"]
+    problem = _permutation_problem(order, n)
+    if problem:
+        raise _Invalid(problem)
+    return order, _plain_number(value.get("claimed_cost"))
+
+
+def _plain_number(x: object) -> int | float | None:
+    """``x`` when it is an int or a finite float of magnitude at most 1e15 (shown in diagnostics), else None."""
+    if type(x) is int:
+        return x if abs(x) <= 10**15 else None
+    if type(x) is float:
+        return x if math.isfinite(x) and abs(x) <= 1e15 else None
+    return None
+
+
 def _permutation_problem(order: object, n: int) -> str:
-    """Why ``order`` is not a permutation of ``range(n)``; empty when it is."""
-    if not isinstance(order, list) or any(type(i) is not int for i in order):
+    """Why ``order`` is not a permutation of ``range(n)``; empty when it is (length checked before the items)."""
+    if not isinstance(order, list):
         return "order is not a list of ints"
+    if len(order) > n:
+        return f"order has more than {n} entries for {n} transactions"
+    if any(type(i) is not int for i in order):
+        return "order holds something other than ints, expected ints"
     if len(order) != n:
         return f"order has {len(order)} entries for {n} transactions"
     seen = set()
     for i in order:
         if not 0 <= i < n:
-            return f"order holds {i}, not a transaction index (0..{n - 1})"
+            shown = i if abs(i) < 10**9 else "a huge int"
+            return f"order holds {shown}, not a transaction index (0..{n - 1})"
         if i in seen:
             return f"transaction {i} scheduled twice"
         seen.add(i)
