@@ -168,7 +168,7 @@ def _environment(work: Path, lib: Path, token: str) -> dict[str, str]:
 #: Modules of this package the supervisor and runner need besides the task's harness.
 _SANDBOX_MODULES = ("contextevolve.evaluation.protocol", "contextevolve.evaluation.supervisor",
                     "contextevolve.evaluation.runner", "contextevolve.evaluation.landlock",
-                    "contextevolve.evaluation.privileges", "contextevolve.evaluation.time_limit")
+                    "contextevolve.evaluation.privileges")
 
 
 def _stage_modules(lib: Path, modules: Sequence[str]) -> Path:

@@ -1,54 +1,46 @@
-"""Runs inside the candidate's child process: call ``rebalance_experts`` per window, time it, save the maps.
+"""Untrusted side of EPLB: one ``rebalance_experts`` call per request, its maps serialised.
 
-The load windows arrive as ``windows.npy`` (a private copy); the three returned tensors
-of window ``i`` leave as ``phy2log_i.npy``, ``log2phy_i.npy`` and ``logcnt_i.npy`` (plain
-integer arrays, no pickles). Only the rebalance call is timed.
+Runs in the sandbox's runner process, next to the candidate (which can replace any of it:
+the grader trusts nothing here but checks the output). Imports only numpy and torch
+(torch at import, so its import cost is not part of any timed call). Nothing here times
+anything — the supervisor times each call, including the conversion of the returned
+tensors to ``.npy`` bytes done below (lazy work is counted) — and exceptions propagate
+(the call fails).
 """
 
 from __future__ import annotations
 
-from time import perf_counter  # bound before the candidate is imported: patching time.perf_counter cannot fake speed
+import io
 
-from contextevolve.evaluation.time_limit import CaseTimeout, time_limit
+import numpy as np
+import torch
+
+OUTPUTS = ("phy2log", "log2phy", "logcnt")
+"""The three returned maps, in order; each leaves as ``<name>.npy``."""
 
 
-def output_names(i: int) -> tuple[str, str, str]:
-    """Files holding the maps computed on window ``i``."""
-    return f"phy2log_{i}.npy", f"log2phy_{i}.npy", f"logcnt_{i}.npy"
+def _npy(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    return buf.getvalue()
 
 
-def run(candidate, payload: dict) -> dict:
-    """Rebalance on every window but the last (after one untimed warm-up call).
+def rebalance(candidate, args: dict, blobs: dict) -> tuple[dict, dict]:
+    """Call ``candidate.rebalance_experts`` on one window of load.
 
-    Payload: ``{"case_timeout_s": float, "num_replicas", "num_groups", "num_nodes", "num_gpus": int}``.
-    Returns ``{"seconds": [s per window], "bad": str (only when an output is not a tensor triple)}``.
+    Args: ``{"num_replicas", "num_groups", "num_nodes", "num_gpus": int}``; blobs:
+    ``{"weight.npy": int64 [layers, experts]}`` (this window only).
+    Returns ``({}, {"phy2log.npy", "log2phy.npy", "logcnt.npy"})``, or ``({"bad": why}, {})``
+    when the result is not a triple of torch tensors.
     """
-    import numpy as np
-    import torch
-
-    fn = getattr(candidate, "rebalance_experts", None)
-    if not callable(fn):
-        raise AttributeError("the program defines no function rebalance_experts(weight, num_replicas, "
-                             "num_groups, num_nodes, num_gpus)")
-    windows = np.load("windows.npy", allow_pickle=False)
-    args = (payload["num_replicas"], payload["num_groups"], payload["num_nodes"], payload["num_gpus"])
-    seconds = []
-    for i in range(-1, len(windows) - 1):
-        weight = torch.from_numpy(windows[max(i, 0)].copy())
-        try:
-            with time_limit(payload["case_timeout_s"]):
-                start = perf_counter()
-                value = fn(weight, *args)
-                elapsed = perf_counter() - start
-        except CaseTimeout:
-            raise TimeoutError(f"a rebalance call exceeded {payload['case_timeout_s']:g} s") from None
-        if i < 0:
-            continue  # warm-up
-        seconds.append(elapsed)
-        if not isinstance(value, (tuple, list)) or len(value) != 3:
-            return {"seconds": seconds, "bad": f"returned {type(value).__name__}, expected (phy2log, log2phy, logcnt)"}
-        for name, tensor in zip(output_names(i), value):
-            if not isinstance(tensor, torch.Tensor):
-                return {"seconds": seconds, "bad": f"{name[:-6]} is {type(tensor).__name__}, expected a torch tensor"}
-            np.save(name, tensor.detach().cpu().numpy(), allow_pickle=False)
-    return {"seconds": seconds}
+    weight = torch.from_numpy(np.load(io.BytesIO(blobs["weight.npy"]), allow_pickle=False))
+    value = candidate.rebalance_experts(weight, args["num_replicas"], args["num_groups"], args["num_nodes"],
+                                        args["num_gpus"])
+    if not isinstance(value, (tuple, list)) or len(value) != 3:
+        return {"bad": f"returned {type(value).__name__}, expected (phy2log, log2phy, logcnt)"}, {}
+    out = {}
+    for name, tensor in zip(OUTPUTS, value):
+        if not isinstance(tensor, torch.Tensor):
+            return {"bad": f"{name} is {type(tensor).__name__}, expected a torch tensor"}, {}
+        out[f"{name}.npy"] = _npy(tensor.detach().cpu().numpy())
+    return {}, out

@@ -6,7 +6,8 @@ Metrics (ADRS eplb, DESIGN.md §6):
   logical expert's load is split evenly over its replicas; per layer the physical slots'
   loads give mean and max, and balancedness = Σ_layers mean / Σ_layers max (1 is
   perfect), averaged over the window pairs.
-* ``speed`` = min(1, 0.02 / median seconds of the rebalance call), timing only the call
+* ``speed`` = min(1, 0.02 / median seconds of the rebalance call), each call timed by the
+  sandbox's supervisor from sending the window to the last byte of the serialised maps
   (ADRS times its simulator too; the cap at 1 is ours, so that a trivially fast but
   poorly balanced mapping cannot win on speed alone).
 * ``combined_score`` = (balancedness + 0.1 × speed) / 2. ADRS uses (balancedness +
@@ -15,28 +16,43 @@ Metrics (ADRS eplb, DESIGN.md §6):
   reproduces its Table 1 LB scores from its own columns (bal 0.25, speed 0.20 → 0.13;
   0.34, 0.65 → 0.20; 0.24, 0.43 → 0.14; 0.25, 0.45 → 0.15).
 
-Holes closed: outputs are checked with our own copy of the loads — every logical expert
-has at least one replica, exactly ``num_replicas`` slots per layer, logcnt equals the
-replica count in phy2log, log2phy lists exactly each expert's slots (padded with −1),
-every slot once; slots are spread evenly over GPUs by layout (slot p on GPU
-p // (num_replicas / num_gpus), so each GPU holds the same number).
+Calls (issue 9): first one warm-up call on a synthetic load that is none of the windows
+(torch's first call is slow; its output is not graded and its time not counted), then one
+call per window i < last, whose only input is window i — never the window it is scored
+on. A window whose call failed (raised, timed out after ``CASE_TIMEOUT_S``, crashed)
+counts with balancedness 0 for its pair and the call's time limit as its time, so giving
+up on a hard window never pays; if every window's call failed the program is ``failed``.
+
+Holes closed: outputs are parsed as ``.npy`` against a strict spec (integer dtype, exact
+shapes, declared size = bytes present) and checked with our own copy of the loads —
+every logical expert has at least one replica, exactly ``num_replicas`` slots per layer,
+logcnt equals the replica count in phy2log, log2phy lists exactly each expert's slots
+(padded with −1), every slot once; slots are spread evenly over GPUs by layout (slot p on
+GPU p // (num_replicas / num_gpus), so each GPU holds the same number). Any violation, or
+a returned value other than the expected JSON shape, makes the program ``invalid``.
 """
 
 from __future__ import annotations
 
-import io
 from statistics import fmean, median
 
 import numpy as np
 
-from contextevolve.evaluation.isolation import CandidateRun
-from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
-from contextevolve.tasks.eplb.harness import output_names
+from contextevolve.evaluation.arrays import ArraySpec, parse_npy
+from contextevolve.tasks.base import Call, CallResult, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
 from contextevolve.tasks.eplb.traces import (NUM_EXPERTS, NUM_GPUS, NUM_GROUPS, NUM_LAYERS, NUM_NODES,
-                                             NUM_REPLICAS, load_windows, windows_npy)
+                                             NUM_REPLICAS, load_windows, warmup_npy, window_npy)
 
-HARNESS = "contextevolve.tasks.eplb.harness:run"
+HARNESS = "contextevolve.tasks.eplb.harness"
+ENTRY = "rebalance_experts"
 CASE_TIMEOUT_S = 20.0
+"""Limit of one rebalance call, seconds (enforced by the supervisor); a failed call counts this long."""
+WARMUP_CALLS = 1
+"""Calls before the scored ones (a synthetic load; not graded, not timed)."""
+OUTPUT_SPECS = (ArraySpec("phy2log", "iu", (NUM_LAYERS, NUM_REPLICAS)),
+                ArraySpec("log2phy", "iu", (NUM_LAYERS, NUM_EXPERTS, (1, NUM_REPLICAS))),
+                ArraySpec("logcnt", "iu", (NUM_LAYERS, NUM_EXPERTS)))
+"""What each returned map must be (``<name>.npy`` among the call's output blobs)."""
 
 
 def score(balancedness: float, speed: float) -> float:
@@ -97,11 +113,38 @@ Implement `rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gp
 (phy2log, log2phy, logcnt)` with torch int64 tensors: weight [layers, experts] is the token load per
 logical expert; phy2log [layers, num_replicas] the logical expert in each slot; log2phy [layers, experts, X]
 the slots of each expert padded with -1; logcnt [layers, experts] replicas per expert (every expert >= 1).
-The mapping computed on one window of load is scored on the next window: each expert's load splits
-evenly over its replicas; balancedness = sum over layers of mean slot load / sum of max slot load.
+Each call gets one window of load; its mapping is scored on the next window, which it never sees: each
+expert's load splits evenly over its replicas; balancedness = sum over layers of mean slot load / sum of max slot load.
 speed = min(1, 0.02 / median seconds of the call). Score = (balancedness + 0.1 * speed) / 2; higher
-is better. Loads are skewed (Zipf-like), drift over time and burst. Keep each call well under {CASE_TIMEOUT_S:g} s.
+is better. Loads are skewed (Zipf-like), drift over time and burst. Keep each call well under {CASE_TIMEOUT_S:g} s:
+a call that raises or overruns counts with balancedness 0 and {CASE_TIMEOUT_S:g} s.
 """
+
+
+class _Invalid(Exception):
+    """A contract violation found while grading; its message is the reason."""
+
+
+def _window_maps(index: int, call: CallResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The three maps one successful call returned, parsed and checked; raises :class:`_Invalid`."""
+    value = call.value
+    if not isinstance(value, dict) or not set(value) <= {"bad"}:
+        keys = sorted(map(str, value))[:5] if isinstance(value, dict) else type(value).__name__
+        raise _Invalid(f"window {index}: malformed harness output ({keys})")
+    if "bad" in value:
+        raise _Invalid(f"window {index}: {str(value['bad'])[:300]}")
+    expected = {f"{spec.name}.npy" for spec in OUTPUT_SPECS}
+    if set(call.blobs) != expected:
+        raise _Invalid(f"window {index}: expected output arrays {sorted(expected)}, got "
+                       f"{sorted(str(n)[:40] for n in call.blobs)[:6]}")
+    try:
+        maps = tuple(parse_npy(call.blobs[f"{spec.name}.npy"], spec) for spec in OUTPUT_SPECS)
+    except ValueError as exc:
+        raise _Invalid(f"window {index}: {exc}") from None
+    problem = check_maps(*maps)
+    if problem:
+        raise _Invalid(f"window {index}: {problem}")
+    return maps
 
 
 class Eplb(Task):
@@ -119,49 +162,47 @@ class Eplb(Task):
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
     def job(self) -> EvalJob:
-        """Inputs for the child: the load windows as .npy; outputs: the maps of every window but the last."""
-        windows = load_windows()
-        payload = {"case_timeout_s": CASE_TIMEOUT_S, "num_replicas": NUM_REPLICAS, "num_groups": NUM_GROUPS,
-                   "num_nodes": NUM_NODES, "num_gpus": NUM_GPUS}
-        collect = [name for i in range(len(windows) - 1) for name in output_names(i)]
-        return EvalJob(harness=HARNESS, payload=payload, inputs={"windows.npy": windows_npy()}, collect=collect)
+        """A warm-up call on a synthetic load, then one call per window but the last (input: that window only)."""
+        args = {"num_replicas": NUM_REPLICAS, "num_groups": NUM_GROUPS, "num_nodes": NUM_NODES, "num_gpus": NUM_GPUS}
+        windows = len(load_windows())
+        warmup = [Call(fn="rebalance", args=args, blobs={"weight.npy": warmup_npy()}, timeout_s=CASE_TIMEOUT_S)]
+        return EvalJob(harness=HARNESS, entry=ENTRY, calls=warmup + [
+            Call(fn="rebalance", args=args, blobs={"weight.npy": window_npy(i)}, timeout_s=CASE_TIMEOUT_S)
+            for i in range(windows - 1)])
 
     def grade_run(self, run: CandidateRun) -> Evaluation:
-        """Validate and score the returned maps (see :meth:`grade`)."""
-        return self.grade(run.result, run.files or {}, wall_s=run.seconds)
-
-    def grade(self, result: object, files: dict[str, bytes], wall_s: float | None = None) -> Evaluation:
-        """Score the harness's timings and output arrays against our own load windows; never raises.
-
-        ``wall_s`` is the child process's wall clock seen by the host: call times summing to
-        more than it were not measured honestly.
-        """
+        """Score the returned maps against our own load windows, the calls' times as the supervisor measured
+        them; never raises. The warm-up call is ignored; a failed window counts at its worst (module doc)."""
         windows = load_windows()
-        if not isinstance(result, dict):
-            return self.rejected("invalid", "malformed harness output")
-        if "bad" in result:
-            return self.rejected("invalid", str(result["bad"])[:300])
-        times = result.get("seconds")
-        if not (isinstance(times, list) and len(times) == len(windows) - 1
-                and all(isinstance(t, (int, float)) and t >= 0 for t in times)):
-            return self.rejected("invalid", "malformed harness output")
-        if wall_s is not None and sum(times) > wall_s:
-            return self.rejected("invalid", f"reported call times ({sum(times):.2f} s) exceed the process's "
-                                 f"wall clock ({wall_s:.2f} s)")
-        scores = []
-        for i in range(len(windows) - 1):
-            try:
-                arrays = [np.load(io.BytesIO(files[name]), allow_pickle=False) for name in output_names(i)]
-            except (KeyError, ValueError, OSError, EOFError) as exc:
-                return self.rejected("invalid", f"window {i}: unreadable output ({type(exc).__name__})")
-            problem = check_maps(*arrays)
-            if problem:
-                return self.rejected("invalid", f"window {i}: {problem}")
-            scores.append(balancedness(windows[i + 1], arrays[0], arrays[2]))
+        if len(run.calls) != WARMUP_CALLS + len(windows) - 1:
+            return self.rejected("invalid", f"the sandbox reported {len(run.calls)} calls, expected "
+                                 f"{WARMUP_CALLS + len(windows) - 1}")
+        calls = run.calls[WARMUP_CALLS:]
+        scores: list[float] = []
+        times: list[float] = []
+        errors: list[str] = []
+        try:
+            for i, call in enumerate(calls):
+                if call.status != "ok":
+                    scores.append(0.0)
+                    times.append(CASE_TIMEOUT_S)
+                    errors.append(f"window {i}: {call.status}: {call.error}"[:300])
+                    continue
+                phy2log, _, logcnt = _window_maps(i, call)
+                scores.append(balancedness(windows[i + 1], phy2log, logcnt))
+                times.append(min(float(call.seconds), CASE_TIMEOUT_S))
+        except _Invalid as exc:
+            return self.rejected("invalid", str(exc), diagnostics=f"Invalid mapping: {exc}")
+        if len(errors) == len(calls):
+            first = self.call_failures(run)[0]
+            return self.rejected("failed", f"every rebalance call failed; first: {first}"[:500],
+                                 diagnostics="\n".join(errors[:3]))
         seconds = float(median(times))
         bal = fmean(scores)
         speed = min(1.0, 0.02 / seconds) if seconds > 0 else 1.0
-        return Evaluation(
-            status="ok", metrics={"balancedness": bal, "speed": speed}, combined_score=score(bal, speed),
-            diagnostics=(f"balancedness per window pair: {', '.join(f'{s:.3f}' for s in scores)}\n"
-                         f"rebalance call: median {seconds:.3f} s over {len(times)} calls"))
+        lines = [f"balancedness per window pair: {', '.join(f'{s:.3f}' for s in scores)}"
+                 + (" (a failed window counts 0)" if errors else ""),
+                 f"rebalance call: median {seconds:.3f} s over {len(times)} calls"
+                 + (f" (a failed call counts {CASE_TIMEOUT_S:g} s)" if errors else "")]
+        return Evaluation(status="ok", metrics={"balancedness": bal, "speed": speed},
+                          combined_score=score(bal, speed), diagnostics="\n".join(lines + errors[:2]))

@@ -28,6 +28,7 @@ NUM_REPLICAS, NUM_GROUPS, NUM_NODES, NUM_GPUS = 288, 8, 4, 32
 STEPS, WINDOWS = 600, 6
 TOKENS_PER_STEP = 4096 * 8
 SEED = 2025
+WARMUP_SEED = 7
 VERSION = "v2"
 
 
@@ -63,6 +64,27 @@ def load_windows() -> np.ndarray:
 
 
 @cache
-def windows_npy() -> bytes:
-    """:func:`load_windows` as ``.npy`` bytes, serialised once per process for every evaluation."""
-    return npy_bytes(load_windows())
+def window_npy(index: int) -> bytes:
+    """Window ``index`` of :func:`load_windows` as ``.npy`` bytes (the only load one scored call gets)."""
+    return npy_bytes(load_windows()[index])
+
+
+@cache
+def warmup_load() -> np.ndarray:
+    """A synthetic load for the untimed, ungraded warm-up call, int64 ``[NUM_LAYERS, NUM_EXPERTS]``.
+
+    Same shape and a similar skew as the windows but drawn from its own seed, so it is none
+    of the scored windows (remembering its answer earns nothing). Read-only.
+    """
+    rng = np.random.default_rng(WARMUP_SEED)
+    ranks = np.argsort(rng.random((NUM_LAYERS, NUM_EXPERTS)), axis=1) + 1
+    p = ranks ** -rng.uniform(0.3, 0.8, size=(NUM_LAYERS, 1))
+    load = rng.poisson(TOKENS_PER_STEP * (STEPS // WINDOWS) * p / p.sum(axis=1, keepdims=True)).astype(np.int64)
+    load.setflags(write=False)
+    return load
+
+
+@cache
+def warmup_npy() -> bytes:
+    """:func:`warmup_load` as ``.npy`` bytes."""
+    return npy_bytes(warmup_load())

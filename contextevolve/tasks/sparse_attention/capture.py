@@ -117,9 +117,14 @@ def attention_inputs() -> dict[str, np.ndarray]:
 
 
 @cache
-def input_files() -> dict[str, bytes]:
-    """:func:`attention_inputs` as ``<name>.npy`` bytes for the candidate, serialised once per process."""
-    return {f"{name}.npy": npy_bytes(arr) for name, arr in attention_inputs().items()}
+def layer_files(layer: int) -> dict[str, bytes]:
+    """The inputs of captured layer ``layer`` (index into ``LAYERS``) as ``<name>.npy`` bytes for the
+    candidate: its ``queries``, ``keys``, ``values`` and the shared ``query_positions``; serialised once
+    per process."""
+    data = attention_inputs()
+    arrays = {"queries": data["queries"][layer], "keys": data["keys"][layer], "values": data["values"][layer],
+              "query_positions": data["query_positions"]}
+    return {f"{name}.npy": npy_bytes(arr) for name, arr in arrays.items()}
 
 
 if __name__ == "__main__":

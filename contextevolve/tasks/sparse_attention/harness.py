@@ -1,45 +1,46 @@
-"""Runs inside the candidate's child process: call ``select_keys`` per layer and save its mask (and weights).
+"""Untrusted side of sparse attention: one ``select_keys`` call per request (one captured layer).
 
-Inputs arrive as private ``.npy`` copies; outputs leave as ``mask_<layer>.npy`` and, when
-the candidate returns importance weights, ``weights_<layer>.npy``. The grader computes
-density and error itself from these arrays.
+Runs in the sandbox's runner process, next to the candidate (which can replace any of it:
+the grader trusts nothing here but checks the output). Imports only numpy (a returned
+torch tensor is converted through its own methods, inside the call). Nothing here times
+anything, and exceptions propagate (the call fails). The grader computes density and
+error itself from the returned mask and weights.
 """
 
 from __future__ import annotations
 
-from contextevolve.evaluation.time_limit import CaseTimeout, time_limit
+import io
+
+import numpy as np
+
+INPUTS = ("queries", "keys", "values", "query_positions")
+"""The layer's inputs, in the order ``select_keys`` takes them; each arrives as ``<name>.npy``."""
 
 
-def output_names(layer: int) -> tuple[str, str]:
-    """Files holding the mask and the optional weights chosen for captured layer ``layer``."""
-    return f"mask_{layer}.npy", f"weights_{layer}.npy"
+def _npy(array: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(array), allow_pickle=False)
+    return buf.getvalue()
 
 
-def run(candidate, payload: dict) -> dict:
-    """Payload: ``{"case_timeout_s": float}``; inputs ``queries.npy``, ``keys.npy``, ``values.npy``,
-    ``query_positions.npy``. Returns ``{"layers": n, "weights": [bool per layer]}`` or ``{"bad": why}``."""
-    import numpy as np
+def select(candidate, args, blobs: dict) -> tuple[dict, dict]:  # noqa: ARG001 - no JSON inputs
+    """Call ``candidate.select_keys`` on one layer.
 
-    fn = getattr(candidate, "select_keys", None)
-    if not callable(fn):
-        raise AttributeError("the program defines no function select_keys(queries, keys, values, query_positions)")
-    q, k, v, pos = (np.load(f"{n}.npy", allow_pickle=False) for n in ("queries", "keys", "values", "query_positions"))
-    has_weights = []
-    for layer in range(q.shape[0]):
-        try:
-            with time_limit(payload["case_timeout_s"]):
-                value = fn(q[layer].copy(), k[layer].copy(), v[layer].copy(), pos.copy())
-        except CaseTimeout:
-            raise TimeoutError(f"select_keys exceeded {payload['case_timeout_s']:g} s on one layer") from None
-        mask, weights = (value if isinstance(value, tuple) and len(value) == 2 else (value, None))
-        mask_name, weights_name = output_names(layer)
-        for name, arr in ((mask_name, mask), (weights_name, weights)):
-            if arr is None:
-                continue
-            if hasattr(arr, "detach"):  # a torch tensor
-                arr = arr.detach().cpu().numpy()
-            if not isinstance(arr, np.ndarray):
-                return {"bad": f"{name[:-6]} is {type(arr).__name__}, expected a numpy array"}
-            np.save(name, arr, allow_pickle=False)
-        has_weights.append(weights is not None)
-    return {"layers": int(q.shape[0]), "weights": has_weights}
+    Blobs: ``queries.npy`` [H, Q, d] float32, ``keys.npy`` / ``values.npy`` [Hkv, T, d] float32,
+    ``query_positions.npy`` [Q] int64 (this layer only). Returns ``({}, {"mask.npy"[, "weights.npy"]})``,
+    or ``({"bad": why}, {})`` when the mask or the weights are not arrays.
+    """
+    inputs = [np.load(io.BytesIO(blobs[f"{name}.npy"]), allow_pickle=False) for name in INPUTS]
+    value = candidate.select_keys(*inputs)
+    mask, weights = value if isinstance(value, tuple) and len(value) == 2 else (value, None)
+    out = {}
+    for name, arr in (("mask", mask), ("weights", weights)):
+        if arr is None and name == "weights":
+            continue
+        if hasattr(arr, "detach"):  # a torch tensor
+            arr = arr.detach().cpu().numpy()
+        if not isinstance(arr, np.ndarray) or arr.dtype.hasobject:
+            what = f"an array of {arr.dtype}" if isinstance(arr, np.ndarray) else type(arr).__name__
+            return {"bad": f"{name} is {what}, expected a numpy array"}, {}
+        out[f"{name}.npy"] = _npy(arr)
+    return {}, out

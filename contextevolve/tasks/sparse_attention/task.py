@@ -4,7 +4,9 @@ Per captured layer, head h and query i (absolute position p_i, attending keys 0.
 head h reads KV head h // (H / Hkv)), dense attention is
 o = softmax(q·Kᵀ / √d) V. The candidate keeps a set S of keys per (head, query) and may
 give each kept key an importance weight w_j ≥ 0 (vAttention's sampled estimate):
-o_S = Σ_{j∈S} w_j e^{s_j} v_j / Σ_{j∈S} w_j e^{s_j} (w = 1 without weights).
+o_S = Σ_{j∈S} w_j e^{s_j} v_j / Σ_{j∈S} w_j e^{s_j} (w = 1 without weights; o_S does not
+change when a row's weights are scaled, so the grader divides each row by its largest
+kept weight before summing — huge finite weights cannot overflow).
 
 * ``density`` = kept keys / causally allowed keys, over all layers, heads and queries.
 * ``error`` = mean over (layer, head, query) of min(1, ‖o_S − o‖ / ‖o‖) (an empty or
@@ -12,24 +14,35 @@ o_S = Σ_{j∈S} w_j e^{s_j} v_j / Σ_{j∈S} w_j e^{s_j} (w = 1 without weights
 * ``combined_score`` = (density + error) / 2, **lower is better**; a rejected program
   scores 1.0, the worst value (``Task.worst_score``), never 0.
 
-Holes closed: the mask must be a ``bool`` array of shape [H, Q, T] keeping no future
-key; weights, when given, a finite non-negative float array of the same shape; the
-density is computed here, from the mask, with our own Q, K, V.
+Calls (issue 9): one call per captured layer, whose inputs are that layer's Q, K, V and
+the query positions only (the dense output the grader compares against is never sent;
+it is computed here, in float64, from our own copy). A layer whose call failed (raised,
+overran ``CASE_TIMEOUT_S``, crashed) counts with density 1 and error 1 for every row —
+the worst — so giving up on a hard layer never pays; if every call failed the program is
+``failed``.
+
+Holes closed: outputs are parsed as ``.npy`` against a strict spec before allocating
+(mask ``bool`` [H, Q, T]; weights, when given, a float array of at most 8-byte items of
+the same shape — no long double — finite and non-negative); the mask keeps no future key;
+the returned JSON value must be ``{}`` (or the harness's ``{"bad": reason}``); the
+density is computed here, from the mask, with our own Q, K, V. Any violation makes the
+program ``invalid``.
 """
 
 from __future__ import annotations
 
-import io
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from contextevolve.evaluation.isolation import CandidateRun
-from contextevolve.tasks.base import EvalJob, Evaluation, MetricSpec, Task
-from contextevolve.tasks.sparse_attention.capture import NUM_QUERIES, NUM_TOKENS, attention_inputs, input_files
-from contextevolve.tasks.sparse_attention.harness import output_names
+from contextevolve.evaluation.arrays import ArraySpec, parse_npy
+from contextevolve.tasks.base import Call, CallResult, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
+from contextevolve.tasks.sparse_attention.capture import NUM_QUERIES, NUM_TOKENS, attention_inputs, layer_files
 
-HARNESS = "contextevolve.tasks.sparse_attention.harness:run"
+HARNESS = "contextevolve.tasks.sparse_attention.harness"
+ENTRY = "select_keys"
 CASE_TIMEOUT_S = 20.0
+"""Limit of one layer's call, seconds (enforced by the supervisor)."""
 
 
 def attention_error(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.ndarray,
@@ -48,7 +61,12 @@ def attention_error(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.n
     scores -= scores.max(axis=2, keepdims=True)
     dense_p = np.exp(scores)
     dense = np.einsum("hqt,htd->hqd", dense_p / dense_p.sum(axis=2, keepdims=True), v64)
-    sparse_p = dense_p * mask * (1.0 if weights is None else weights.astype(np.float64))
+    kept = mask.astype(np.float64)
+    if weights is not None:  # o_S is invariant to a row's scale: divide by its largest kept weight (no overflow)
+        kept *= weights.astype(np.float64)
+        top = kept.max(axis=2, keepdims=True)
+        kept /= np.where(top > 0, top, 1.0)
+    sparse_p = dense_p * kept
     total = sparse_p.sum(axis=2, keepdims=True)
     sparse = np.einsum("hqt,htd->hqd", sparse_p / np.where(total > 0, total, 1.0), v64)
     rel = np.linalg.norm(sparse - dense, axis=2) / np.maximum(np.linalg.norm(dense, axis=2), 1e-30)
@@ -83,8 +101,38 @@ mask: bool [H, Q, T], True = key kept; no future keys. weights (optional): float
 importance weight of each kept key (e.g. 1/p for keys sampled with probability p).
 Sparse output = sum over kept j of w_j exp(s_j) v_j / sum of w_j exp(s_j), s_j = q.k_j / sqrt(d).
 density = kept / allowed keys; error = mean over rows of min(1, |o_sparse - o_dense| / |o_dense|).
-Score = (density + error) / 2; LOWER is better. Keep each call < {CASE_TIMEOUT_S:g} s.
+Score = (density + error) / 2; LOWER is better. One call per layer; keep each call < {CASE_TIMEOUT_S:g} s:
+a call that raises or overruns counts density 1 and error 1 for its layer.
 """
+
+
+class _Invalid(Exception):
+    """A contract violation found while grading; its message is the reason."""
+
+
+def _layer_outputs(layer: int, call: CallResult, shape: tuple[int, int, int],
+                   positions: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The mask (and weights) one successful call returned, parsed and checked; raises :class:`_Invalid`."""
+    value = call.value
+    if not isinstance(value, dict) or not set(value) <= {"bad"}:
+        keys = sorted(map(str, value))[:5] if isinstance(value, dict) else type(value).__name__
+        raise _Invalid(f"layer {layer}: malformed harness output ({keys})")
+    if "bad" in value:
+        raise _Invalid(f"layer {layer}: {str(value['bad'])[:300]}")
+    names = set(call.blobs)
+    if "mask.npy" not in names or not names <= {"mask.npy", "weights.npy"}:
+        raise _Invalid(f"layer {layer}: expected output arrays mask.npy (and weights.npy), got "
+                       f"{sorted(str(n)[:40] for n in names)[:6]}")
+    try:
+        mask = parse_npy(call.blobs["mask.npy"], ArraySpec("mask", "b", shape))
+        weights = (parse_npy(call.blobs["weights.npy"], ArraySpec("weights", "f", shape))
+                   if "weights.npy" in names else None)
+    except ValueError as exc:
+        raise _Invalid(f"layer {layer}: {exc}") from None
+    problem = check_outputs(mask, weights, shape, positions)
+    if problem:
+        raise _Invalid(f"layer {layer}: {problem}")
+    return mask, weights
 
 
 class SparseAttention(Task):
@@ -105,46 +153,46 @@ class SparseAttention(Task):
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
     def job(self) -> EvalJob:
-        """Inputs for the child: Q/K/V of every captured layer as .npy; outputs: masks and weights.
+        """One call per captured layer; its inputs are that layer's Q, K, V and the query positions.
 
         Raises:
             CaptureError: only when the attention inputs cannot be built (not the candidate's fault).
         """
         layers = attention_inputs()["queries"].shape[0]
-        collect = [name for i in range(layers) for name in output_names(i)]
-        return EvalJob(harness=HARNESS, payload={"case_timeout_s": CASE_TIMEOUT_S}, inputs=input_files(),
-                       collect=collect)
+        return EvalJob(harness=HARNESS, entry=ENTRY, calls=[
+            Call(fn="select", blobs=layer_files(layer), timeout_s=CASE_TIMEOUT_S) for layer in range(layers)])
 
     def grade_run(self, run: CandidateRun) -> Evaluation:
-        """Validate the masks and recompute density and error (see :meth:`grade`)."""
-        return self.grade(run.result, run.files or {})
+        """Validate the masks and recompute density and error with our own inputs (see :meth:`grade`)."""
+        return self.grade(run.calls, attention_inputs())
 
-    def grade(self, result: object, files: dict[str, bytes]) -> Evaluation:
-        """Validate the masks and recompute density and error with our own inputs; never raises."""
-        data = attention_inputs()
+    def grade(self, calls: Sequence[CallResult], data: Mapping[str, np.ndarray]) -> Evaluation:
+        """Score one call per layer of ``data`` (``queries`` [L, H, Q, d], ``keys`` / ``values`` [L, Hkv, T, d],
+        ``query_positions`` [Q]); a failed call counts density 1 and error 1 (module doc). Never raises."""
         q, k, v, pos = data["queries"], data["keys"], data["values"], data["query_positions"]
-        if not isinstance(result, dict):
-            return self.rejected("invalid", "malformed harness output")
-        if "bad" in result:
-            return self.rejected("invalid", str(result["bad"])[:300])
-        if result.get("layers") != q.shape[0]:
-            return self.rejected("invalid", "malformed harness output")
-        errors, kept, allowed, lines = [], 0, 0, []
-        for layer in range(q.shape[0]):
-            mask_name, weights_name = output_names(layer)
-            try:
-                mask = np.load(io.BytesIO(files[mask_name]), allow_pickle=False)
-                weights = (np.load(io.BytesIO(files[weights_name]), allow_pickle=False)
-                           if weights_name in files else None)
-            except (KeyError, ValueError, OSError, EOFError) as exc:
-                return self.rejected("invalid", f"layer {layer}: unreadable output ({type(exc).__name__})")
-            problem = check_outputs(mask, weights, (q.shape[1], q.shape[2], k.shape[2]), pos)
-            if problem:
-                return self.rejected("invalid", f"layer {layer}: {problem}")
-            rel, n_kept, n_allowed = attention_error(q[layer], k[layer], v[layer], pos, mask, weights)
-            errors.append(rel)
-            kept, allowed = kept + n_kept, allowed + n_allowed
-            lines.append(f"layer {layer}: density {n_kept / n_allowed:.4f}, error {rel.mean():.4f}")
+        if len(calls) != q.shape[0]:
+            return self.rejected("invalid", f"the sandbox reported {len(calls)} calls, expected {q.shape[0]}")
+        shape = (q.shape[1], q.shape[2], k.shape[2])
+        errors, kept, allowed, lines, failures = [], 0, 0, [], []
+        try:
+            for layer, call in enumerate(calls):
+                n_allowed = int((np.arange(shape[2])[None, :] <= pos[:, None]).sum()) * shape[0]
+                if call.status != "ok":
+                    errors.append(np.ones(shape[:2]))
+                    kept, allowed = kept + n_allowed, allowed + n_allowed
+                    failures.append(f"layer {layer}: {call.status}: {call.error}"[:300])
+                    lines.append(f"layer {layer}: {call.status} (counts density 1, error 1)")
+                    continue
+                mask, weights = _layer_outputs(layer, call, shape, pos)
+                rel, n_kept, n_allowed = attention_error(q[layer], k[layer], v[layer], pos, mask, weights)
+                errors.append(rel)
+                kept, allowed = kept + n_kept, allowed + n_allowed
+                lines.append(f"layer {layer}: density {n_kept / n_allowed:.4f}, error {rel.mean():.4f}")
+        except _Invalid as exc:
+            return self.rejected("invalid", str(exc), diagnostics=f"Invalid output: {exc}")
+        if len(failures) == len(calls):
+            return self.rejected("failed", f"every select_keys call failed; first: {failures[0]}"[:500],
+                                 diagnostics="\n".join(failures[:3]))
         density, error = kept / allowed, float(np.mean(errors))
         return Evaluation(status="ok", metrics={"density": density, "error": error},
-                          combined_score=(density + error) / 2, diagnostics="\n".join(lines))
+                          combined_score=(density + error) / 2, diagnostics="\n".join(lines + failures[:2]))
