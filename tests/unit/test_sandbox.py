@@ -259,6 +259,45 @@ def test_issue_9_attacks_on_model_placement(executor, name):
     assert EXPECTED[name](result.model_dump()), (result.status, result.reason)
 
 
+def _task_attacks() -> dict:
+    """Issue 9's task-specific attacks, as (task, source, check of the Evaluation) — run on both executors."""
+    from tests.unit.test_trust_lb_sak import lb_wrapped
+    from tests.unit.test_trust_ts_sql import CLOCKS
+
+    lazy_frame = ("import time\nclass Lazy:\n    def __init__(self, df):\n        self.df = df\n"
+                  "    def to_numpy(self):\n        time.sleep(0.5)\n        return self.df.to_numpy()\n"
+                  "def reorder(df):\n    return Lazy(df), [list(df.columns)] * len(df)\n")
+    lazy_tensor = lb_wrapped("return tuple(t.as_subclass(Lazy) for t in _honest(weight, *args))", preamble=(
+        "import time\nimport torch\nclass Lazy(torch.Tensor):\n    def numpy(self, *a, **k):\n"
+        "        time.sleep(0.07)\n        return torch.Tensor.numpy(self.as_subclass(torch.Tensor), *a, **k)\n"))
+    memo = lb_wrapped("key = hash(weight.numpy().tobytes())\nif key not in _SEEN:\n    time.sleep(0.1)\n"
+                      "    _SEEN[key] = _honest(weight, *args)\nreturn _SEEN[key]",
+                      preamble="import time\n_SEEN = {}\ntime.sleep(2)  # import-time work\n")
+    return {
+        "sql_rebound_clock": ("llm_sql", CLOCKS + "def reorder(df):\n    _sleep(0.5)\n"
+                              "    return df, [list(df.columns)] * len(df)\n",
+                              lambda r: r.status == "ok" and r.metrics["seconds"] >= 0.5),
+        "sql_lazy_frame": ("llm_sql", lazy_frame, lambda r: r.status == "ok" and r.metrics["seconds"] >= 0.5),
+        "lb_lazy_tensor": ("eplb", lazy_tensor, lambda r: r.status == "ok" and r.metrics["speed"] <= 0.02 / 0.2),
+        "lb_memoised_after_import_work": ("eplb", memo,
+                                          lambda r: r.status == "ok" and r.metrics["speed"] <= 0.02 / 0.1),
+        "ts_unhashable_order": ("txn_scheduling", "def get_best_schedule(workload, num_seqs):\n"
+                                "    return 0, [[i] for i in range(workload.num_txns)]\n",
+                                lambda r: r.status == "invalid"),
+    }
+
+
+@pytest.mark.parametrize("name", ["sql_rebound_clock", "sql_lazy_frame", "lb_lazy_tensor",
+                                  "lb_memoised_after_import_work", "ts_unhashable_order"])
+def test_issue_9_timing_and_output_attacks(executor, name):
+    """Rebound clocks, lazy results, memoising after import-time work, malformed outputs: measured or refused."""
+    task, source, check = _task_attacks()[name]
+    result = executor.evaluate(task, source, limits=LIMITS.model_copy(update={"wall_s": 90, "cpu_s": 60,
+                                                                             "memory_mb": 4096}))
+    assert check(result), (result.status, result.reason, result.metrics)
+    assert sandbox_processes() == []
+
+
 def test_notes_say_what_this_host_cannot_enforce(monkeypatch):
     from contextevolve.evaluation import sandbox
 
