@@ -4,7 +4,9 @@ Started by the supervisor (``python -s -m contextevolve.evaluation.runner RESPON
 requests on stdin and responses on file descriptor ``RESPONSE_FD``; the
 message shapes are in :mod:`contextevolve.evaluation.protocol`. The first request is
 ``init``: the runner applies its rlimits, Landlock rules and drops every capability, and
-only then imports the task harness and the candidate. Then, one ``call`` at a time, it
+only then imports the task harness and the candidate, and seeds ``random``, NumPy and torch
+(once: calls run in order in one process, so a program's metrics are reproducible). Then,
+one ``call`` at a time, it
 runs ``harness.<fn>(candidate, args, blobs) -> (value, out_blobs)`` and writes the result.
 
 Nothing here is trusted: a candidate can replace any of this process's code. That is why
@@ -90,13 +92,13 @@ def main(out: int) -> int:
     except BaseException as exc:  # noqa: BLE001 - any failure to import is the candidate's fault
         protocol.write_frame(out, _error(exc, "importing the program failed: "))
         return 0
+    _seed_rngs()  # once per runner, as a program run on all its inputs in one process would be
     protocol.write_frame(out, {"type": "ready"})
     while True:
         try:
             request, blobs = protocol.read_frame(0, max_header=_MAX_REQUEST, max_blobs=_MAX_REQUEST)
         except EOFError:
             return 0
-        _seed_rngs()
         try:
             value, out_blobs = getattr(harness, request["fn"])(candidate, request["args"], blobs)
             frame = protocol.encode_frame({"type": "result", "value": value}, out_blobs)
