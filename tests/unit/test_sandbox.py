@@ -298,6 +298,70 @@ def test_issue_9_timing_and_output_attacks(executor, name):
     assert sandbox_processes() == []
 
 
+def _mount_namespace_or_noted(result) -> bool:
+    """True where this host has the mount namespace; else its absence must be in the notes."""
+    if host_sandbox().mount_namespace:
+        return True
+    assert any(n.startswith("files readable: no mount namespace") for n in result.notes), result.notes
+    return False
+
+
+def test_issue_9_secret_files_and_host_sockets_are_out_of_reach(executor, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    path = f"/tmp/ce-{uuid.uuid4().hex[:8]}.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen()
+    listener.settimeout(0.3)
+    source = ("import socket\nseen = []\n"
+              f"try:\n    seen.append(open({str(secret)!r}).read())\nexcept OSError as exc:\n"
+              "    seen.append(type(exc).__name__)\n"
+              f"s = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({path!r})\n    seen.append('CONNECTED')\n"
+              "except OSError as exc:\n    seen.append(type(exc).__name__)\n"
+              "raise RuntimeError('seen: ' + ','.join(seen))\n")
+    try:
+        result = contained(executor, source)
+        with pytest.raises(socket.timeout):
+            listener.accept()
+    except AssertionError:
+        raise
+    finally:
+        listener.close()
+        os.unlink(path)
+    assert result.status == "failed" and "seen: " in result.reason
+    if _mount_namespace_or_noted(result):
+        assert SECRET not in result.reason and "CONNECTED" not in result.reason, result.reason
+
+
+def test_issue_9_sysv_ipc_does_not_outlive_an_evaluation(executor):
+    key = 0x5EC0000 + os.getpid() % 0xFFFF
+    common = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    create = common + f"libc.shmget({key}, 4096, 0o1000 | 0o600)\nraise RuntimeError('made')\n"
+    look = common + f"raise RuntimeError('found %d' % libc.shmget({key}, 0, 0))\n"
+    first = contained(executor, create)
+    second = contained(executor, look)
+    assert first.status == second.status == "failed" and "made" in first.reason
+    if not any(n.startswith("SysV IPC shared with the host") for n in second.notes):
+        assert "found -1" in second.reason, second.reason
+        assert str(key) not in " ".join(Path("/proc/sysvipc/shm").read_text().split()[17::16])
+
+
+@pytest.mark.skipif(not __import__("contextevolve.llm.embedded", fromlist=["installed"]).installed(),
+                    reason="SAK data is captured from the embedded LLM")
+def test_issue_9_long_double_weights_cannot_make_a_nan_score(executor):
+    """select_keys returns float128 weights of 1e4000 (inf once cast down): invalid, never a NaN score."""
+    source = ("import numpy as np\n"
+              "def select_keys(queries, keys, values, query_positions):\n"
+              "    h, q, t = queries.shape[0], queries.shape[1], keys.shape[1]\n"
+              "    mask = np.broadcast_to(np.arange(t)[None, :] <= query_positions[:, None], (h, q, t)).copy()\n"
+              "    return mask, np.full(mask.shape, np.longdouble('1e4000'))\n")
+    result = executor.evaluate("sparse_attention", source, limits=LIMITS.model_copy(update={
+        "wall_s": 90, "cpu_s": 60, "memory_mb": 4096, "files_mb": 512}))
+    assert result.status == "invalid" and result.combined_score == 1.0, result.reason
+    assert "long double" in result.reason
+
+
 def test_notes_say_what_this_host_cannot_enforce(monkeypatch):
     from contextevolve.evaluation import sandbox
 
