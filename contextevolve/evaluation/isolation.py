@@ -51,8 +51,12 @@ IMPORT_TIMEOUT_S = 30.0
 #: Runners started anew after a call crashed or timed out (then later calls are skipped); the
 #: wall clock bounds the total anyway, this only spares a hopeless evaluation its restarts.
 MAX_RESTARTS = 50
-#: Cap on one JSON message header from the sandbox, bytes (outputs larger than this travel as arrays).
-MAX_HEADER_BYTES = 64 * 2**20
+#: Cap on one JSON reply of the candidate's process, bytes (larger outputs travel as arrays).
+MAX_HEADER_BYTES = 16 * 2**20
+#: Cap on all JSON the sandbox reports for one evaluation, bytes (bounds the host's memory).
+MAX_REPORT_HEADER_BYTES = 64 * 2**20
+#: Files and directories the candidate may create in its working directory.
+MAX_ENTRIES = 10_000
 
 
 @dataclass
@@ -122,7 +126,8 @@ def run_candidate(source: str, job: EvalJob, *, limits: SandboxLimits) -> Candid
     limits = limits.resolved(limits.wall_s)
     host = host_sandbox()
     token = secrets.token_hex(8)
-    with tempfile.TemporaryDirectory(prefix="ce-eval-") as tmp:
+    tmp = tempfile.mkdtemp(prefix="ce-eval-")
+    try:
         private, work = Path(tmp), Path(tmp) / "work"
         work.mkdir()
         (work / "candidate.py").write_text(source, encoding="utf-8")
@@ -130,12 +135,24 @@ def run_candidate(source: str, job: EvalJob, *, limits: SandboxLimits) -> Candid
         group = _make_cgroup(token, limits)
         try:
             run = _supervise(private, work, lib, token, limits, host, group, job)
+        except (OSError, RecursionError, ValueError) as exc:  # the host side failed: never the caller's problem
+            run = CandidateRun("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:200]}", 0.0, "", "")
         finally:
             killed = group.destroy() if group else 0
             killed += _sweep(token)
         run.leftovers_killed += killed
         run.notes = host.notes_for(limits.allow_network)
         return run
+    finally:
+        _remove_tree(tmp)
+
+
+def _remove_tree(path: str) -> None:
+    """Delete an evaluation's directory, however deep or wide the candidate made it."""
+    try:
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:  # Python < 3.12 removes recursively
+        subprocess.run(["rm", "-rf", "--one-file-system", path], check=False, timeout=300)
 
 
 def _make_cgroup(token: str, limits: SandboxLimits) -> cgroups.EvalCgroup | None:
@@ -212,7 +229,7 @@ def _job_frame(job: EvalJob, config: dict) -> bytes:
     calls = []
     for index, call in enumerate(job.calls):
         blobs.update(protocol.call_blobs(index, call.blobs))
-        calls.append({"fn": call.fn, "args": call.args, "timeout_s": call.timeout_s, "fresh": call.fresh,
+        calls.append({"fn": call.fn, "args": call.args, "timeout_s": call.timeout_s,
                       "blobs": list(protocol.call_blobs(index, call.blobs))})
     return protocol.encode_frame({"type": "job", "config": config, "harness": job.harness, "entry": job.entry,
                                   "calls": calls}, blobs)
@@ -228,11 +245,13 @@ class _ReportReader(threading.Thread):
         self.error = ""
 
     def run(self) -> None:
-        budget = self.max_blobs
+        budget, text_budget = self.max_blobs, MAX_REPORT_HEADER_BYTES
         try:
             while True:
-                header, blobs = protocol.read_frame(self.fd, max_header=MAX_HEADER_BYTES, max_blobs=budget)
-                budget -= sum(len(b) for b in blobs.values())
+                sizes: list[int] = []
+                header, blobs = protocol.read_frame(self.fd, max_header=min(text_budget, MAX_HEADER_BYTES + 4096),
+                                                    max_blobs=budget, sizes=sizes)
+                text_budget, budget = text_budget - sizes[0], budget - sizes[1]
                 self.frames.append((header, blobs))
         except EOFError:
             pass
@@ -268,6 +287,10 @@ def _supervise(private: Path, work: Path, lib: Path, token: str, limits: Sandbox
             proc = subprocess.Popen(command, cwd=work, env=_environment(work, lib, token),
                                     stdin=job_r, stdout=out, stderr=err, pass_fds=(report_w,),
                                     start_new_session=True)
+        except BaseException:
+            os.close(report_r)
+            os.close(job_w)
+            raise
         finally:
             os.close(report_w)
             os.close(job_r)
@@ -291,8 +314,12 @@ def _supervise(private: Path, work: Path, lib: Path, token: str, limits: Sandbox
                     break
                 if now >= next_disk_check:
                     next_disk_check = now + 0.25
-                    if _tree_size(work) > disk_cap:
-                        killed_for = f"disk limit exceeded: more than {limits.files_mb} MiB written"
+                    try:
+                        if _tree_size(work) > disk_cap:
+                            killed_for = f"disk limit exceeded: more than {limits.files_mb} MiB written"
+                            break
+                    except _TooManyEntries:
+                        killed_for = f"disk limit exceeded: more than {MAX_ENTRIES} files and directories"
                         break
         finally:
             _kill_group(proc)  # nothing the candidate spawned in its group survives
@@ -346,7 +373,13 @@ def _read_report(frames: list, n_calls: int, limits: SandboxLimits, group: cgrou
     for header, blobs in by_type.get("call", []):
         index = header.get("index")
         if type(index) is int and 0 <= index < n_calls:
+            if index in calls:  # only the supervisor writes here: a second frame is a forgery
+                run.status, run.reason = "failed", f"the sandbox reported call {index} twice"
+                return run
             calls[index] = _call_result(header, blobs, limits, group, stderr_tail)
+    if len(by_type.get("import", [])) > 1 or len(by_type.get("end", [])) > 1:
+        run.status, run.reason = "failed", "the sandbox's report is not well formed"
+        return run
     if not end or len(calls) != n_calls:
         run.status, run.reason = "failed", f"the sandbox stopped after {len(calls)} of {n_calls} calls" + (
             f" (exit code {returncode})" if returncode else "")
@@ -462,14 +495,33 @@ def _size(path: Path) -> int:
 
 
 def _tree_size(root: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(root):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(dirpath, name)).st_size
-            except OSError:
-                pass
+    """Bytes of regular files under ``root`` (iterative: any depth).
+
+    Raises:
+        _TooManyEntries: more than :data:`MAX_ENTRIES` files and directories.
+    """
+    total, entries, stack = 0, 0, [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                for entry in listing:
+                    entries += 1
+                    if entries > MAX_ENTRIES:
+                        raise _TooManyEntries()
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        pass
+        except OSError:
+            pass
     return total
+
+
+class _TooManyEntries(Exception):
+    """The candidate created more files and directories than :data:`MAX_ENTRIES`."""
 
 
 def _tail(path: Path) -> str:

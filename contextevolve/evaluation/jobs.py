@@ -25,8 +25,6 @@ class Call(BaseModel):
     """Binary inputs (e.g. ``.npy`` bytes) of this call; sent with the request, never before."""
     timeout_s: float = Field(gt=0)
     """Wall-clock limit of this call, seconds, enforced by the supervisor (the runner is killed)."""
-    fresh: bool = False
-    """Run this call in a new runner process (nothing the candidate cached survives)."""
 
 
 class EvalJob(BaseModel):

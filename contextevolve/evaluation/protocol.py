@@ -30,7 +30,7 @@ type       direction             other keys
 =========  ====================  ==========================================================
 job        host → supervisor     ``config`` (:data:`CONFIG_KEYS`), ``harness`` (module),
                                  ``entry`` (function the candidate must define), ``calls``:
-                                 ``[{"fn", "args", "timeout_s", "blobs": [names], "fresh"}]``;
+                                 ``[{"fn", "args", "timeout_s", "blobs": [names]}]``;
                                  blob names are ``"<call index>/<name>"``
 init       supervisor → runner   ``config``, ``harness``, ``entry``
 ready      runner → supervisor   (none): harness and candidate imported
@@ -114,13 +114,15 @@ def _read_exact(fd: int, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def read_frame(fd: int, *, max_header: int, max_blobs: int) -> tuple[dict, dict[str, bytes]]:
-    """Read one frame from ``fd``; returns ``(header, blobs)``.
+def read_frame(fd: int, *, max_header: int, max_blobs: int, sizes: list[int] | None = None
+               ) -> tuple[dict, dict[str, bytes]]:
+    """Read one frame from ``fd``; returns ``(header, blobs)``; appends the frame's header and blob
+    byte counts to ``sizes`` when given (for budgets over many frames).
 
     Raises:
         EOFError: the stream ended cleanly before a frame started.
         ProtocolError: truncated frame, header over ``max_header`` bytes, not a JSON object or
-            holding ``NaN`` / ``Infinity``,
+            holding ``NaN`` / ``Infinity`` / a number that overflows, or nested too deep,
             malformed blob list, or blobs totalling more than ``max_blobs`` bytes.
     """
     first = os.read(fd, _LENGTH.size)
@@ -131,8 +133,8 @@ def read_frame(fd: int, *, max_header: int, max_blobs: int) -> tuple[dict, dict[
     if length > max_header:
         raise ProtocolError(f"message header of {length} bytes exceeds the {max_header}-byte cap")
     try:
-        header = json.loads(_read_exact(fd, length), parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError) as exc:
+        header = json.loads(_read_exact(fd, length), parse_constant=_refuse_constant, parse_float=_finite)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolError(f"message header is not JSON: {exc}") from None
     if not isinstance(header, dict):
         raise ProtocolError("message header is not a JSON object")
@@ -143,7 +145,16 @@ def read_frame(fd: int, *, max_header: int, max_blobs: int) -> tuple[dict, dict[
     if total > max_blobs:
         raise ProtocolError(f"message carries {total} bytes of arrays, more than the {max_blobs}-byte cap")
     blobs = {name: _read_exact(fd, size) for name, size in specs}
+    if sizes is not None:
+        sizes += [length, total]
     return header, blobs
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:20]} overflows to infinity (messages carry finite numbers only)")
+    return value
 
 
 def _refuse_constant(name: str) -> float:

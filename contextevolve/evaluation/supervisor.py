@@ -11,7 +11,9 @@ evaluation's cgroups, and starts a *runner* — a fresh interpreter that confine
 imports the candidate. For each call it sends one request and measures the wall time until
 the last byte of the response has arrived, so work the candidate defers (lazy results) is
 counted; a call that overruns its limit or kills the runner is recorded and the next call
-gets a new runner (at most ``max_restarts`` times). It never imports candidate code.
+gets a new runner (at most ``max_restarts`` times; a restarted runner's import is capped like
+the first's but not reported). It never imports candidate code, and makes itself
+non-dumpable so a runner of the same uid cannot read its memory or descriptors.
 
 Imports nothing heavy so that an evaluation starts in tens of milliseconds.
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 from contextevolve.evaluation import protocol
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_DUMPABLE = 4
 _TRUSTED_CAP = 1 << 34
 
 
@@ -187,15 +190,13 @@ def run_job(job: dict, blobs: dict[str, bytes], report: int) -> None:
             protocol.write_frame(report, {"type": "call", "index": index, "status": "skipped", "seconds": 0.0,
                                           "value": None, "error": why, "traceback": "", "death": None})
             continue
-        if call.get("fresh") and index > 0:
-            last = runner.kill()
-            cpu, rss = cpu + last["cpu_s"], max(rss, last["max_rss_kb"])
-            starts += 1
-            runner = _start(config, job, report, first=False)
-            if runner is None:
-                continue
         message, out, alive = _call(runner, index, call, protocol.blobs_of_call(index, call["blobs"], blobs))
-        protocol.write_frame(report, message, protocol.call_blobs(index, out))
+        try:
+            frame = protocol.encode_frame(message, protocol.call_blobs(index, out))
+        except (ValueError, TypeError, RecursionError) as exc:  # e.g. a value nested too deep to re-encode
+            frame = protocol.encode_frame({**message, "status": "error", "value": None,
+                                           "error": f"the program's reply cannot be carried: {type(exc).__name__}"})
+        protocol.write_all(report, frame)
         if not alive:
             last = runner.kill()
             cpu, rss = cpu + last["cpu_s"], max(rss, last["max_rss_kb"])
@@ -211,12 +212,15 @@ def run_job(job: dict, blobs: dict[str, bytes], report: int) -> None:
 def main(report_fd: int) -> int:
     """Supervise one evaluation; the job arrives on stdin, the report leaves on ``report_fd``."""
     job, blobs = protocol.read_frame(0, max_header=_TRUSTED_CAP, max_blobs=_TRUSTED_CAP)
+    import ctypes
+
+    # not dumpable: a runner of the same uid can neither read this process's memory (later calls'
+    # inputs) nor open its descriptors (the report pipe) through /proc
+    ctypes.CDLL(None).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     config = job["config"]
     for group in config["cgroups"]:
         Path(group, "cgroup.procs").write_text("0")
     if os.getpid() != 1:  # no PID namespace: adopt orphaned descendants so they stay in our tree
-        import ctypes
-
         ctypes.CDLL(None).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     os.chdir(config["workdir"])
     devnull = os.open(os.devnull, os.O_RDONLY)

@@ -55,3 +55,11 @@ def test_malformed_or_oversized_frames_are_refused(data, fragment):
 def test_non_finite_numbers_cannot_be_sent():
     with pytest.raises(ValueError):
         protocol.encode_frame({"value": float("nan")})
+
+
+def test_overflowing_and_deeply_nested_numbers_are_refused():
+    for body in (b'{"v": 1e999}', b'{"v": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"):
+        fd = _pipe_with(struct.pack(">Q", len(body)) + body)
+        with pytest.raises(protocol.ProtocolError):
+            protocol.read_frame(fd, max_header=1 << 20, max_blobs=0)
+        os.close(fd)

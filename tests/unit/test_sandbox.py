@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -390,3 +391,27 @@ def test_a_lost_ray_worker_is_a_failed_evaluation(executor, monkeypatch):
     result = executor.evaluate(TASK.name, TASK.initial_program, limits=LIMITS)
     assert result.status == "failed" and "evaluation on the Ray cluster failed" in result.reason
     assert result.combined_score == TASK.worst_score
+
+
+@pytest.mark.parametrize("attack, fragment", [
+    # ~1,000 nested directories (recursive walks and removals on Python 3.11 hit the recursion limit)
+    ("import os\nfor _ in range(1200):\n    os.mkdir('d')\n    os.chdir('d')\nimport time\ntime.sleep(30)\n",
+     "timeout"),
+    # more files than any task needs: stopped long before the inodes run out
+    ("import os\nfor i in range(200000):\n    open(f'f{i}', 'w').close()\n", "disk limit exceeded: more than"),
+    # a reply nested too deep to re-encode, and a number that overflows to infinity
+    ("import os, struct, sys\nbody = b'{\"type\": \"result\", \"value\": ' + b'[' * 50000 + b']' * 50000 + b'}'\n"
+     "def compute_model_placement(gpu_num, models):\n"
+     "    os.write(int(sys.argv[-1]), struct.pack('>Q', len(body)) + body)\n    return {}\n", "every case failed"),
+    ("import os, struct, sys\nbody = b'{\"type\": \"result\", \"value\": {\"placement\": 1e999}}'\n"
+     "def compute_model_placement(gpu_num, models):\n"
+     "    os.write(int(sys.argv[-1]), struct.pack('>Q', len(body)) + body)\n    return {}\n", "every case failed"),
+])
+def test_host_side_limits_hold_against_odd_trees_and_replies(executor, attack, fragment):
+    """Deep or wide directory trees and unrepresentable replies end as a verdict, never an exception or a stall."""
+    before = set(os.listdir(tempfile.gettempdir()))
+    result = contained(executor, attack, LIMITS.model_copy(update={"wall_s": 8}))
+    assert result.status in ("failed", "timeout") and result.combined_score == TASK.worst_score
+    assert fragment in f"{result.status} {result.reason}", result.reason
+    leftover = [d for d in set(os.listdir(tempfile.gettempdir())) - before if d.startswith("ce-eval-")]
+    assert leftover == []
