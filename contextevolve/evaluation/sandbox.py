@@ -146,7 +146,10 @@ def _hidden() -> list[str]:
 def _bwrap_prefix(bwrap: str) -> list[str]:
     """bubblewrap's fixed arguments: the namespaces and the read-only system part of the view."""
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
-            "--cap-drop", "ALL"]
+            "--cap-drop", "ALL",
+            # first: later mounts go on top, so an interpreter (or the evaluation's directory) under /tmp
+            # stays visible through the private /tmp
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
     for top in _SYSTEM_DIRS:
         if os.path.islink(top):
             args += ["--symlink", os.readlink(top), top]
@@ -166,7 +169,7 @@ def _bwrap_prefix(bwrap: str) -> list[str]:
                     args += ["--ro-bind", root, root]
     for path in _SYS:
         args += ["--ro-bind-try", path, path]
-    return args + ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    return args
 
 
 def _probe_bwrap() -> tuple[tuple[str, ...], str]:
