@@ -171,6 +171,15 @@ class Task(ABC):
         return evaluation
 
     @staticmethod
+    def refusal(value: object) -> str:
+        """Why an array task's harness value is not the empty ``{}`` of a good call: its ``{"bad": why}``
+        (the harness refused the program's return value) or a malformed value; ``""`` when it is ``{}``."""
+        if not isinstance(value, dict) or not set(value) <= {"bad"}:
+            keys = sorted(map(str, value))[:5] if isinstance(value, dict) else type(value).__name__
+            return f"malformed harness output ({keys})"
+        return str(value["bad"])[:300] if "bad" in value else ""
+
+    @staticmethod
     def call_failures(run: CandidateRun) -> list[str]:
         """``"call i: reason"`` for every call that did not return a result (in call order)."""
         return [f"call {i}: {c.status}: {c.error}" for i, c in enumerate(run.calls) if c.status != "ok"]

@@ -128,12 +128,9 @@ class _Invalid(Exception):
 
 def _window_maps(index: int, call: CallResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The three maps one successful call returned, parsed and checked; raises :class:`_Invalid`."""
-    value = call.value
-    if not isinstance(value, dict) or not set(value) <= {"bad"}:
-        keys = sorted(map(str, value))[:5] if isinstance(value, dict) else type(value).__name__
-        raise _Invalid(f"window {index}: malformed harness output ({keys})")
-    if "bad" in value:
-        raise _Invalid(f"window {index}: {str(value['bad'])[:300]}")
+    problem = Task.refusal(call.value)
+    if problem:
+        raise _Invalid(f"window {index}: {problem}")
     expected = {f"{spec.name}.npy" for spec in OUTPUT_SPECS}
     if set(call.blobs) != expected:
         raise _Invalid(f"window {index}: expected output arrays {sorted(expected)}, got "

@@ -113,12 +113,9 @@ class _Invalid(Exception):
 def _layer_outputs(layer: int, call: CallResult, shape: tuple[int, int, int],
                    positions: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """The mask (and weights) one successful call returned, parsed and checked; raises :class:`_Invalid`."""
-    value = call.value
-    if not isinstance(value, dict) or not set(value) <= {"bad"}:
-        keys = sorted(map(str, value))[:5] if isinstance(value, dict) else type(value).__name__
-        raise _Invalid(f"layer {layer}: malformed harness output ({keys})")
-    if "bad" in value:
-        raise _Invalid(f"layer {layer}: {str(value['bad'])[:300]}")
+    problem = Task.refusal(call.value)
+    if problem:
+        raise _Invalid(f"layer {layer}: {problem}")
     names = set(call.blobs)
     if "mask.npy" not in names or not names <= {"mask.npy", "weights.npy"}:
         raise _Invalid(f"layer {layer}: expected output arrays mask.npy (and weights.npy), got "
