@@ -82,7 +82,7 @@ class CandidateRun:
     """What came back from one candidate process tree.
 
     ``status`` is ``"ok"`` when the supervisor reported every call (each call then has its
-    own status in ``calls``), ``"timeout"`` when the tree was killed at the wall-clock limit,
+    own status in ``calls``), ``"timeout"`` when the tree was killed at the wall-clock limit or the import outlived its limit,
     ``"failed"`` otherwise (the program could not be imported, the sandbox failed, a limit
     of the whole tree was hit), with ``reason`` saying why.
     """
@@ -366,8 +366,9 @@ def _read_report(frames: list, n_calls: int, limits: SandboxLimits, group: cgrou
             run.reason = (stderr_tail.strip().splitlines()[-1:] or ["sandbox setup failed"])[0]
         elif kind == "died":
             run.reason = _limit_reason(death, limits, group) or _death_reason(death, stderr_tail)
-        else:
+        else:  # the import outlived its time limit: a timeout, like the wall clock
             run.reason = _limit_reason(death, limits, group) or str(imported["error"])
+            run.status = "timeout" if kind == "timeout" else "failed"
         return run
     calls = {}
     for header, blobs in by_type.get("call", []):
