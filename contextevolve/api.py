@@ -24,7 +24,7 @@ from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext, UnknownSettingError, check_setting_names
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
-from contextevolve.memory.records import TokenUsage, total_tokens
+from contextevolve.memory.records import TokenUsage, program_id, total_tokens
 from contextevolve.memory.store import BUFFER_FILE, close_memory
 from contextevolve.tasks.registry import get_task
 
@@ -170,9 +170,16 @@ def _export(root: Path, buffer: EvolveBuffer, best_id: str | None) -> Path:
     return best_path
 
 
+def _field(value: Any, name: str, default: Any) -> Any:
+    """``value.name`` or ``value[name]`` (a node's input is a state object or a plain dict)."""
+    if isinstance(value, dict):
+        return value.get(name, default)
+    return getattr(value, name, default)
+
+
 def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: str | Path | None = None,
            resume: bool = False, on_update: Callable[[str, dict], None] | None = None,
-           **settings: Any) -> RunResult:
+           on_phase: Callable[[str, str | None], None] | None = None, **settings: Any) -> RunResult:
     """Run ContextEvolve on ``task`` for ``iterations`` iterations (total in the run) and return the result.
 
     Args:
@@ -184,7 +191,10 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         resume: continue the run in ``run_dir`` from its last checkpoint (after a crash or
             SIGKILL) or extend a finished one to ``iterations``.
         on_update: called as ``on_update(node_name, state_update)`` after every node, the
-            phases inside lanes included (lanes run concurrently, so their calls interleave).
+            phases inside lanes included, with what the node wrote (lanes run concurrently, so
+            their calls interleave).
+        on_phase: called as ``on_phase(node_name, child_id)`` when a node starts; ``child_id`` is
+            the id of the child the lane produces (``None`` outside lanes).
         **settings: any :class:`RunContext` field (``base_url``, ``models``, ``seed``, ...); on
             resume, those given (not None) override run.json's.
 
@@ -215,13 +225,20 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
             embedded.shared_server()
         graph = build_graph(SqliteSaver(conn))
         config = {"configurable": {"thread_id": THREAD_ID},
-                  "recursion_limit": 10 * (ctx.max_iterations + 2)}
+                  "recursion_limit": 10 * (ctx.max_iterations + 2) + 2 * ctx.repair_attempts}
         pending = graph.get_state(config).next if resume else ()
-        for _namespace, chunk in graph.stream(None if pending else {}, config, context=ctx, stream_mode="updates",
-                                              subgraphs=True):
-            for node, update in chunk.items():
-                if on_update is not None:
-                    on_update(node, update or {})
+        children: dict[str, str] = {}  # lane namespace -> id of the child it produces
+        for namespace, event in graph.stream(None if pending else {}, config, context=ctx, stream_mode="tasks",
+                                             subgraphs=True):
+            lane, node = namespace[0] if namespace else "", event.get("name", "")
+            if "result" not in event:  # a node starts
+                if node == "select_parent":
+                    children[lane] = program_id(int(_field(event.get("input"), "iteration", 0)) + 1)
+                if on_phase is not None:
+                    on_phase(node, children.get(lane))
+            elif on_update is not None and not event.get("error"):
+                result = event.get("result")
+                on_update(node, dict(result) if isinstance(result, (dict, list)) else {})
         final = graph.get_state(config).values
     except EndpointUnavailable as exc:
         exc.run_dir = root

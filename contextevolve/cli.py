@@ -16,6 +16,7 @@ import argparse
 import difflib
 import json
 import sys
+import time
 from pathlib import Path
 
 from rich.console import Console
@@ -24,6 +25,7 @@ from rich.table import Table
 
 from contextevolve.evaluation.executors import ExecutorError
 from contextevolve.llm.faults import EndpointUnavailable
+from contextevolve.memory.records import USAGE_ROLES, total_tokens
 
 EXIT_BAD_INPUT = 2
 """Exit code for bad input (nothing was written)."""
@@ -47,10 +49,28 @@ def _tokens_table(tokens: dict) -> Table:
     table = Table(title="Tokens by role")
     for col in ("role", "prompt", "completion", "total"):
         table.add_column(col, justify="right" if col != "role" else "left")
-    for role, c in sorted(tokens.items()):
+    for role in [*USAGE_ROLES, *sorted(set(tokens) - set(USAGE_ROLES))]:
+        c = tokens.get(role, {})
         table.add_row(role, str(c.get("prompt", 0)), str(c.get("completion", 0)),
                       str(c.get("prompt", 0) + c.get("completion", 0)))
     return table
+
+
+PHASE_LABELS = {"initialize": "evaluating and abstracting the initial program", "select_parent": "selecting parent",
+                "navigate": "navigator: guidance", "sample": "sampler: exemplars", "compose": "composing context",
+                "generate": "generator: writing the child", "evaluate": "evaluating", "repair": "repairing",
+                "summarize": "summarizer: abstract", "update_buffer": "committing"}
+"""What the progress line says while each node runs."""
+
+
+def child_line(lane: dict, started: float | None) -> str:
+    """One printed line per finished child: status, score (or why it failed), repairs, tokens, seconds."""
+    outcome = (f"score {lane['score']:.4f}" if lane["status"] == "ok"
+               else f"[red]{escape(str(lane.get('reason') or lane['status'])[:200])}[/red]")
+    repairs = f" | repaired {lane['repairs']}x" if lane.get("repairs") else ""
+    seconds = f" | {time.perf_counter() - started:.0f} s" if started else ""
+    return (f"child {lane['child_id']} (lane {lane['lane']}): {lane['status']} {outcome}{repairs} "
+            f"| tokens {total_tokens(lane['usage'])}{seconds}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -58,13 +78,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from contextevolve.api import evolve, saved_settings
     from contextevolve.graph.context import RunContext
-    from contextevolve.memory.records import total_tokens
 
     settings = dict(
         base_url=args.base_url, model=args.model, models=_role_models(args.role_model) or None,
         max_retries=args.max_retries, retry_wait_s=args.retry_wait, seed=args.seed,
         target_score=args.target_score, token_budget=args.token_budget,
-        generation_mode=args.mode, eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
+        generation_mode=args.mode, repair_attempts=args.repair_attempts,
+        prechecks=False if args.no_prechecks else None, eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
         num_trajectories=args.trajectories, context_token_budget=args.context_budget,
         summary_variant=args.summary_variant, guidance_variant=args.guidance_variant,
         sampling_variant=args.sampling_variant, chroma_url=args.chroma_url,
@@ -76,7 +96,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             settings[f"{agent}_enabled"] = False
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=console)
-    tracker = {"tokens": 0}
+    tracker: dict = {"tokens": 0, "started": {}}
+
+    def on_phase(node: str, child: str | None) -> None:
+        if child and node == "select_parent":
+            tracker["started"][child] = time.perf_counter()
+        progress.update(bar, description=f"{child}: {PHASE_LABELS.get(node, node)}" if child
+                        else PHASE_LABELS.get(node, node))
 
     def on_update(node: str, update: dict) -> None:
         if node == "initialize":
@@ -86,12 +112,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             done = update.get("iteration", 0)
             console.print(f"initial program: combined score {update.get('initial_score')}"
                           + (f" (resuming after iteration {done})" if done else ""))
-        elif node == "generate":
-            progress.update(bar, description=f"generated {update.get('child_id')}")
         elif node == "lane":  # a lane finished: its child is scored and abstracted
             for lane in update.get("lane_results") or []:
-                console.print(f"child {lane['child_id']} (lane {lane['lane']}): {lane['status']} "
-                              f"score {lane['score'] or 0:.4f} | tokens {total_tokens(lane['usage'])}")
+                console.print(child_line(lane, tracker["started"].pop(lane["child_id"], None)))
         elif node == "update_buffer":
             tracker["tokens"] = total_tokens(update.get("total_usage"))
             progress.update(bar, completed=update["iteration"],
@@ -107,7 +130,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         bar = progress.add_task("evolving", total=total,
                                 info="starting (the embedded LLM may take a minute)")
         result = evolve(args.task, iterations=args.iterations, run_dir=args.run_dir, resume=args.resume,
-                        on_update=on_update, **settings)
+                        on_update=on_update, on_phase=on_phase, **settings)
     console.print(f"\n[bold]Run finished[/bold] ({result.stop_reason}) in {result.seconds:.0f} s: "
                   f"{result.iterations} iterations, {result.programs} programs")
     console.print(f"initial combined score: {result.initial_score}")
@@ -231,6 +254,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--target-score", type=float)
     run.add_argument("--token-budget", type=int, help="stop after this many prompt+completion tokens")
     run.add_argument("--mode", choices=["full", "diff"], help="generator output: whole program or SEARCH/REPLACE")
+    run.add_argument("--repair-attempts", type=int, metavar="R",
+                     help="repairs of a failed child with its error and traceback (default 2; 0 = the paper)")
+    run.add_argument("--no-prechecks", action="store_true",
+                     help="skip the compile/signature/smoke-run checks before a child's full evaluation")
     run.add_argument("--eval-timeout", type=float, help="seconds per evaluation")
     run.add_argument("--exemplars", type=int, help="k exemplars per iteration")
     run.add_argument("--trajectories", type=int, help="m trajectories per iteration")

@@ -18,6 +18,8 @@ lies outside it is rejected. The result must compile.
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import re
 
 BLOCK_START = "# EVOLVE-BLOCK-START"
@@ -28,7 +30,16 @@ _DIFF = re.compile(r"<{5,9} ?SEARCH[ \t]*\n(.*?)\n?={5,9}[ \t]*\n(.*?)\n?>{5,9} 
 
 
 class EditError(ValueError):
-    """The Generator's output cannot be turned into a program; the message is the reason."""
+    """The Generator's output cannot be turned into a program; the message is the reason.
+
+    ``source`` holds the child when it was built but does not compile (a repair can start from
+    it); ``duplicate`` is True when the child equals its parent.
+    """
+
+    def __init__(self, message: str, *, source: str = "", duplicate: bool = False):
+        super().__init__(message)
+        self.source = source
+        self.duplicate = duplicate
 
 
 def evolve_region(source: str) -> tuple[int, int] | None:
@@ -133,7 +144,33 @@ def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) 
         compile(child, "<child>", "exec")
     except SyntaxError as exc:
         cut = " (the reply was cut off at the completion-token limit)" if truncated else ""
-        raise EditError(f"syntax error at line {exc.lineno}: {exc.msg}{cut}") from None
+        text = f": {exc.text.strip()[:120]}" if exc.text and exc.text.strip() else ""
+        raise EditError(f"syntax error at line {exc.lineno}: {exc.msg}{cut}{text}",
+                        source="" if truncated else child) from None
     if _normalized(child) == _normalized(parent):
-        raise EditError("the child is identical to its parent")
+        raise EditError("the child is identical to its parent", duplicate=True)
     return child
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def normalized_code(source: str) -> str | None:
+    """A digest of ``source``'s AST without docstrings (hex SHA-256), or None if it does not parse.
+
+    The identity used for novelty (issue 10): comments never reach the AST, so two programs that
+    differ only in comments, docstrings, blank lines or formatting have the same digest.
+    """
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    dump = ast.dump(_strip_docstrings(tree), annotate_fields=False, include_attributes=False)
+    return hashlib.sha256(dump.encode()).hexdigest()

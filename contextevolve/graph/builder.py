@@ -3,10 +3,13 @@
 ::
 
     START -> initialize -> dispatch ─Send×L─> lane [select_parent -> navigate -> sample -> compose
-                              ^                     -> generate -> evaluate -> summarize]
+                              ^                     -> generate -> evaluate ⇄ repair
+                              |                     -> summarize]
                               └──── update_buffer <────┘            (loop until a stop condition)
 
 With ``RunContext.lanes = 1`` a round is one iteration of Algorithm 1, in the paper's order.
+``repair`` (issue 10) runs only for a child that failed, at most ``RunContext.repair_attempts``
+times; with 0 the lane is exactly the paper's phases 1-7.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import navigate
+from contextevolve.nodes.repair import after_evaluate, repair
 from contextevolve.nodes.sample import sample
 from contextevolve.nodes.select_parent import select_parent
 from contextevolve.nodes.summarize import summarize
@@ -33,6 +37,8 @@ LANE_PHASES = ("select_parent", "navigate", "sample", "compose", "generate", "ev
 """Phases 1-7 of Algorithm 1, run inside each lane, in order."""
 PHASES = (*LANE_PHASES, "update_buffer")
 """The eight phases of Algorithm 1, in order (phase 8 joins the lanes)."""
+NODES = (*PHASES, "repair")
+"""Every node a run passes through: the eight phases and ``repair`` (between evaluate and summarize)."""
 
 
 def dispatch(state: EvolveState, runtime: Runtime[RunContext]) -> list[Send] | Literal["__end__"]:
@@ -50,13 +56,17 @@ def dispatch(state: EvolveState, runtime: Runtime[RunContext]) -> list[Send] | L
 
 
 def build_lane():
-    """Compile the lane subgraph (phases 1-7 on a :class:`LaneState`; outputs a :class:`LaneOutput`)."""
+    """Compile the lane subgraph (phases 1-7 and repair on a :class:`LaneState`; outputs a :class:`LaneOutput`)."""
     lane = StateGraph(LaneState, context_schema=RunContext, output_schema=LaneOutput)
     for name, fn in zip(LANE_PHASES, (select_parent, navigate, sample, compose, generate, evaluate, summarize)):
         lane.add_node(name, fn)
+    lane.add_node("repair", repair)
     lane.add_edge(START, LANE_PHASES[0])
     for a, b in zip(LANE_PHASES, LANE_PHASES[1:]):
-        lane.add_edge(a, b)
+        if a != "evaluate":
+            lane.add_edge(a, b)
+    lane.add_conditional_edges("evaluate", after_evaluate, ["repair", "summarize"])
+    lane.add_edge("repair", "evaluate")
     lane.add_edge(LANE_PHASES[-1], END)
     return lane.compile(name="lane")
 

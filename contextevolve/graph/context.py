@@ -113,6 +113,12 @@ class RunContext:
     """Token budget of the composed generator context Φ (parent code included)."""
     generation_mode: Literal["full", "diff"] = "full"
     """Generator writes a whole program, or SEARCH/REPLACE diffs against the parent."""
+    repair_attempts: int = 2
+    """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
+    Generator with its error and traceback for a minimal fix; 0 = the paper's algorithm (no repair)."""
+    prechecks: bool = True
+    """Check that a child compiles, has the entry function's signature and survives a smoke run on one
+    small case before its full evaluation (a failure goes straight to repair)."""
     eval_timeout_s: float | None = None
     """Wall-clock limit of one evaluation; ``None`` = the task's default."""
     eval_cpu_s: float | None = None
@@ -170,6 +176,8 @@ class RunContext:
             problems.append("max_iterations must be >= 0")
         if self.max_retries < 0 or self.retry_wait_s < 0:
             problems.append("max_retries and retry_wait_s must be >= 0")
+        if self.repair_attempts < 0:
+            problems.append("repair_attempts must be >= 0")
         if self.num_exemplars < 0 or self.num_trajectories < 0:
             problems.append("num_exemplars and num_trajectories must be >= 0")
         unknown = (set(self.models) | set(self.temperatures) | set(self.max_tokens)) - set(ROLES)

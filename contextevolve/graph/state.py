@@ -37,6 +37,10 @@ class LaneResult(TypedDict):
     """The child's combined score."""
     usage: TokenUsage
     """Tokens the lane spent, by role."""
+    reason: str
+    """Why the child is not ok (empty when it is)."""
+    repairs: int
+    """Repair attempts made on the child."""
 
 
 def merge_lanes(left: list[LaneResult], right: list[LaneResult] | None) -> list[LaneResult]:
@@ -108,6 +112,10 @@ class LaneState:
     """pending | ok | invalid | failed | timeout."""
     child_score: float | None = None
     """The child's combined score once evaluated."""
+    repairs: int = 0
+    """Repair attempts made on this lane's child so far (at most ``RunContext.repair_attempts``)."""
+    repair_due: bool = False
+    """Set by generate/evaluate/repair: the child failed in a way a repair may fix and attempts are left."""
     iteration_usage: Annotated[TokenUsage, merge_usage] = field(default_factory=dict)
     """Tokens spent in this lane, by role."""
     lane_results: Annotated[list[LaneResult], merge_lanes] = field(default_factory=list)

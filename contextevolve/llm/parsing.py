@@ -19,3 +19,25 @@ def parse_json_object(text: str) -> dict | None:
         if isinstance(value, dict):
             return value
     return None
+
+
+_SENTENCE_END = re.compile(r"[.!?](?:[\"')\]]*)(?=\s|$)")
+
+
+def clip_to_sentence(text: str, max_chars: int, *, truncated: bool = False) -> str:
+    """``text`` (whitespace collapsed) ending on a sentence boundary within ``max_chars``.
+
+    A reply that fits and was not cut off (``truncated`` = finish_reason "length") is kept as it
+    is. Otherwise it is cut after the last full sentence (``.``, ``!`` or ``?`` before a space or
+    the end) that fits; with no full sentence at all, after the last whole word that fits, with a
+    full stop added. ``max_chars`` is the cap of the result, characters.
+    """
+    text = " ".join(text.split())
+    if len(text) <= max_chars and not truncated:
+        return text
+    head = text[:max_chars + 1]
+    ends = [m.end() for m in _SENTENCE_END.finditer(head) if m.end() <= max_chars]
+    if ends:
+        return head[:ends[-1]]
+    words = head[:max_chars].rsplit(" ", 1)[0] if len(text) > max_chars else text
+    return words.rstrip(",;:- ") + "." if words else ""

@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 Role = Literal["summarizer", "navigator", "sampler", "generator"]
 ROLES: tuple[Role, ...] = ("summarizer", "navigator", "sampler", "generator")
+"""The four agents, each with its own chat model."""
+USAGE_ROLES: tuple[str, ...] = (*ROLES, "repair")
+"""Rows of every token table: the four agents plus ``repair`` (Generator calls that fix a failed child)."""
 
 TokenUsage = dict[str, dict[str, int]]
 """Tokens by role: ``{"generator": {"prompt": 1200, "completion": 480}, ...}``."""
@@ -25,6 +28,15 @@ def add_usage(left: TokenUsage | None, right: TokenUsage | None) -> TokenUsage:
     return out
 
 
+def booked_as(usage: TokenUsage, role: str) -> TokenUsage:
+    """``usage`` with every role's counts summed under ``role`` (e.g. Generator tokens spent on a repair)."""
+    merged = {"prompt": 0, "completion": 0}
+    for counts in (usage or {}).values():
+        for kind in merged:
+            merged[kind] += int(counts.get(kind, 0))
+    return {role: merged} if usage else {}
+
+
 def total_tokens(usage: TokenUsage | None) -> int:
     """Prompt plus completion tokens over all roles."""
     return sum(c.get("prompt", 0) + c.get("completion", 0) for c in (usage or {}).values())
@@ -37,6 +49,21 @@ def program_id(iteration: int) -> str:
     its record instead of adding a second one.
     """
     return f"it{iteration:05d}"
+
+
+class RepairAttempt(BaseModel):
+    """One failed version of a child that the Generator was asked to fix (issue 10)."""
+
+    attempt: int
+    """1 for the first repair, 2 for the second, ..."""
+    status: ProgramStatus
+    """How the version being repaired ended (failed | invalid | timeout)."""
+    reason: str
+    """The evaluator's (or the editor's) reason for that failure."""
+    source: str = ""
+    """The failing version (empty when the Generator's reply never became a program)."""
+    tokens: TokenUsage = Field(default_factory=dict)
+    """Tokens the repair call cost (under ``repair``)."""
 
 
 class ProgramRecord(BaseModel):
@@ -60,11 +87,18 @@ class ProgramRecord(BaseModel):
     reason: str = ""
     """Why the status is not ok (evaluation failure or malformed LLM output)."""
     diagnostics: str = ""
+    traceback: str = ""
+    """Where a failed program failed: frames of its own file and the exception (shown to repair)."""
     guidance: str = ""
     """Navigator guidance g the child was generated under."""
     exemplar_ids: list[str] = Field(default_factory=list)
     tokens: TokenUsage = Field(default_factory=dict)
     """Tokens spent producing this program, by role."""
     eval_seconds: float = 0.0
+    attempts: list[RepairAttempt] = Field(default_factory=list)
+    """Failed versions of this child, each handed to the Generator for repair, in order (empty when
+    the first version was kept)."""
+    prechecks_failed: int = 0
+    """Versions stopped by a pre-check (compile, signature, smoke run) instead of a full evaluation."""
     committed: bool = False
     """True once ``update_buffer`` has admitted it; pending records are work in progress."""

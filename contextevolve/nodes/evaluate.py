@@ -1,7 +1,8 @@
 """Phase 6, Evaluate: s_c = E(c_c), in a sandboxed process tree (see contextevolve.evaluation).
 
 The evaluation goes through the run's executor (``RunContext.executor``): a local pool
-of ``eval_workers`` or a Ray cluster; parallel lanes therefore evaluate concurrently.
+of ``eval_workers`` or a Ray cluster; parallel lanes therefore evaluate concurrently. The
+pre-checks (:mod:`contextevolve.tasks.prechecks`) run on this machine: they are short.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ from langgraph.runtime import Runtime
 from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
+from contextevolve.nodes.generate import repairable
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.tasks.base import Evaluation
+from contextevolve.tasks.prechecks import precheck
 
 
 _log = logging.getLogger(__name__)
@@ -47,14 +50,29 @@ def run_evaluation(ctx: RunContext, source: str) -> Evaluation:
 
 
 def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
-    """Score the pending child with the task's evaluator; a child that failed generation keeps its worst score."""
+    """Score the pending child: pre-checks first (``ctx.prechecks``), then the task's full evaluation.
+
+    A child that failed generation keeps its worst score. A pre-check failure costs no full
+    evaluation. Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets
+    ``repair_due`` while repair attempts are left (a timeout is not repaired: a fix would cost
+    another full timeout to find out).
+    """
     ctx = runtime.context
-    memory = memory_of(ctx)
+    task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
-    if child.status == "failed" and not child.source:
-        return {"child_status": "failed", "child_score": child.combined_score}
-    result = run_evaluation(ctx, child.source)
+    attempts_left = state.repairs < ctx.repair_attempts
+    if child.status == "failed":  # generation failed: nothing (runnable) to evaluate
+        return {"child_status": "failed", "child_score": child.combined_score,
+                "repair_due": attempts_left and repairable(child.reason)}
+    result = precheck(task, child.source, ctx.sandbox_limits()) if ctx.prechecks else None
+    changes = {}
+    if result is not None:
+        changes["prechecks_failed"] = child.prechecks_failed + 1
+    else:
+        result = run_evaluation(ctx, child.source)
     memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
                          combined_score=result.combined_score, reason=result.reason,
-                         diagnostics=result.diagnostics, eval_seconds=result.seconds)
-    return {"child_status": result.status, "child_score": result.combined_score}
+                         diagnostics=result.diagnostics, traceback=result.traceback,
+                         eval_seconds=child.eval_seconds + result.seconds, **changes)
+    return {"child_status": result.status, "child_score": result.combined_score,
+            "repair_due": attempts_left and result.status in ("failed", "invalid")}

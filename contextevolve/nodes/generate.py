@@ -8,19 +8,24 @@ completion cut off at the token cap before a whole program — are retried first
 its reason and the run goes on. (An endpoint that is down raises
 :class:`~contextevolve.llm.faults.EndpointUnavailable` and stops the run.) The child id is
 derived from the iteration number, so replaying this node after a crash overwrites the same record.
+
+A child that does not compile keeps its source (a repair starts from it); one that could not be
+built at all has none. Either is failed here and may go to :mod:`contextevolve.nodes.repair`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
-from contextevolve.editing import EditError, build_child
+from contextevolve.editing import EditError, build_child, normalized_code
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import MalformedReply, Reply, call_role
-from contextevolve.memory.records import ProgramRecord, program_id
+from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage, program_id
+from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
 
@@ -45,8 +50,36 @@ def whole_program(parent_source: str, mode: str) -> Callable[[Reply], None]:
     return check
 
 
+def find_twin(memory: RunMemory, source: str, parent: ProgramRecord) -> str | None:
+    """Id of the parent or a committed program whose normalised code equals ``source``'s, else None
+    (:func:`~contextevolve.editing.normalized_code`: AST without docstrings and comments)."""
+    digest = normalized_code(source)
+    if digest is None:
+        return None
+    for record in [parent, *memory.buffer.committed()]:
+        if record.source and normalized_code(record.source) == digest:
+            return record.id
+    return None
+
+
+def twin_reason(twin: str) -> str:
+    """Reason of a child not evaluated because it is the same program as ``twin``."""
+    return f"duplicate of {twin} (the same code apart from comments and docstrings); not evaluated"
+
+
+def repairable(reason: str) -> bool:
+    """True when a failure with ``reason`` is the program's fault, so a repair may fix it (not an
+    endpoint fault, not a duplicate)."""
+    return not reason.startswith(("endpoint fault", "duplicate of"))
+
+
 def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
-    """Ask the Generator for the child and store it (status pending, or failed with a reason)."""
+    """Ask the Generator for the child and store it (status pending, or failed with a reason).
+
+    Novelty (issue 10): a child whose normalised code equals its parent's or a buffered program's
+    is not kept; the Generator is asked once more, told so, and a second twin is a failed child
+    whose reason names the twin (it is never evaluated, nor repaired).
+    """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     parent, exemplars = load(memory, state.parent_id, state.exemplar_ids)
@@ -54,20 +87,33 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     child_id = program_id(state.iteration + 1)
     record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id,
                            guidance=state.guidance, exemplar_ids=list(state.exemplar_ids))
-    reason = ""
-    try:
-        reply = call_role("generator", messages, ctx, check=whole_program(parent.source, ctx.generation_mode))
-        usage, text = reply.usage, reply.text
-        record.source = build_child(parent.source, reply.text, ctx.generation_mode, truncated=reply.truncated)
-    except MalformedReply as exc:  # the endpoint's fault, after the retries
-        usage, text, reason = exc.usage, exc.text, f"endpoint fault: {exc}"
-    except EditError as exc:  # the model's fault
-        reason = f"malformed generator output: {exc}"
+    usage: TokenUsage = {}
+    for ask in range(2):
+        reason, text, twin = "", "", None
+        try:
+            reply = call_role("generator", messages, ctx, check=whole_program(parent.source, ctx.generation_mode))
+            usage, text = add_usage(usage, reply.usage), reply.text
+            record.source = build_child(parent.source, reply.text, ctx.generation_mode, truncated=reply.truncated)
+            twin = find_twin(memory, record.source, parent)
+        except MalformedReply as exc:  # the endpoint's fault, after the retries
+            usage, text, reason = add_usage(usage, exc.usage), exc.text, f"endpoint fault: {exc}"
+        except EditError as exc:  # the model's fault
+            twin = parent.id if exc.duplicate else None
+            reason = "" if exc.duplicate else f"malformed generator output: {exc}"
+            record.source = exc.source
+        if twin is None or ask == 1:
+            break
+        messages = [*messages, AIMessage(text), HumanMessage(
+            f"That program is the same as {twin} apart from comments and docstrings, so it would teach the "
+            "search nothing. Make a real change to the algorithm, as asked above.")]
+    if twin is not None:
+        reason, record.source = twin_reason(twin), ""
     if reason:
         record.status, record.reason = "failed", reason
         record.combined_score = task.worst_score
         record.metrics = {m.name: m.worst for m in task.metrics}
         record.diagnostics = text[:REPLY_EXCERPT]
     memory.buffer.put(record)
-    return {"child_id": child_id, "child_status": record.status, "child_score": None,
+    return {"child_id": child_id, "child_status": record.status, "child_score": None, "repairs": 0,
+            "repair_due": bool(reason) and repairable(reason) and ctx.repair_attempts > 0,
             "iteration_usage": usage}

@@ -25,13 +25,15 @@ from langgraph.runtime import Runtime
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import MalformedReply, call_role
+from contextevolve.llm.parsing import clip_to_sentence
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.resources import memory_of, rng_for, task_of
 from contextevolve.prompts import navigator as prompt
 from contextevolve.tasks.base import Task
 
-GUIDANCE_CHARS = 1200
-"""Guidance longer than this is cut (a runaway reply must not flood later prompts)."""
+GUIDANCE_CHARS = 600
+"""Guidance longer than this, or cut off at the Navigator's token cap, ends at its last full sentence
+that fits (a runaway reply must not flood later prompts, nor a half sentence mislead them)."""
 
 
 @dataclass
@@ -107,5 +109,5 @@ def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         reply = call_role("navigator", messages, ctx)
     except MalformedReply as exc:
         return {"guidance": "", "trajectory_ids": [s.child.id for s in steps], "iteration_usage": exc.usage}
-    guidance = reply.text.strip()[:GUIDANCE_CHARS]
+    guidance = clip_to_sentence(reply.text, GUIDANCE_CHARS, truncated=reply.truncated)
     return {"guidance": guidance, "trajectory_ids": [s.child.id for s in steps], "iteration_usage": reply.usage}

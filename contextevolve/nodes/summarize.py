@@ -14,15 +14,21 @@ from langgraph.runtime import Runtime
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneResult, LaneState
 from contextevolve.llm.calls import MalformedReply, call_role
-from contextevolve.memory.records import TokenUsage, add_usage
+from contextevolve.llm.parsing import clip_to_sentence
+from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import summarizer as prompt
 from contextevolve.tasks.base import Task
 
 RAW_ABSTRACT_CHARS = 1500
 """Characters of source used as the abstract when the Summarizer is ablated."""
-ABSTRACT_CHARS = 1200
-"""Abstracts longer than this are cut."""
+ABSTRACT_CHARS = 800
+"""Abstracts longer than this, or cut off at the Summarizer's token cap, end at their last full
+sentence that fits."""
+REASON_CHARS = 300
+"""Characters of a failure reason kept in an abstract."""
+IDEA_CHARS = 300
+"""Characters of the guidance a failed child followed, kept in its abstract."""
 EMPTY_ABSTRACT = "(the summarizer returned nothing)"
 """The abstract when the Summarizer gave no usable reply."""
 
@@ -40,22 +46,43 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
                           ctx)
     except MalformedReply as exc:
         return EMPTY_ABSTRACT, exc.usage
-    text = " ".join(reply.text.split())[:ABSTRACT_CHARS]
+    text = clip_to_sentence(reply.text, ABSTRACT_CHARS, truncated=reply.truncated)
     return text or EMPTY_ABSTRACT, reply.usage
 
 
+def failure_abstract(status: str, reason: str, guidance: str) -> str:
+    """The abstract of a child that never ran to completion: its failure and the idea it tried."""
+    idea = f" Idea it tried: {clip_to_sentence(guidance, IDEA_CHARS)}" if guidance else ""
+    return f"FAILED ({status}): {reason[:REASON_CHARS]}.{idea}"
+
+
+def repair_note(child: ProgramRecord) -> str:
+    """A sentence naming the errors of the child's earlier, repaired versions ("" when none)."""
+    if not child.attempts:
+        return ""
+    errors = "; ".join(a.reason[:REASON_CHARS // 2] for a in child.attempts)
+    return f" Earlier versions failed ({len(child.attempts)} repaired): {errors}."
+
+
 def summarize(state: LaneState, runtime: Runtime[RunContext]) -> dict:
-    """Write z_c into the child's record and report the lane's child to the buffer update."""
+    """Write z_c into the child's record and report the lane's child to the buffer update.
+
+    The Summarizer is called only for a child that ran to completion (ok, or invalid output);
+    a child that failed or timed out gets :func:`failure_abstract` at no cost. Repaired failures
+    are named at the end of the abstract (:func:`repair_note`), so the Sampler sees them.
+    """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
     usage: TokenUsage = {}
-    if not child.source:  # nothing was generated: the failure itself is the abstract
-        memory.buffer.update(child.id, abstract=f"Generation failed: {child.reason}")
+    if child.status not in ("ok", "invalid") or not child.source:
+        abstract = failure_abstract(child.status, child.reason, child.guidance)
     else:
         parent = memory.buffer.require(child.parent_id)
         abstract, usage = abstract_for(ctx, task, child.source, parent.abstract)
-        memory.buffer.update(child.id, abstract=abstract)
+    abstract += repair_note(child)
+    memory.buffer.update(child.id, abstract=abstract)
     report = LaneResult(lane=state.lane, child_id=child.id, status=child.status, score=child.combined_score,
-                        usage=add_usage(state.iteration_usage, usage))
+                        usage=add_usage(state.iteration_usage, usage), reason=child.reason,
+                        repairs=len(child.attempts))
     return {"iteration_usage": usage, "lane_results": [report]}

@@ -7,10 +7,10 @@ from langchain_core.messages import HumanMessage, SystemMessage
 SYSTEM = ("You are the Navigator of an evolutionary search over programs. From past parent->child steps and "
           "how each changed the metrics, you infer which directions of change help and which hurt.")
 
-DIRECTIONAL = ("Give the direction for the next change in 2-4 sentences (at most 80 words): which kind of idea "
+DIRECTIONAL = ("Give the direction for the next change in 2-3 short sentences (at most 50 words): which kind of idea "
                "to pursue or avoid, and why, citing the evidence. Stay at the level of strategy: no code and no "
                "step-by-step implementation instructions.")
-IMPLEMENTATION = ("Give a concrete implementation plan in at most 5 numbered steps (at most 100 words): which "
+IMPLEMENTATION = ("Give a concrete implementation plan in at most 4 numbered steps (at most 70 words): which "
                   "functions to change and exactly how, with specific code-level instructions.")
 
 

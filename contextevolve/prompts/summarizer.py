@@ -7,12 +7,12 @@ from langchain_core.messages import HumanMessage, SystemMessage
 SYSTEM = ("You write compact technical abstracts of programs for an evolutionary code search. "
           "Plain prose, no code, no headings.")
 
-INHERITED = ("Write the abstract of the NEW program in at most 90 words covering both: (1) what is new "
+INHERITED = ("Write the abstract of the NEW program in at most 70 words covering both: (1) what is new "
              "or changed relative to the parent, and (2) which traits it keeps from the parent. Name the core "
              "algorithm, ordering/selection rules and data structures.")
-NOVEL_ONLY = ("Write the abstract of the NEW program in at most 90 words describing ONLY what is new or "
+NOVEL_ONLY = ("Write the abstract of the NEW program in at most 70 words describing ONLY what is new or "
               "changed relative to the parent. Do not describe anything it inherits.")
-INITIAL = ("Write the abstract of this program in at most 90 words: its core algorithm, ordering/selection "
+INITIAL = ("Write the abstract of this program in at most 70 words: its core algorithm, ordering/selection "
            "rules, data structures and key design choices.")
 
 

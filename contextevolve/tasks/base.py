@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from contextevolve.evaluation.isolation import CallResult, CandidateRun, run_candidate
 from contextevolve.evaluation.jobs import Call, EvalJob
 from contextevolve.evaluation.limits import SandboxLimits
+from contextevolve.evaluation.tracebacks import candidate_excerpt
 
 __all__ = ["Call", "CallResult", "CandidateRun", "EvalJob", "EvalStatus", "Evaluation", "MetricSpec", "Task"]
 
@@ -47,6 +48,9 @@ class Evaluation(BaseModel):
     """Why the status is not ``ok``; empty when it is."""
     diagnostics: str = ""
     """Short text (a few lines) that later prompts may show the LLM."""
+    traceback: str = ""
+    """Where the candidate failed: the frames of its own file (``line N, in fn`` and the code) and the
+    exception (:func:`~contextevolve.evaluation.tracebacks.candidate_excerpt`); empty for ok programs."""
     seconds: float = 0.0
     """Wall-clock seconds the evaluation took, candidate process included."""
     notes: list[str] = Field(default_factory=list)
@@ -145,10 +149,13 @@ class Task(ABC):
         if run.status != "ok":
             evaluation = self.rejected(run.status, run.reason, seconds=run.seconds,  # type: ignore[arg-type]
                                        diagnostics=(run.reason + "\n" + (run.traceback or run.stderr_tail)[-400:])
-                                       .strip())
+                                       .strip(), traceback=candidate_excerpt(run.traceback))
         else:
             evaluation = self.grade_safely(run)
             evaluation.seconds = run.seconds
+            if evaluation.status != "ok":
+                failed = [c for c in run.calls if c.status != "ok" and c.traceback]
+                evaluation.traceback = candidate_excerpt(failed[0].traceback) if failed else ""
         evaluation.notes = list(run.notes)
         return evaluation
 
@@ -185,11 +192,24 @@ class Task(ABC):
         return [f"call {i}: {c.status}: {c.error}" for i, c in enumerate(run.calls) if c.status != "ok"]
 
     def rejected(self, status: EvalStatus, reason: str, *, seconds: float = 0.0,
-                 diagnostics: str = "") -> Evaluation:
+                 diagnostics: str = "", traceback: str = "") -> Evaluation:
         """An Evaluation for a program with no valid output: worst score and worst metrics."""
         return Evaluation(status=status, reason=reason, seconds=seconds, combined_score=self.worst_score,
-                          metrics={m.name: m.worst for m in self.metrics},
+                          metrics={m.name: m.worst for m in self.metrics}, traceback=traceback,
                           diagnostics=diagnostics or (f"Rejected: {reason}" if status == "invalid" else ""))
+
+    def smoke_job(self) -> EvalJob:
+        """One small case for the pre-check's smoke run (:mod:`contextevolve.tasks.prechecks`).
+
+        Default: the first call of :meth:`job`. Tasks whose first case is large override it.
+        """
+        job = self.job()
+        return job.model_copy(update={"calls": job.calls[:1]})
+
+    def smoke_refusal(self, value: object) -> str:  # noqa: ARG002 - tasks that can tell override it
+        """Why the smoke call's harness value already shows a broken contract; ``""`` (default) when
+        it cannot tell without the full grader."""
+        return ""
 
     def better(self, a: float | None, b: float | None) -> bool:
         """True when combined score ``a`` is strictly better than ``b`` (``None`` is worst)."""

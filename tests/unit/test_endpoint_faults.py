@@ -220,7 +220,7 @@ def test_malformed_json_bodies_fail_the_generation_and_the_run_goes_on(endpoint,
         assert child["status"] == "failed" and child["source"] == ""
         assert child["reason"].startswith(f"endpoint fault: generator reply from {endpoint.url} unusable after "
                                           f"{ATTEMPTS} attempts: unreadable response (JSONDecodeError")
-        assert child["abstract"].startswith("Generation failed: endpoint fault")
+        assert child["abstract"].startswith("FAILED (failed): endpoint fault")
         assert child["guidance"] == ""  # the navigator's replies were garbled too: no guidance
     assert records(run_dir)[0]["abstract"] == "(the summarizer returned nothing)"
 

@@ -188,8 +188,10 @@ def test_malformed_generator_output_is_a_failed_child(seeded, ctx, models, text,
     # and the rest of the iteration copes with it
     state = apply(replace(state, parent_id="it00000"), update)
     assert run_node(evaluate, state, ctx)["child_status"] == "failed"
+    calls = len(models["summarizer"].seen)
     run_node(summarize, state, ctx)
-    assert memory.buffer.require(child.id).abstract.startswith("Generation failed")
+    assert memory.buffer.require(child.id).abstract.startswith("FAILED (failed): ")
+    assert len(models["summarizer"].seen) == calls  # a child that never ran costs no Summarizer call
 
 
 def test_evaluate_summarize_update_buffer_commit_the_child(seeded, seeded_run, ctx, models):
@@ -203,7 +205,7 @@ def test_evaluate_summarize_update_buffer_commit_the_child(seeded, seeded_run, c
     assert "Parent abstract" in prompt and "keeps from the parent" in prompt
     run = replace(seeded_run[0], lane_results=state.lane_results)
     assert state.lane_results == [{"lane": 0, "child_id": "it00001", "status": "ok", "score": state.child_score,
-                                   "usage": state.iteration_usage}]
+                                   "usage": state.iteration_usage, "reason": "", "repairs": 0}]
     update = run_node(update_buffer, run, ctx)
     child = memory.buffer.require("it00001")
     assert child.committed and child.abstract and memory.index.count() == 2

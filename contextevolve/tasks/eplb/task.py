@@ -168,6 +168,10 @@ class Eplb(Task):
             Call(fn="rebalance", args=args, blobs={"weight.npy": window_npy(i)}, timeout_s=CASE_TIMEOUT_S)
             for i in range(windows - 1)])
 
+    def smoke_refusal(self, value: object) -> str:
+        """The harness's own refusal of the returned arrays (shape, dtype, ...), as :meth:`Task.refusal`."""
+        return Task.refusal(value)
+
     def grade_run(self, run: CandidateRun) -> Evaluation:
         """Score the returned maps against our own load windows, the calls' times as the supervisor measured
         them; never raises. The warm-up call is ignored; a failed window counts at its worst (module doc)."""

@@ -91,6 +91,10 @@ by its title) and long free-text columns.
 """
 
 
+SMOKE_ROWS = 200
+"""Rows of the smoke run's table (pre-check)."""
+
+
 class LlmSql(Task):
     """ADRS LLM-SQL: maximise prefix KV-cache hits by reordering rows and fields."""
 
@@ -111,6 +115,13 @@ class LlmSql(Task):
         return EvalJob(harness=HARNESS, entry=ENTRY, calls=[
             Call(fn="reorder", args={"columns": t["columns"], "rows": t["rows"]}, timeout_s=CASE_TIMEOUT_S)
             for t in tables()])
+
+    def smoke_job(self) -> EvalJob:
+        """The first table cut to ``SMOKE_ROWS`` rows: enough to exercise the program, seconds at most."""
+        first = tables()[0]
+        return EvalJob(harness=HARNESS, entry=ENTRY, calls=[
+            Call(fn="reorder", args={"columns": first["columns"], "rows": first["rows"][:SMOKE_ROWS]},
+                 timeout_s=CASE_TIMEOUT_S)])
 
     def grade_run(self, run: CandidateRun) -> Evaluation:
         """Check each table's cells against our own copy and recompute the hit rates; never raises.

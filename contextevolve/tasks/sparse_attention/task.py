@@ -159,6 +159,10 @@ class SparseAttention(Task):
         return EvalJob(harness=HARNESS, entry=ENTRY, calls=[
             Call(fn="select", blobs=layer_files(layer), timeout_s=CASE_TIMEOUT_S) for layer in range(layers)])
 
+    def smoke_refusal(self, value: object) -> str:
+        """The harness's own refusal of the returned arrays (shape, dtype, ...), as :meth:`Task.refusal`."""
+        return Task.refusal(value)
+
     def grade_run(self, run: CandidateRun) -> Evaluation:
         """Validate the masks and recompute density and error with our own inputs (see :meth:`grade`)."""
         return self.grade(run.calls, attention_inputs())

@@ -1,0 +1,70 @@
+"""Repair (issue 10, between phases 6 and 7): a failed child goes back to the Generator with its error.
+
+Not in the paper's Algorithm 1 (``RunContext.repair_attempts = 0`` restores it). A child that
+failed — it does not compile, raises, fails a pre-check, returns invalid output, or the
+Generator's edit could not be applied — is shown to the Generator's model with the evaluator's
+reason and the traceback frames of its own file (line numbers in the child), and the model
+returns a minimal fix (SEARCH/REPLACE edits or a whole program). The fixed version replaces the
+child's source and is evaluated again; the failed version is kept in the child's ``attempts``
+with the reason it failed and the repair's tokens, which are booked under the ``repair`` role.
+At most ``repair_attempts`` repairs per child. A fix that is the parent or a buffered program
+again (normalised code) ends the repairs: the child is a failed duplicate.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from langgraph.runtime import Runtime
+
+from contextevolve.editing import EditError, build_child
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import LaneState
+from contextevolve.llm.calls import MalformedReply, call_role
+from contextevolve.memory.records import RepairAttempt, TokenUsage, booked_as
+from contextevolve.nodes.generate import REPLY_EXCERPT, find_twin, twin_reason, whole_program
+from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.prompts import repair as prompt
+
+
+def after_evaluate(state: LaneState) -> Literal["repair", "summarize"]:
+    """Route a child that failed with repair attempts left to :func:`repair`, any other to summarize."""
+    return "repair" if state.repair_due else "summarize"
+
+
+def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
+    """Ask for a minimal fix of the failed child and store it as the child's new, pending version."""
+    ctx = runtime.context
+    task, memory = task_of(ctx), memory_of(ctx)
+    child = memory.buffer.require(state.child_id)
+    parent = memory.buffer.require(child.parent_id)
+    number = state.repairs + 1
+    base = child.source or parent.source  # no source: the Generator's edit never became a program
+    messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.generation_mode,
+                               unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)
+    usage: TokenUsage = {}
+    fixed, problem, text = "", "", ""
+    try:
+        reply = call_role("generator", messages, ctx, check=whole_program(base, ctx.generation_mode))
+        usage, text = booked_as(reply.usage, "repair"), reply.text
+        fixed = build_child(base, reply.text, ctx.generation_mode, truncated=reply.truncated)
+    except MalformedReply as exc:
+        usage, text, problem = booked_as(exc.usage, "repair"), exc.text, f"endpoint fault during repair {number}: {exc}"
+    except EditError as exc:
+        fixed = exc.source  # it does not compile: the next repair (or the pre-check) says where
+        problem = (f"duplicate of the failing version: repair {number} changed nothing" if exc.duplicate
+                   else f"repair {number} could not be applied: {exc}")
+    attempt = RepairAttempt(attempt=number, status=child.status, reason=child.reason, source=child.source,
+                            tokens=usage)
+    changes: dict = {"attempts": [*child.attempts, attempt]}
+    twin = find_twin(memory, fixed, parent) if fixed else None
+    if twin is not None:
+        changes.update(status="failed", reason=twin_reason(twin))
+    elif problem:
+        changes.update(status="failed", reason=problem, diagnostics=text[:REPLY_EXCERPT], traceback="",
+                       source=fixed or child.source)
+    else:
+        changes.update(source=fixed, status="pending", reason="", diagnostics="", traceback="")
+    memory.buffer.update(child.id, **changes)
+    # evaluate comes next: it scores a pending fix, and decides about another repair either way
+    return {"repairs": number, "child_status": changes["status"], "repair_due": False, "iteration_usage": usage}

@@ -1,0 +1,98 @@
+"""Cheap checks a child must pass before its full evaluation, and code identity for novelty.
+
+Order (issue 10): the program compiles; it defines the task's entry function with the
+contract's positional parameters (those of the initial program's entry function); a smoke run
+of :meth:`~contextevolve.tasks.base.Task.smoke_job` (one small case) in the sandbox under a
+short limit raises nothing. A program that fails a pre-check is ``failed`` with a reason that
+starts ``pre-check:`` and costs no full evaluation. A smoke call that only *times out* passes:
+a slow but correct program is the full evaluation's to judge.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from contextevolve.evaluation.isolation import run_candidate
+from contextevolve.evaluation.limits import SandboxLimits
+from contextevolve.evaluation.tracebacks import candidate_excerpt
+from contextevolve.tasks.base import Evaluation, Task
+
+SMOKE_WALL_S = 20.0
+"""Wall-clock cap of the smoke run, seconds (the task's own limit when that is lower)."""
+PREFIX = "pre-check: "
+"""Start of the reason of a program stopped by a pre-check."""
+
+
+def _positional(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[int, int]:
+    """(required, accepted) positional parameters of ``fn``; accepted is -1 with ``*args``."""
+    params = [*fn.args.posonlyargs, *fn.args.args]
+    required = len(params) - len(fn.args.defaults)
+    return required, -1 if fn.args.vararg else len(params)
+
+
+def _entry(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    found = None
+    for node in tree.body:  # the last top-level definition wins, as at import
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            found = node
+    return found
+
+
+def static_check(task: Task, source: str) -> str:
+    """Why ``source`` cannot be ``task``'s program without running it; ``""`` when it can.
+
+    Checks that it compiles and that it defines ``task.job().entry`` at top level taking the
+    contract's positional arguments (as many as the initial program's entry function; a
+    name bound another way, e.g. ``entry = other_fn``, is accepted and left to the smoke run).
+    """
+    try:
+        tree = ast.parse(source)
+        compile(tree, "candidate.py", "exec")
+    except SyntaxError as exc:
+        text = (exc.text or "").strip()[:120]
+        return f"{PREFIX}SyntaxError: {exc.msg} (line {exc.lineno}" + (f": {text})" if text else ")")
+    except (ValueError, MemoryError, RecursionError) as exc:
+        return f"{PREFIX}the program does not compile: {type(exc).__name__}"
+    name = task.job().entry
+    fn = _entry(tree, name)
+    if fn is None:
+        assigned = any(isinstance(n, (ast.Assign, ast.ImportFrom, ast.Import, ast.ClassDef)) for n in tree.body)
+        return "" if assigned else f"{PREFIX}the program defines no top-level function {name}()"
+    contract = _entry(ast.parse(task.initial_program), name)
+    if contract is None:
+        return ""
+    need, _ = _positional(contract)
+    required, accepted = _positional(fn)
+    if required > need or (accepted != -1 and accepted < need):
+        wanted = ", ".join(a.arg for a in [*contract.args.posonlyargs, *contract.args.args][:need])
+        return f"{PREFIX}{name}() must take {need} positional arguments ({wanted}) as in the contract"
+    return ""
+
+
+def smoke_check(task: Task, source: str, limits: SandboxLimits) -> Evaluation | None:
+    """Run ``task.smoke_job()`` on ``source`` in the sandbox; a ``failed`` Evaluation if it raised or
+    died, else None (timeouts pass, see module doc). Never raises for a bad candidate."""
+    job = task.smoke_job()
+    wall = min(SMOKE_WALL_S, limits.wall_s or task.timeout_s)
+    small = limits.model_copy(update={"wall_s": wall, "cpu_s": min(limits.cpu_s or wall, wall)})
+    run = run_candidate(source, job, limits=small)
+    if run.status == "timeout":
+        return None
+    if run.status != "ok":
+        return task.rejected("failed", PREFIX + run.reason, seconds=run.seconds,
+                             traceback=candidate_excerpt(run.traceback))
+    for call in run.calls:
+        if call.status in ("error", "crashed"):
+            return task.rejected("failed", f"{PREFIX}smoke run: {call.error}"[:500], seconds=run.seconds,
+                                 traceback=candidate_excerpt(call.traceback))
+        if call.status == "ok" and (why := task.smoke_refusal(call.value)):
+            return task.rejected("failed", f"{PREFIX}smoke run: {why}"[:500], seconds=run.seconds)
+    return None
+
+
+def precheck(task: Task, source: str, limits: SandboxLimits) -> Evaluation | None:
+    """:func:`static_check` then :func:`smoke_check`: the failed Evaluation of the first that fails, else None."""
+    reason = static_check(task, source)
+    if reason:
+        return task.rejected("failed", reason)
+    return smoke_check(task, source, limits.resolved(task.timeout_s))

@@ -1,0 +1,182 @@
+"""Issue 10: repair of failed children, pre-checks, novelty, context-agent caps, readable progress."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contextevolve.api import evolve
+from contextevolve.cli import child_line
+from contextevolve.evaluation.limits import SandboxLimits
+from contextevolve.evaluation.tracebacks import candidate_excerpt
+from contextevolve.llm.models import use_chat_models
+from contextevolve.llm.parsing import clip_to_sentence
+from contextevolve.tasks.prechecks import precheck, static_check
+from contextevolve.tasks.registry import get_task
+from tests.fakes import BETTER_PROGRAM, INITIAL, default_models, fenced, reply, scripted
+
+TASK = get_task("model_placement")
+#: BETTER_PROGRAM with a heap the model forgot to import: NameError on the first case.
+NAME_ERROR = BETTER_PROGRAM.replace("    ordered = sorted(", "    heapq.heapify([])\n    ordered = sorted(")
+#: What a minimal repair returns: the same edit, as a SEARCH/REPLACE diff that adds the import.
+ADD_IMPORT = ("<<<<<<< SEARCH\n    heapq.heapify([])\n=======\n    import heapq\n    heapq.heapify([])\n"
+              ">>>>>>> REPLACE\n")
+
+
+def run(tmp_path, generator, **settings):
+    models = default_models()
+    models["generator"] = generator
+    with use_chat_models(**models):
+        result = evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0, **settings)
+    records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
+    return result, records, models
+
+
+def test_a_name_error_is_repaired_in_one_attempt_and_scored(tmp_path):
+    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
+    result, records, models = run(tmp_path, generator, repair_attempts=2)
+    child = records[1]
+    assert child["status"] == "ok" and len(child["attempts"]) == 1
+    # the fixed child is what was scored, and its score is what the evaluator gives it
+    assert "import heapq" in child["source"]
+    assert child["combined_score"] == pytest.approx(TASK.evaluate(child["source"]).combined_score)
+    assert result.best_score == pytest.approx(child["combined_score"])
+    attempt = child["attempts"][0]
+    assert attempt["status"] == "failed" and "NameError: name 'heapq' is not defined" in attempt["reason"]
+    assert attempt["source"] == NAME_ERROR and child["prechecks_failed"] == 1  # the smoke run caught it
+    # the repair prompt held the failing code and the traceback in the candidate's own line numbers
+    repair_prompt = generator.seen[1][1].content
+    line = NAME_ERROR.splitlines().index("    heapq.heapify([])") + 1
+    assert NAME_ERROR in repair_prompt and f"line {line}, in compute_model_placement" in repair_prompt
+    # its tokens are booked under `repair`, on the child and in the run's total
+    assert attempt["tokens"] == {"repair": {"prompt": 1200, "completion": 60}}
+    assert child["tokens"]["repair"] == {"prompt": 1200, "completion": 60}
+    assert child["tokens"]["generator"] == {"prompt": 900, "completion": 400}
+    assert result.tokens["repair"] == {"prompt": 1200, "completion": 60}
+    # the failed version stays visible to the Sampler, in the child's abstract
+    assert "Earlier versions failed (1 repaired): " in child["abstract"] and "heapq" in child["abstract"]
+
+
+def test_repairs_stop_at_r(tmp_path):
+    broken = reply(fenced(NAME_ERROR), 900, 400)
+    generator = scripted(broken, reply(fenced(NAME_ERROR.replace("heapq.heapify", "heapq2.heapify")), 900, 400),
+                         reply(fenced(NAME_ERROR.replace("heapq.heapify", "heapq3.heapify")), 900, 400),
+                         reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    child = records[1]
+    assert len(generator.seen) == 3  # the generation and R = 2 repairs; the 4th (good) reply is never asked for
+    assert child["status"] == "failed" and len(child["attempts"]) == 2 and "heapq3" in child["reason"]
+    assert child["tokens"]["repair"] == {"prompt": 1800, "completion": 800}
+
+
+def test_no_repair_with_zero_attempts(tmp_path):
+    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=0)
+    assert len(generator.seen) == 1 and records[1]["status"] == "failed" and records[1]["attempts"] == []
+    assert "repair" not in records[1]["tokens"]
+
+
+def test_a_diff_that_does_not_apply_is_repaired(tmp_path):
+    bad = "<<<<<<< SEARCH\n    no such line\n=======\n    x = 1\n>>>>>>> REPLACE\n"
+    good = ("<<<<<<< SEARCH\n                kvpr = load[gpu_id] / free_mem[gpu_id]\n=======\n"
+            "                kvpr = (load[gpu_id] + model.req_rate / model.slo) / max(free_mem[gpu_id] - "
+            "model.model_size, 1e-9)\n>>>>>>> REPLACE\n")
+    generator = scripted(reply(bad, 900, 50), reply(good, 1000, 60), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=1, generation_mode="diff")
+    child = records[1]
+    assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
+    assert "SEARCH text not found" in child["attempts"][0]["reason"]
+    assert "could not be applied" in generator.seen[1][1].content and "no such line" in generator.seen[1][1].content
+
+
+def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
+    from contextevolve.nodes import evaluate as evaluate_node
+
+    evaluated = []
+    real = evaluate_node.run_evaluation
+    monkeypatch.setattr(evaluate_node, "run_evaluation", lambda ctx, src: evaluated.append(src) or real(ctx, src))
+    # the parent again, differing only in comments and a docstring: a twin
+    twin = INITIAL.replace("# Greedy: most demanding", "# A new comment\n    # Greedy: most demanding").replace(
+        '"""Place each model', '"""Docstring changed. Place each model')
+    generator = scripted(reply(fenced(twin), 900, 400), reply(fenced(twin), 950, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    child = records[1]
+    assert evaluated == [] and child["eval_seconds"] == 0.0
+    assert child["status"] == "failed" and child["reason"].startswith("duplicate of it00000")
+    assert len(generator.seen) == 2 and "same as it00000" in generator.seen[1][-1].content  # asked once more
+    assert child["attempts"] == []  # a twin is not repaired
+
+
+def test_a_twin_on_the_first_ask_gets_a_second_chance(tmp_path):
+    generator = scripted(reply(fenced(INITIAL + "\n# only a comment\n"), 900, 400),
+                         reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator)
+    assert records[1]["status"] == "ok" and records[1]["source"] == BETTER_PROGRAM
+    assert records[1]["tokens"]["generator"] == {"prompt": 1800, "completion": 800}
+
+
+def test_static_prechecks_name_the_problem():
+    assert static_check(TASK, TASK.initial_program) == ""
+    assert "SyntaxError" in static_check(TASK, "def compute_model_placement(gpu_num, models:\n    pass\n")
+    assert "defines no top-level function compute_model_placement" in static_check(TASK, "def f(a, b):\n  pass\n")
+    assert "must take 2 positional arguments (gpu_num, models)" in static_check(
+        TASK, "def compute_model_placement(gpu_num):\n    return {}\n")
+    assert static_check(TASK, "def compute_model_placement(gpu_num, models, extra=1):\n    return {}\n") == ""
+    assert static_check(TASK, "def compute_model_placement(*args):\n    return {}\n") == ""
+
+
+def test_smoke_run_catches_errors_but_passes_slow_programs():
+    limits = SandboxLimits()
+    failed = precheck(TASK, NAME_ERROR, limits)
+    assert failed.status == "failed" and failed.reason.startswith("pre-check: smoke run: ")
+    assert "NameError" in failed.traceback and "line " in failed.traceback
+    assert precheck(TASK, TASK.initial_program, limits) is None
+    slow = "import time\ndef compute_model_placement(gpu_num, models):\n    time.sleep(60)\n"
+    assert precheck(TASK, slow, limits.model_copy(update={"wall_s": 3})) is None  # the full evaluation judges it
+
+
+def test_traceback_excerpt_keeps_only_the_candidates_frames():
+    text = ('Traceback (most recent call last):\n  File "/tmp/x/lib/contextevolve/evaluation/runner.py", line 103, '
+            'in main\n    value = harness.f()\n  File "/tmp/x/work/candidate.py", line 7, in place\n'
+            '    heapq.heapify(x)\n    ^^^^^\nNameError: name \'heapq\' is not defined\n')
+    excerpt = candidate_excerpt(text)
+    assert excerpt.splitlines()[0] == "line 7, in place" and "runner.py" not in excerpt
+    assert excerpt.endswith("NameError: name 'heapq' is not defined")
+
+
+@pytest.mark.parametrize("text, cap, truncated, expected", [
+    ("Balance pressure. Sort by demand. Then pack the", 200, True, "Balance pressure. Sort by demand."),
+    ("Balance pressure. Sort by demand first.", 25, False, "Balance pressure."),
+    ("Short.", 100, False, "Short."),
+    ("no sentence end at all here", 12, False, "no sentence."),
+])
+def test_guidance_and_abstracts_end_on_a_sentence(text, cap, truncated, expected):
+    assert clip_to_sentence(text, cap, truncated=truncated) == expected
+
+
+def test_navigator_guidance_cut_at_the_cap_ends_on_a_sentence(tmp_path):
+    models = default_models()
+    models["navigator"] = scripted(reply("Balance projected pressure. Prefer GPUs with the most free memory "
+                                         "when the", 400, 160, finish="length"))
+    with use_chat_models(**models):
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0)
+    child = json.loads((tmp_path / "r" / "programs.jsonl").read_text().splitlines()[1])
+    assert child["guidance"] == "Balance projected pressure."
+
+
+def test_progress_names_the_phase_and_each_failure(tmp_path):
+    phases = []
+    models = default_models()
+    models["generator"] = scripted(reply("I cannot help with that.", 900, 10))
+    with use_chat_models(**models):
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0, repair_attempts=1,
+               on_phase=lambda node, child: phases.append((node, child)))
+    lane = [p for p in phases if p[1]]
+    assert [n for n, _ in lane] == ["select_parent", "navigate", "sample", "compose", "generate", "evaluate",
+                                    "repair", "evaluate", "summarize"]
+    assert {c for _, c in lane} == {"it00001"} and ("initialize", None) in phases
+    line = child_line({"child_id": "it00001", "lane": 0, "status": "failed", "score": 0.0, "repairs": 1,
+                       "reason": "malformed generator output: the reply contains no code block",
+                       "usage": {"generator": {"prompt": 900, "completion": 10}}}, None)
+    assert "no code block" in line and "repaired 1x" in line and "tokens 910" in line
