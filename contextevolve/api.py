@@ -121,8 +121,9 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     """Summary of a run directory, read from its Evolve Buffer only (fast; loads no models).
 
     Keys: ``run_dir``, ``task``, ``iterations``, ``programs`` (committed, failed ones included),
-    ``statuses`` (count per status), ``initial_score``, ``best_score``, ``best_id``, ``tokens``
-    (by role), ``total_tokens``.
+    ``statuses`` (count per status), ``initial_score``, ``best_score``, ``best_id``, ``repairs``
+    (``attempted``: repair calls, ``succeeded``: children they made ok), ``tokens`` (by role),
+    ``total_tokens``.
 
     Raises:
         RunDirError: ``run_dir`` holds no run.
@@ -152,6 +153,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "initial_score": initial.combined_score if initial else None,
         "best_score": best.combined_score if best else None,
         "best_id": best.id if best else None,
+        "repairs": {"attempted": sum(len(r.attempts) for r in records),
+                    "succeeded": sum(1 for r in records if r.attempts and r.status == "ok")},
         "tokens": tokens,
         "total_tokens": total_tokens(tokens),
     }

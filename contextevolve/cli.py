@@ -149,7 +149,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     console.print(f"[bold]{status['run_dir']}[/bold] ({status['task']})")
     console.print(f"iterations: {status['iterations']}  programs: {status['programs']}  "
-                  f"statuses: {status['statuses']}")
+                  f"statuses: {status['statuses']}  repairs: {status['repairs']['attempted']} attempted, "
+                  f"{status['repairs']['succeeded']} children fixed")
     console.print(f"initial score: {status['initial_score']}  best score: {status['best_score']} "
                   f"({status['best_id']})")
     console.print(_tokens_table(status["tokens"]))

@@ -12,8 +12,9 @@ Two formats are accepted:
     >>>>>>> REPLACE
 
 When the parent has ``# EVOLVE-BLOCK-START`` / ``# EVOLVE-BLOCK-END`` markers only the
-region between them may change: a rewrite replaces that region, a diff whose SEARCH text
-lies outside it is rejected. The result must compile.
+region between them may change: a rewrite replaces that region (an import the model added
+outside its markers moves to the top of the region), a diff whose SEARCH text lies outside it
+is rejected. The result must compile.
 """
 
 from __future__ import annotations
@@ -75,8 +76,25 @@ def apply_rewrite(parent: str, reply: str) -> str:
     if region is None:
         return code
     inner = evolve_region(code)
-    body = code[inner[0]:inner[1]] if inner else _strip_fixed_parts(parent, region, code)
+    if inner:
+        body = code[inner[0]:inner[1]]
+        # an import the model added above or below the markers would be lost with the fixed parts
+        imports = _new_imports(parent, code[:inner[0]] + code[inner[1]:])
+        body = "".join(line + "\n" for line in imports) + body if imports else body
+    else:
+        body = _strip_fixed_parts(parent, region, code)
     return parent[:region[0]] + body.rstrip("\n") + "\n\n\n" + parent[region[1]:]
+
+
+_IMPORT = re.compile(r"^(?:import\s+[\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*"
+                     r"|from\s+[\w.]+\s+import\s+[\w*, ()]+)\s*(?:#.*)?$")
+
+
+def _new_imports(parent: str, outside: str) -> list[str]:
+    """Top-level import lines in ``outside`` (the model's text beyond the EVOLVE-BLOCK markers) that
+    the parent does not have; they move into the block, where the model's edits may live."""
+    have = {line.strip() for line in parent.splitlines()}
+    return [line.rstrip() for line in outside.splitlines() if _IMPORT.match(line) and line.strip() not in have]
 
 
 def _strip_fixed_parts(parent: str, region: tuple[int, int], code: str) -> str:

@@ -32,7 +32,9 @@ def test_rewrite_replaces_only_the_evolve_block():
 def test_rewrite_with_markers_takes_inner_block():
     reply = "```python\nimport os\n# EVOLVE-BLOCK-START\ndef f(a):\n    return 0\n# EVOLVE-BLOCK-END\nZ=3\n```"
     child = build_child(PARENT, reply, "full")
-    assert "import os" not in child and "Z=3" not in child and "return 0" in child
+    assert "Z=3" not in child and "return 0" in child
+    # only a new import outside the markers survives, moved inside the block (issue 10)
+    assert child.index("# EVOLVE-BLOCK-START") < child.index("import os") < child.index("# EVOLVE-BLOCK-END")
 
 
 def test_diff_applies_inside_block():
@@ -76,3 +78,16 @@ def test_sampler_reply_parsed_tolerantly(text, expected):
 def test_parse_json_object_skips_junk():
     assert parse_json_object("x {bad} y {\"a\": 1} z") == {"a": 1}
     assert parse_json_object("[1, 2]") is None
+
+
+def test_an_import_added_above_the_block_moves_into_it():
+    """The embedded model often adds ``import heapq`` at the top of the file, outside the markers (issue 10)."""
+    parent = "X = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n    return a\n# EVOLVE-BLOCK-END\n"
+    reply = ("```python\nimport heapq\nfrom typing import List\nX = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n"
+             "    return heapq.nsmallest(1, [a])[0]\n# EVOLVE-BLOCK-END\n```")
+    child = build_child(parent, reply, "full")
+    assert child.startswith("X = 1\n# EVOLVE-BLOCK-START\nimport heapq\nfrom typing import List\ndef f(a):")
+    assert child.count("X = 1") == 1
+    namespace: dict = {}
+    exec(compile(child, "child", "exec"), namespace)
+    assert namespace["f"](3) == 3

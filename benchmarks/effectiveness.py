@@ -1,0 +1,143 @@
+"""How well the search uses its attempts: valid children, repairs, improvements, tokens, seconds.
+
+Runs ContextEvolve on one task for N iterations (the embedded model unless ``--base-url`` or
+the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the run stored:
+
+* valid-child rate: children with status ``ok`` / children;
+* repairs attempted / children they turned ``ok`` (issue 10), pre-check stops, duplicates;
+* improvements of the best (children that beat the best-so-far), initial vs best score;
+* tokens per iteration by role, tokens per valid child;
+* seconds per iteration, from the end of ``initialize`` (LLM server up, c_0 scored) to the
+  end of the run.
+
+The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one
+markdown table over several such runs (no LLM needed).
+
+Usage:
+    python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
+        [--repair-attempts R] [--mode full|diff] [--base-url URL --model NAME] [--run-dir DIR]
+    python benchmarks/effectiveness.py --table runs/eff-*
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from contextevolve.memory.records import USAGE_ROLES, total_tokens  # noqa: E402
+from contextevolve.tasks.registry import get_task  # noqa: E402
+
+RESULT_FILE = "effectiveness.json"
+COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "pre-check stops", "duplicates",
+           "improvements", "initial", "best", "tokens/iter", "tokens/valid child", "s/iter")
+
+
+def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) -> dict:
+    """The effectiveness figures of the run stored in ``run_dir`` (its ``programs.jsonl``)."""
+    records = [json.loads(line) for line in (run_dir / "programs.jsonl").read_text().splitlines()]
+    task = get_task(settings["task"])
+    initial, children = records[0], [r for r in records if r["iteration"] > 0]
+    best, improvements = initial["combined_score"], 0
+    for child in children:
+        if child["status"] == "ok" and task.better(child["combined_score"], best):
+            best, improvements = child["combined_score"], improvements + 1
+    valid = sum(c["status"] == "ok" for c in children)
+    by_role: dict[str, int] = {}
+    for child in children:
+        for role, counts in child.get("tokens", {}).items():
+            by_role[role] = by_role.get(role, 0) + counts.get("prompt", 0) + counts.get("completion", 0)
+    tokens = sum(total_tokens(c.get("tokens")) for c in children)
+    n = max(len(children), 1)
+    return {
+        "task": settings["task"], "repair_attempts": settings.get("repair_attempts"),
+        "mode": settings.get("generation_mode"), "seed": settings.get("seed"), "iterations": len(children),
+        "valid": valid, "valid_rate": valid / n,
+        "repairs_attempted": sum(len(c.get("attempts", [])) for c in children),
+        "repairs_succeeded": sum(1 for c in children if c.get("attempts") and c["status"] == "ok"),
+        "precheck_stops": sum(c.get("prechecks_failed", 0) for c in children),
+        "duplicates": sum(c["reason"].startswith("duplicate of") for c in children),
+        "improvements": improvements, "initial": initial["combined_score"], "best": best,
+        "higher_is_better": task.higher_is_better,
+        "tokens_per_iteration": {role: by_role.get(role, 0) / n for role in USAGE_ROLES},
+        "tokens_per_iteration_total": tokens / n,
+        "tokens_per_valid_child": tokens / valid if valid else None,
+        "seconds_per_iteration": seconds_per_iteration,
+        "statuses": [c["status"] for c in children],
+        "reasons": [c["reason"][:160] for c in children if c["status"] != "ok"],
+    }
+
+
+def row(f: dict) -> list[str]:
+    per_valid = f"{f['tokens_per_valid_child']:,.0f}" if f["tokens_per_valid_child"] else "-"
+    secs = f"{f['seconds_per_iteration']:.0f}" if f["seconds_per_iteration"] else "-"
+    return [f["task"], str(f["repair_attempts"]), str(f["mode"]), str(f["iterations"]), str(f["valid"]),
+            f"{100 * f['valid_rate']:.0f} %", f"{f['repairs_succeeded']}/{f['repairs_attempted']}",
+            str(f["precheck_stops"]), str(f["duplicates"]), str(f["improvements"]), f"{f['initial']:.6g}",
+            f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}", per_valid, secs]
+
+
+def table(results: list[dict]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(row(f)) + " |" for f in results]
+    children = sum(f["iterations"] for f in results)
+    valid = sum(f["valid"] for f in results)
+    if len(results) > 1 and children:
+        better = sum((f["best"] > f["initial"]) if f["higher_is_better"] else (f["best"] < f["initial"])
+                     for f in results)
+        lines.append(f"\nover these runs: valid-child rate {100 * valid / children:.0f} % ({valid}/{children}); "
+                     f"best > initial in {better}/{len(results)} runs")
+    return "\n".join(lines)
+
+
+def report(f: dict) -> str:
+    roles = ", ".join(f"{role} {v:,.0f}" for role, v in f["tokens_per_iteration"].items())
+    return (f"{table([f])}\n\ntokens per iteration by role: {roles}\n"
+            f"statuses: {' '.join(f['statuses'])}\n" + "".join(f"  failed: {r}\n" for r in f["reasons"]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", default="model_placement")
+    parser.add_argument("--iterations", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repair-attempts", type=int, default=None, help="default: RunContext's")
+    parser.add_argument("--mode", choices=["full", "diff"], default=None, help="default: RunContext's")
+    parser.add_argument("--base-url")
+    parser.add_argument("--model")
+    parser.add_argument("--run-dir", help="default runs/eff-TASK-R-MODE-seedS")
+    parser.add_argument("--table", nargs="+", metavar="RUN_DIR", help="print one table over finished runs")
+    args = parser.parse_args()
+    if args.table:
+        found = [Path(d) / RESULT_FILE for d in args.table if (Path(d) / RESULT_FILE).exists()]
+        print(table([json.loads(p.read_text()) for p in found]))
+        return 0
+
+    from contextevolve.api import evolve
+    from contextevolve.graph.context import RunContext
+
+    repair = RunContext.repair_attempts if args.repair_attempts is None else args.repair_attempts
+    mode = args.mode or RunContext.generation_mode
+    run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}-{mode}-seed{args.seed}")
+    marks: dict[str, float] = {}
+
+    def on_update(node: str, _update: dict) -> None:
+        if node == "initialize":
+            marks["start"] = time.perf_counter()
+
+    evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
+           generation_mode=mode, base_url=args.base_url, model=args.model, on_update=on_update)
+    settings = json.loads((run_dir / "run.json").read_text())
+    per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
+    result = figures(run_dir, per_iteration, settings)
+    (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
+    print(report(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
