@@ -131,6 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                 info="starting (the embedded LLM may take a minute)")
         result = evolve(args.task, iterations=args.iterations, run_dir=args.run_dir, resume=args.resume,
                         on_update=on_update, on_phase=on_phase, **settings)
+        progress.update(bar, description="done")
     console.print(f"\n[bold]Run finished[/bold] ({result.stop_reason}) in {result.seconds:.0f} s: "
                   f"{result.iterations} iterations, {result.programs} programs")
     console.print(f"initial combined score: {result.initial_score}")

@@ -5,8 +5,12 @@ exponential backoff and jitter (first wait ``ctx.retry_wait_s``, doubling up to 
 
 * connection errors, 429 and 5xx → :class:`EndpointUnavailable` (the run stops); a 4xx
   other than 429 raises it at once (retrying cannot help);
-* an unusable reply (unreadable body, no ``choices``, empty completion, or whatever the
-  caller's ``check`` rejects) → :class:`MalformedReply` (the caller falls back).
+* an unusable reply (unreadable body, no ``choices``, empty completion, a client-side
+  error such as a content-filter stop, or whatever the caller's ``check`` rejects) →
+  :class:`MalformedReply` (the caller falls back).
+
+A JSON-mode reply cut off at the token cap, which the OpenAI client raises as
+``LengthFinishReasonError``, is returned as a truncated :class:`Reply` like any other.
 """
 
 from __future__ import annotations
@@ -78,6 +82,19 @@ def _to_reply(role: Role, messages: list[BaseMessage], message: AIMessage) -> Re
                  truncated=finish == "length")
 
 
+def _cut_off(completion) -> AIMessage:
+    """The message of a completion that stopped at the token cap, which the OpenAI client raised as
+    ``LengthFinishReasonError`` instead of returning (it does so for ``response_format`` requests)."""
+    from langchain_core.messages import AIMessage
+
+    choice = completion.choices[0] if completion.choices else None
+    usage = completion.usage
+    meta = {"input_tokens": usage.prompt_tokens, "output_tokens": usage.completion_tokens,
+            "total_tokens": usage.prompt_tokens + usage.completion_tokens} if usage else None
+    return AIMessage(content=(choice.message.content or "") if choice else "", usage_metadata=meta,
+                     response_metadata={"finish_reason": "length"})
+
+
 def _sum(usages: list[TokenUsage]) -> TokenUsage:
     return functools.reduce(add_usage, usages, {})
 
@@ -141,7 +158,9 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
             raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
         except openai.APIError:
             raise
-        except _UNREADABLE as exc:
+        except openai.LengthFinishReasonError as exc:  # json_mode: the client's parser refuses a cut-off reply
+            message = _cut_off(exc.completion)
+        except (openai.OpenAIError, *_UNREADABLE) as exc:  # e.g. ContentFilterFinishReasonError
             raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
         reply = _to_reply(role, msgs, message)
         spent.append(reply.usage)

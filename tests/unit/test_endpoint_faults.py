@@ -294,3 +294,23 @@ def test_context_agents_fall_back_on_replies_that_stay_empty(seeded, ctx, models
     assert picked["iteration_usage"] == {"sampler": {"prompt": 200, "completion": 0}}
     abstract, usage = abstract_for(ctx, get_task("model_placement"), INITIAL, None)
     assert abstract == "(the summarizer returned nothing)" and usage == {"summarizer": {"prompt": 200, "completion": 0}}
+
+
+def test_a_json_mode_reply_cut_off_at_the_cap_is_a_truncated_reply(endpoint):
+    """The OpenAI client raises LengthFinishReasonError for a cut-off ``response_format`` reply; a
+    run once stopped on it in the Sampler. It is a truncated reply, parsed as far as it goes."""
+    endpoint.behave = lambda request: completion('{"exemplars": [2, 1], "why": "the first one is', finish="length")
+    ctx = RunContext(base_url=endpoint.url, model="ctx", max_retries=RETRIES, retry_wait_s=0.01)
+    reply = call_role("sampler", [HumanMessage("pick")], ctx, json_mode=True)
+    assert reply.truncated and reply.text.startswith('{"exemplars": [2, 1]')
+    assert reply.usage == {"sampler": {"prompt": 50, "completion": 10}} and endpoint.requests() == 1
+    from contextevolve.nodes.sample import parse_choice
+    assert parse_choice(reply.text, 3, 2) == [1, 0]
+
+
+def test_a_content_filter_stop_is_a_malformed_reply(endpoint):
+    endpoint.behave = lambda request: completion("", finish="content_filter")
+    ctx = RunContext(base_url=endpoint.url, model="ctx", max_retries=RETRIES, retry_wait_s=0.01)
+    with pytest.raises(MalformedReply):
+        call_role("sampler", [HumanMessage("pick")], ctx, json_mode=True)
+    assert endpoint.requests() == ATTEMPTS
