@@ -21,7 +21,8 @@ def parse_json_object(text: str) -> dict | None:
     return None
 
 
-_SENTENCE_END = re.compile(r"[.!?](?:[\"')\]]*)(?=\s|$)")
+_SENTENCE_END = re.compile(r"(?<!\.)[.!?](?:[\"')\]]*)(?=\s|$)")
+"""A sentence's end: ``.``, ``!`` or ``?`` (not an ellipsis) before a space or the end of the text."""
 
 
 def clip_to_sentence(text: str, max_chars: int, *, truncated: bool = False) -> str:

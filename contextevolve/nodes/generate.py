@@ -16,6 +16,7 @@ built at all has none. Either is failed here and may go to :mod:`contextevolve.n
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
@@ -31,6 +32,11 @@ from contextevolve.nodes.resources import memory_of, task_of
 
 REPLY_EXCERPT = 600
 """Characters of a failed reply kept in the record's diagnostics."""
+REASK_HOTTER = 0.3
+"""Temperature added to the Generator's for the second ask after a twin."""
+REASK_FORMAT = ("Reply with one or more edits in this exact format, each SEARCH part copied exactly from the "
+                "current program:\n<<<<<<< SEARCH\nlines to change\n=======\nnew lines\n>>>>>>> REPLACE")
+"""How the second ask after a twin wants its answer: edits force a change where a rewrite invites a copy."""
 
 
 def whole_program(parent_source: str, mode: str) -> Callable[[Reply], None]:
@@ -91,9 +97,10 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     for ask in range(2):
         reason, text, twin = "", "", None
         try:
-            reply = call_role("generator", messages, ctx, check=whole_program(parent.source, ctx.generation_mode))
+            mode = "diff" if ask else ctx.generation_mode  # the second ask wants edits (REASK_FORMAT)
+            reply = call_role("generator", messages, ctx, check=whole_program(parent.source, mode))
             usage, text = add_usage(usage, reply.usage), reply.text
-            record.source = build_child(parent.source, reply.text, ctx.generation_mode, truncated=reply.truncated)
+            record.source = build_child(parent.source, reply.text, mode, truncated=reply.truncated)
             twin = find_twin(memory, record.source, parent)
         except MalformedReply as exc:  # the endpoint's fault, after the retries
             usage, text, reason = add_usage(usage, exc.usage), exc.text, f"endpoint fault: {exc}"
@@ -103,9 +110,13 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
             record.source = exc.source
         if twin is None or ask == 1:
             break
+        # Once more, hotter and with another seed, asked for one concrete edit: a small model told only
+        # "make a real change" tends to copy the program again.
         messages = [*messages, AIMessage(text), HumanMessage(
             f"That program is the same as {twin} apart from comments and docstrings, so it would teach the "
-            "search nothing. Make a real change to the algorithm, as asked above.")]
+            f"search nothing. Change how the program computes its result. {REASK_FORMAT}")]
+        ctx = replace(ctx, seed=ctx.seed + 1 + state.iteration,
+                      temperatures={**ctx.temperatures, "generator": ctx.temperature_for("generator") + REASK_HOTTER})
     if twin is not None:
         reason, record.source = twin_reason(twin), ""
     if reason:

@@ -105,6 +105,7 @@ def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
     assert evaluated == [] and child["eval_seconds"] == 0.0
     assert child["status"] == "failed" and child["reason"].startswith("duplicate of it00000")
     assert len(generator.seen) == 2 and "same as it00000" in generator.seen[1][-1].content  # asked once more
+    assert "<<<<<<< SEARCH" in generator.seen[1][-1].content  # for edits: a rewrite invites another copy
     assert child["attempts"] == []  # a twin is not repaired
 
 
@@ -114,6 +115,15 @@ def test_a_twin_on_the_first_ask_gets_a_second_chance(tmp_path):
     _, records, _ = run(tmp_path, generator)
     assert records[1]["status"] == "ok" and records[1]["source"] == BETTER_PROGRAM
     assert records[1]["tokens"]["generator"] == {"prompt": 1800, "completion": 800}
+
+
+def test_the_second_ask_may_answer_with_an_edit(tmp_path):
+    edit = ("<<<<<<< SEARCH\n                kvpr = load[gpu_id] / free_mem[gpu_id]\n=======\n"
+            "                kvpr = (load[gpu_id] + model.req_rate / model.slo) / max(free_mem[gpu_id] - "
+            "model.model_size, 1e-9)\n>>>>>>> REPLACE\n")
+    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(f"```\n{edit}```", 950, 60), cycle=False)
+    _, records, _ = run(tmp_path, generator)
+    assert records[1]["status"] == "ok" and records[1]["source"] == BETTER_PROGRAM
 
 
 def test_static_prechecks_name_the_problem():
