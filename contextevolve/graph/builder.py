@@ -27,7 +27,7 @@ from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import navigate
-from contextevolve.nodes.repair import after_evaluate, repair
+from contextevolve.nodes.repair import after_evaluate, after_repair, repair
 from contextevolve.nodes.sample import sample
 from contextevolve.nodes.select_parent import select_parent
 from contextevolve.nodes.summarize import summarize
@@ -66,7 +66,7 @@ def build_lane():
         if a != "evaluate":
             lane.add_edge(a, b)
     lane.add_conditional_edges("evaluate", after_evaluate, ["repair", "summarize"])
-    lane.add_edge("repair", "evaluate")
+    lane.add_conditional_edges("repair", after_repair, ["evaluate", "repair", "summarize"])
     lane.add_edge(LANE_PHASES[-1], END)
     return lane.compile(name="lane")
 

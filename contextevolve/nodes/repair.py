@@ -8,11 +8,13 @@ returns a minimal fix (SEARCH/REPLACE edits or a whole program). The fixed versi
 child's source and is evaluated again; the failed version is kept in the child's ``attempts``
 with the reason it failed and the repair's tokens, which are booked under the ``repair`` role.
 At most ``repair_attempts`` repairs per child. A fix that is the parent or a buffered program
-again (normalised code) ends the repairs: the child is a failed duplicate.
+again (normalised code) ends the repairs: the child is a failed duplicate. A reply that gives
+the failing program back unchanged counts as an attempt; the next one sees the same error.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Literal
 
 from langgraph.runtime import Runtime
@@ -22,9 +24,14 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.memory.records import RepairAttempt, TokenUsage, booked_as
-from contextevolve.nodes.generate import REPLY_EXCERPT, find_twin, twin_reason, whole_program
+from contextevolve.nodes.generate import REPLY_EXCERPT, find_twin, repairable, twin_reason, whole_program
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import repair as prompt
+
+REPAIR_HOTTER = 0.2
+"""Temperature added per repair after the first."""
+REPAIR_SEED_STRIDE = 1000
+"""Seed offset per repair, so no two repair requests of a run share a seed."""
 
 
 def after_evaluate(state: LaneState) -> Literal["repair", "summarize"]:
@@ -32,8 +39,21 @@ def after_evaluate(state: LaneState) -> Literal["repair", "summarize"]:
     return "repair" if state.repair_due else "summarize"
 
 
+def after_repair(state: LaneState) -> Literal["evaluate", "repair", "summarize"]:
+    """A fix goes to evaluate; a repair that produced none goes to the next repair while attempts are
+    left, else to summarize."""
+    if state.child_status == "pending":
+        return "evaluate"
+    return "repair" if state.repair_due else "summarize"
+
+
 def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
-    """Ask for a minimal fix of the failed child and store it as the child's new, pending version."""
+    """Ask for a minimal fix of the failed child and store it as the child's new, pending version.
+
+    Repair n (1-based) samples with seed ``seed + REPAIR_SEED_STRIDE * n + iteration`` and the
+    Generator's temperature plus ``REPAIR_HOTTER * (n - 1)``: a model that returned the failing
+    program unchanged is asked again, on the same error, with other randomness.
+    """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
@@ -42,29 +62,36 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     base = child.source or parent.source  # no source: the Generator's edit never became a program
     messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.generation_mode,
                                unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)
+    hotter = ctx.temperature_for("generator") + REPAIR_HOTTER * (number - 1)
+    call_ctx = replace(ctx, seed=ctx.seed + REPAIR_SEED_STRIDE * number + state.iteration,
+                       temperatures={**ctx.temperatures, "generator": hotter})
     usage: TokenUsage = {}
-    fixed, problem, text = "", "", ""
+    fixed, problem, text, unchanged = "", "", "", False
     try:
-        reply = call_role("generator", messages, ctx, check=whole_program(base, ctx.generation_mode))
+        reply = call_role("generator", messages, call_ctx, check=whole_program(base, ctx.generation_mode))
         usage, text = booked_as(reply.usage, "repair"), reply.text
         fixed = build_child(base, reply.text, ctx.generation_mode, truncated=reply.truncated)
     except MalformedReply as exc:
         usage, text, problem = booked_as(exc.usage, "repair"), exc.text, f"endpoint fault during repair {number}: {exc}"
     except EditError as exc:
         fixed = exc.source  # it does not compile: the next repair (or the pre-check) says where
-        problem = (f"duplicate of the failing version: repair {number} changed nothing" if exc.duplicate
-                   else f"repair {number} could not be applied: {exc}")
+        unchanged = exc.duplicate and bool(child.source)
+        problem = "" if unchanged else f"repair {number} could not be applied: {exc}"
     attempt = RepairAttempt(attempt=number, status=child.status, reason=child.reason, source=child.source,
                             tokens=usage)
     changes: dict = {"attempts": [*child.attempts, attempt]}
-    twin = find_twin(memory, fixed, parent) if fixed else None
-    if twin is not None:
-        changes.update(status="failed", reason=twin_reason(twin))
+    twin = find_twin(memory, fixed, parent) if fixed and not unchanged else None
+    if unchanged:  # the failing program came back: keep its error for the next attempt
+        status, reason = child.status, child.reason
+    elif twin is not None:
+        status, reason = "failed", twin_reason(twin)
     elif problem:
-        changes.update(status="failed", reason=problem, diagnostics=text[:REPLY_EXCERPT], traceback="",
-                       source=fixed or child.source)
+        status, reason = "failed", problem
+        changes.update(diagnostics=text[:REPLY_EXCERPT], traceback="", source=fixed or child.source)
     else:
-        changes.update(source=fixed, status="pending", reason="", diagnostics="", traceback="")
+        status, reason = "pending", ""
+        changes.update(source=fixed, diagnostics="", traceback="")
+    changes.update(status=status, reason=reason)
     memory.buffer.update(child.id, **changes)
-    # evaluate comes next: it scores a pending fix, and decides about another repair either way
-    return {"repairs": number, "child_status": changes["status"], "repair_due": False, "iteration_usage": usage}
+    due = status != "pending" and repairable(reason) and number < ctx.repair_attempts
+    return {"repairs": number, "child_status": status, "repair_due": due, "iteration_usage": usage}

@@ -70,6 +70,17 @@ def test_repairs_stop_at_r(tmp_path):
     assert child["tokens"]["repair"] == {"prompt": 1800, "completion": 800}
 
 
+def test_a_repair_that_changes_nothing_is_asked_again_on_the_same_error(tmp_path):
+    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
+                         reply(ADD_IMPORT, 1200, 60), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    child = records[1]
+    assert child["status"] == "ok" and [a["attempt"] for a in child["attempts"]] == [1, 2]
+    assert all("NameError" in a["reason"] for a in child["attempts"])
+    assert "NameError: name 'heapq' is not defined" in generator.seen[2][1].content
+    assert child["prechecks_failed"] == 1  # the unchanged program was not checked or evaluated again
+
+
 def test_no_repair_with_zero_attempts(tmp_path):
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=0)
@@ -184,7 +195,7 @@ def test_progress_names_the_phase_and_each_failure(tmp_path):
                on_phase=lambda node, child: phases.append((node, child)))
     lane = [p for p in phases if p[1]]
     assert [n for n, _ in lane] == ["select_parent", "navigate", "sample", "compose", "generate", "evaluate",
-                                    "repair", "evaluate", "summarize"]
+                                    "repair", "summarize"]
     assert {c for _, c in lane} == {"it00001"} and ("initialize", None) in phases
     line = child_line({"child_id": "it00001", "lane": 0, "status": "failed", "score": 0.0, "repairs": 1,
                        "reason": "malformed generator output: the reply contains no code block",
