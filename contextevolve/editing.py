@@ -141,6 +141,14 @@ def _normalized(source: str) -> str:
     return "\n".join(line.rstrip() for line in source.splitlines() if line.strip())
 
 
+def _fenced_diff(reply: str) -> bool:
+    """True when the reply's program block is itself made of SEARCH/REPLACE edits (small models fence them)."""
+    try:
+        return bool(parse_diffs(extract_code(reply)))
+    except EditError:
+        return False
+
+
 def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) -> str:
     """Apply ``reply`` to ``parent`` in ``mode`` (``"full"`` or ``"diff"``) and check that it compiles.
 
@@ -149,7 +157,7 @@ def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) 
     Raises:
         EditError: the reason the child cannot be built (truncated reply, no code, bad diff, syntax error).
     """
-    if parse_diffs(reply) and (mode == "diff" or "```" not in reply):
+    if parse_diffs(reply) and (mode == "diff" or "```" not in reply or _fenced_diff(reply)):
         child = apply_diffs(parent, reply)
     else:
         try:

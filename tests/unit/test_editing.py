@@ -91,3 +91,9 @@ def test_an_import_added_above_the_block_moves_into_it():
     namespace: dict = {}
     exec(compile(child, "child", "exec"), namespace)
     assert namespace["f"](3) == 3
+
+
+def test_fenced_edits_in_full_mode_are_applied_as_edits():
+    """Seen with the embedded model: a repair in full mode answered with edits inside a python fence."""
+    reply = "```python\n<<<<<<< SEARCH\n    return a + X\n=======\n    return a - X\n>>>>>>> REPLACE\n```"
+    assert "return a - X" in build_child(PARENT, reply, "full")
