@@ -59,6 +59,11 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     child = memory.buffer.require(state.child_id)
     parent = memory.buffer.require(child.parent_id)
     number = state.repairs + 1
+    done = [a for a in child.attempts if a.attempt == number]
+    if done:  # replayed after a crash: this repair was already stored
+        due = child.status != "pending" and repairable(child.reason) and number < ctx.repair_attempts
+        return {"repairs": number, "child_status": child.status, "repair_due": due,
+                "iteration_usage": done[0].tokens}
     base = child.source or parent.source  # no source: the Generator's edit never became a program
     messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.generation_mode,
                                unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)

@@ -201,3 +201,25 @@ def test_progress_names_the_phase_and_each_failure(tmp_path):
                        "reason": "malformed generator output: the reply contains no code block",
                        "usage": {"generator": {"prompt": 900, "completion": 10}}}, None)
     assert "no code block" in line and "repaired 1x" in line and "tokens 910" in line
+
+
+def test_a_replayed_repair_does_not_ask_or_record_twice(seeded, ctx):
+    from dataclasses import replace
+
+    from contextevolve.nodes.evaluate import evaluate
+    from contextevolve.nodes.generate import generate
+    from contextevolve.nodes.repair import repair
+    from tests.conftest import apply, run_node
+
+    state, memory = seeded
+    models = default_models()
+    models["generator"] = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
+    with use_chat_models(**models):
+        state = replace(state, parent_id="it00000")
+        state = apply(state, run_node(generate, state, ctx))
+        state = apply(state, run_node(evaluate, state, ctx))
+        assert state.repair_due
+        first = run_node(repair, state, ctx)
+        again = run_node(repair, state, ctx)  # as after a crash before the checkpoint
+    assert again == first and len(models["generator"].seen) == 2
+    assert len(memory.buffer.require("it00001").attempts) == 1
