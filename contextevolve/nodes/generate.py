@@ -29,6 +29,7 @@ from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage, p
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.prompts.generator import mutation_for
 
 REPLY_EXCERPT = 600
 """Characters of a failed reply kept in the record's diagnostics."""
@@ -110,11 +111,12 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
             record.source = exc.source
         if twin is None or ask == 1:
             break
-        # Once more, hotter and with another seed, asked for one concrete edit: a small model told only
+        # Once more, hotter and with another seed, asked for one named edit: a small model told only
         # "make a real change" tends to copy the program again.
         messages = [*messages, AIMessage(text), HumanMessage(
             f"That program is the same as {twin} apart from comments and docstrings, so it would teach the "
-            f"search nothing. Change how the program computes its result. {REASK_FORMAT}")]
+            f"search nothing. Change how the program computes its result: "
+            f"{mutation_for(ctx.seed, state.iteration)}. {REASK_FORMAT}")]
         ctx = replace(ctx, seed=ctx.seed + 1 + state.iteration,
                       temperatures={**ctx.temperatures, "generator": ctx.temperature_for("generator") + REASK_HOTTER})
     if twin is not None:

@@ -13,6 +13,24 @@ SYSTEM_DIFF = ("You are an expert systems programmer improving a program in an e
                "current program\n=======\nnew lines\n>>>>>>> REPLACE")
 
 
+MUTATIONS: tuple[str, ...] = (
+    "change the order in which the items are considered (sort them by another key, or reverse the order)",
+    "change the rule that picks among candidates that are equally good (the tie-break)",
+    "after the solution is built, add a pass that moves or swaps single items while that improves the score",
+    "build several candidate solutions (for example from different orders) and keep the best one",
+    "change the quantity the greedy choice minimises or maximises to take one more factor into account",
+    "change a numeric constant, limit or threshold the algorithm uses",
+)
+"""Generic, behaviour-changing edits named in the second ask after a twin: a small model told only
+"change the algorithm" mostly rewrites docstrings (measured in issue 10: 5 of 8 children were copies),
+while one named mutation gives it a concrete edit to make. Each applies to any of the five tasks."""
+
+
+def mutation_for(seed: int, iteration: int) -> str:
+    """The mutation named in the re-ask of ``iteration`` (deterministic in ``seed`` and ``iteration``)."""
+    return MUTATIONS[(seed + iteration) % len(MUTATIONS)]
+
+
 @dataclass
 class Exemplar:
     """One reference program as the Generator sees it (``code`` None = abstract only)."""

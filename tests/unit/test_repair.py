@@ -12,6 +12,7 @@ from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.tracebacks import candidate_excerpt
 from contextevolve.llm.models import use_chat_models
 from contextevolve.llm.parsing import clip_to_sentence
+from contextevolve.prompts.generator import MUTATIONS, mutation_for
 from contextevolve.tasks.prechecks import precheck, static_check
 from contextevolve.tasks.registry import get_task
 from tests.fakes import BETTER_PROGRAM, INITIAL, default_models, fenced, reply, scripted
@@ -117,7 +118,13 @@ def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
     assert child["status"] == "failed" and child["reason"].startswith("duplicate of it00000")
     assert len(generator.seen) == 2 and "same as it00000" in generator.seen[1][-1].content  # asked once more
     assert "<<<<<<< SEARCH" in generator.seen[1][-1].content  # for edits: a rewrite invites another copy
+    assert mutation_for(0, 0) in generator.seen[1][-1].content  # naming one concrete change (seed 0, iteration 0)
     assert child["attempts"] == []  # a twin is not repaired
+
+
+def test_the_named_mutation_varies_with_seed_and_iteration():
+    named = {mutation_for(seed, iteration) for seed in range(3) for iteration in range(len(MUTATIONS))}
+    assert named == set(MUTATIONS) and mutation_for(4, 2) == mutation_for(4, 2)
 
 
 def test_a_twin_on_the_first_ask_gets_a_second_chance(tmp_path):
