@@ -55,15 +55,16 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     A child that failed generation keeps its worst score. A pre-check failure costs no full
     evaluation. Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets
     ``repair_due`` while repair attempts are left (a timeout is not repaired: a fix would cost
-    another full timeout to find out).
+    another full timeout to find out). Only a ``pending`` child is evaluated, so a replay of this node
+    after a crash neither runs the evaluation again nor counts its seconds and pre-checks twice.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
     attempts_left = state.repairs < ctx.repair_attempts
-    if child.status == "failed":  # generation failed: nothing (runnable) to evaluate
-        return {"child_status": "failed", "child_score": child.combined_score,
-                "repair_due": attempts_left and repairable(child.reason)}
+    if child.status != "pending":  # generation failed, or a replay after a crash: the outcome is recorded
+        return {"child_status": child.status, "child_score": child.combined_score,
+                "repair_due": attempts_left and child.status in ("failed", "invalid") and repairable(child.reason)}
     result = precheck(task, child.source, ctx.sandbox_limits()) if ctx.prechecks else None
     changes = {}
     if result is not None:

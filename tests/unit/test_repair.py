@@ -230,3 +230,27 @@ def test_a_replayed_repair_does_not_ask_or_record_twice(seeded, ctx):
         again = run_node(repair, state, ctx)  # as after a crash before the checkpoint
     assert again == first and len(models["generator"].seen) == 2
     assert len(memory.buffer.require("it00001").attempts) == 1
+
+
+def test_a_replayed_evaluation_neither_runs_nor_counts_twice(seeded, ctx, monkeypatch):
+    from dataclasses import replace
+
+    from contextevolve.nodes import evaluate as evaluate_node
+    from contextevolve.nodes.generate import generate
+    from tests.conftest import apply, run_node
+
+    state, memory = seeded
+    models = default_models()
+    models["generator"] = scripted(reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
+    checked = []
+    real = evaluate_node.precheck
+    monkeypatch.setattr(evaluate_node, "precheck", lambda *a: checked.append(1) or real(*a))
+    with use_chat_models(**models):
+        state = replace(state, parent_id="it00000")
+        state = apply(state, run_node(generate, state, ctx))
+        first = run_node(evaluate_node.evaluate, state, ctx)
+        recorded = memory.buffer.require("it00001")
+        again = run_node(evaluate_node.evaluate, state, ctx)  # as after a crash before the checkpoint
+    assert again == first and first["child_status"] == "ok" and len(checked) == 1
+    after = memory.buffer.require("it00001")
+    assert after.eval_seconds == recorded.eval_seconds > 0 and after.prechecks_failed == 0
