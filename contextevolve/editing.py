@@ -110,12 +110,49 @@ def parse_diffs(reply: str) -> list[tuple[str, str]]:
     return [(s, r) for s, r in _DIFF.findall(reply)]
 
 
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
+
+
+def _loose_match(child: str, search: str, replace: str) -> tuple[str, str]:
+    """``search`` as the parent spells it, when it differs only in whitespace at line ends or in a
+    uniform indentation shift, with ``replace`` shifted alike; ``("", replace)`` when there is no
+    unique such match. (Small models often re-indent or strip the lines they copy.)"""
+    lines, want = child.splitlines(keepends=True), [w for w in search.splitlines() if w.strip()]
+    if not want:
+        return "", replace
+    found = []
+    for start in range(len(lines)):
+        if not lines[start].strip():
+            continue
+        got, end = [], start
+        while end < len(lines) and len(got) < len(want):
+            if lines[end].strip():
+                got.append(lines[end])
+            end += 1
+        if len(got) == len(want) and all(g.strip() == w.strip() for g, w in zip(got, want)):
+            found.append((start, end, got))
+    if len(found) != 1:
+        return "", replace
+    start, end, got = found[0]
+    have, said = _indent(got[0]), _indent(want[0])
+    shifted = []
+    for line in replace.splitlines():
+        if line.strip() and line.startswith(said):
+            line = have + line[len(said):]
+        shifted.append(line)
+    text = "".join(lines[start:end])
+    tail = "\n" if text.endswith("\n") and not replace.endswith("\n") else ""
+    return text, "\n".join(shifted) + tail
+
+
 def apply_diffs(parent: str, reply: str) -> str:
     """Child from SEARCH/REPLACE blocks in ``reply``.
 
     Raises:
-        EditError: no blocks, a SEARCH text not found verbatim (or not unique) in the parent, or
-            one outside the EVOLVE-BLOCK region.
+        EditError: no blocks, a SEARCH text not found (or not unique) in the parent, or one outside
+            the EVOLVE-BLOCK region. A SEARCH text is found verbatim or, failing that, line by line
+            ignoring blank lines and each line's leading and trailing whitespace (``_loose_match``).
     """
     pairs = parse_diffs(reply)
     if not pairs:
@@ -126,7 +163,10 @@ def apply_diffs(parent: str, reply: str) -> str:
             raise EditError(f"diff block {n} has an empty SEARCH part")
         hits = child.count(search)
         if hits == 0:
-            raise EditError(f"diff block {n}: SEARCH text not found in the parent: {search.strip()[:80]!r}")
+            loose, replace = _loose_match(child, search, replace)
+            if not loose:
+                raise EditError(f"diff block {n}: SEARCH text not found in the parent: {search.strip()[:80]!r}")
+            search, hits = loose, child.count(loose)
         if hits > 1:
             raise EditError(f"diff block {n}: SEARCH text occurs {hits} times; it must be unique")
         at = child.index(search)

@@ -29,14 +29,13 @@ from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage, p
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.prompts.generator import mutation_for
+from contextevolve.prompts.generator import EDIT_FORMAT, mutation_for
 
 REPLY_EXCERPT = 600
 """Characters of a failed reply kept in the record's diagnostics."""
 REASK_HOTTER = 0.3
 """Temperature added to the Generator's for the second ask after a twin."""
-REASK_FORMAT = ("Reply with one or more edits in this exact format, each SEARCH part copied exactly from the "
-                "current program:\n<<<<<<< SEARCH\nlines to change\n=======\nnew lines\n>>>>>>> REPLACE")
+REASK_FORMAT = "Reply with one or more SEARCH/REPLACE edits. " + EDIT_FORMAT
 """How the second ask after a twin wants its answer: edits force a change where a rewrite invites a copy."""
 
 

@@ -8,9 +8,16 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 SYSTEM_FULL = ("You are an expert systems programmer improving a program in an evolutionary search. Reply with "
                "the complete improved program in a single ```python code block, then nothing else.")
+EDIT_FORMAT = ("Write each edit in this exact format; the SEARCH lines must be copied character for character "
+               "from the current program (the lines below are only an example of the shape):\n"
+               "<<<<<<< SEARCH\n    for item in items:\n        total += item.size\n=======\n"
+               "    for item in sorted(items, key=lambda it: it.size):\n        total += item.size\n"
+               ">>>>>>> REPLACE")
+"""How to write SEARCH/REPLACE edits, shared by the Generator, its second ask and the repair prompt. A
+concrete example: with a placeholder ("lines copied from the program") in its place the embedded model
+copied the placeholder itself as its SEARCH text (issue 10)."""
 SYSTEM_DIFF = ("You are an expert systems programmer improving a program in an evolutionary search. Reply only "
-               "with one or more edits in this exact format:\n<<<<<<< SEARCH\nlines copied exactly from the "
-               "current program\n=======\nnew lines\n>>>>>>> REPLACE")
+               "with one or more SEARCH/REPLACE edits. " + EDIT_FORMAT)
 
 
 MUTATIONS: tuple[str, ...] = (

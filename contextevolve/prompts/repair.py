@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from contextevolve.prompts.generator import EDIT_FORMAT
+
 SYSTEM = ("You are an expert Python programmer fixing a bug in a program written for an evolutionary search. "
           "Make the smallest change that fixes the error; keep the program's algorithm and idea.")
-ASK_DIFF = ("Reply only with one or more edits in this exact format (each SEARCH part copied exactly from the "
-            "program above):\n<<<<<<< SEARCH\nlines to change\n=======\nfixed lines\n>>>>>>> REPLACE")
+ASK_DIFF = "Reply only with one or more SEARCH/REPLACE edits to the program above. " + EDIT_FORMAT
 ASK_FULL = "Reply with the complete fixed program in a single ```python code block, then nothing else."
 REPLY_CHARS = 1500
 """Characters of an unusable earlier reply shown back to the model."""

@@ -97,3 +97,28 @@ def test_fenced_edits_in_full_mode_are_applied_as_edits():
     """Seen with the embedded model: a repair in full mode answered with edits inside a python fence."""
     reply = "```python\n<<<<<<< SEARCH\n    return a + X\n=======\n    return a - X\n>>>>>>> REPLACE\n```"
     assert "return a - X" in build_child(PARENT, reply, "full")
+
+
+LOOP = ("# EVOLVE-BLOCK-START\ndef g(items):\n    total = 0\n    for item in items:\n\n        total += item\n"
+        "    return total\n# EVOLVE-BLOCK-END\n")
+
+
+@pytest.mark.parametrize("search, replace", [
+    # dedented by the model: found, and its replacement is indented back
+    ("for item in items:\n    total += item", "for item in sorted(items):\n    total += 2 * item"),
+    # blank line dropped, trailing spaces added
+    ("    for item in items:   \n        total += item", "    for item in sorted(items):\n        total += 2 * item"),
+])
+def test_a_search_differing_only_in_whitespace_still_applies(search, replace):
+    child = apply_diffs(LOOP, f"<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE")
+    assert "    for item in sorted(items):\n        total += 2 * item\n    return total\n" in child
+    compile(child, "child", "exec")
+
+
+def test_a_loose_search_must_still_be_unique_and_present():
+    twice = LOOP.replace("    return total\n", "    for item in items:\n        total += item\n    return total\n")
+    reply = "<<<<<<< SEARCH\nfor item in items:\n    total += item\n=======\npass\n>>>>>>> REPLACE"
+    with pytest.raises(EditError, match="not found"):
+        apply_diffs(twice, reply)
+    with pytest.raises(EditError, match="not found"):
+        apply_diffs(LOOP, reply.replace("total += item", "total -= item"))
