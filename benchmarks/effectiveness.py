@@ -6,7 +6,8 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
 * valid-child rate: children with status ``ok`` / children;
 * repairs attempted / children they turned ``ok`` (issue 10), pre-check stops, duplicates;
 * improvements of the best (children that beat the best-so-far), initial vs best score;
-* tokens per iteration by role, tokens per valid child;
+* tokens per iteration by role, completion tokens of the Generator and repairs per iteration
+  ("code tokens", what a generation mode costs), tokens per valid child;
 * seconds per iteration, from the end of ``initialize`` (LLM server up, c_0 scored) to the
   end of the run.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,7 +36,7 @@ from contextevolve.tasks.registry import get_task  # noqa: E402
 
 RESULT_FILE = "effectiveness.json"
 COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "pre-check stops", "duplicates",
-           "improvements", "initial", "best", "tokens/iter", "tokens/valid child", "s/iter")
+           "improvements", "initial", "best", "tokens/iter", "code tokens/iter", "tokens/valid child", "s/iter")
 
 
 def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) -> dict:
@@ -65,6 +67,9 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
         "higher_is_better": task.higher_is_better,
         "tokens_per_iteration": {role: by_role.get(role, 0) / n for role in USAGE_ROLES},
         "tokens_per_iteration_total": tokens / n,
+        "generator_completion_per_iteration": sum(
+            c.get("tokens", {}).get(role, {}).get("completion", 0) for c in children
+            for role in ("generator", "repair")) / n,
         "tokens_per_valid_child": tokens / valid if valid else None,
         "seconds_per_iteration": seconds_per_iteration,
         "statuses": [c["status"] for c in children],
@@ -75,10 +80,12 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
 def row(f: dict) -> list[str]:
     per_valid = f"{f['tokens_per_valid_child']:,.0f}" if f["tokens_per_valid_child"] else "-"
     secs = f"{f['seconds_per_iteration']:.0f}" if f["seconds_per_iteration"] else "-"
+    code = f.get("generator_completion_per_iteration")
     return [f["task"], str(f["repair_attempts"]), str(f["mode"]), str(f["iterations"]), str(f["valid"]),
             f"{100 * f['valid_rate']:.0f} %", f"{f['repairs_succeeded']}/{f['repairs_attempted']}",
             str(f["precheck_stops"]), str(f["duplicates"]), str(f["improvements"]), f"{f['initial']:.6g}",
-            f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}", per_valid, secs]
+            f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}", "-" if code is None else f"{code:,.0f}",
+            per_valid, secs]
 
 
 def table(results: list[dict]) -> str:
@@ -124,6 +131,8 @@ def main() -> int:
     mode = args.mode or RunContext.generation_mode
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}-{mode}-seed{args.seed}")
     marks: dict[str, float] = {}
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip() or None
 
     def on_update(node: str, _update: dict) -> None:
         if node == "initialize":
@@ -133,7 +142,7 @@ def main() -> int:
            generation_mode=mode, base_url=args.base_url, model=args.model, on_update=on_update)
     settings = json.loads((run_dir / "run.json").read_text())
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
-    result = figures(run_dir, per_iteration, settings)
+    result = {**figures(run_dir, per_iteration, settings), "commit": commit}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
     print(report(result))
     return 0
