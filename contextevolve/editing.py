@@ -27,7 +27,10 @@ BLOCK_START = "# EVOLVE-BLOCK-START"
 BLOCK_END = "# EVOLVE-BLOCK-END"
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.S)
-_DIFF = re.compile(r"<{5,9} ?SEARCH[ \t]*\n(.*?)\n?={5,9}[ \t]*\n(.*?)\n?>{5,9} ?REPLACE", re.S)
+_DIFF = re.compile(r"^[ \t]*(?:<{3,9} ?)?SEARCH[ \t]*\n(.*?)\n?^[ \t]*={3,9}[ \t]*\n(.*?)\n?^[ \t]*(?:>{3,9} ?)?REPLACE[ \t]*$",
+                   re.S | re.M)
+"""A SEARCH/REPLACE block. The markers stand on lines of their own; the ``<<<<<<<``/``>>>>>>>`` arrows may be
+shorter or missing (the embedded model wrote a bare ``SEARCH`` line, issue 10)."""
 
 
 class EditError(ValueError):

@@ -32,7 +32,7 @@ def render(ctx: RunContext, task: Task, parent: ProgramRecord, guidance: str, ex
         status=ex.status, score=ex.combined_score, abstract=ex.abstract, reason=ex.reason,
         code=ex.source if ex.id in code_ids and ex.source else None)) for n, ex in enumerate(exemplars, 1)]
     return prompt.messages(task.description, parent_text, guidance, sections, ctx.generation_mode,
-                           task.higher_is_better)
+                           task.higher_is_better, parent_source=parent.source)
 
 
 def load(memory: RunMemory, parent_id: str, exemplar_ids: list[str]) -> tuple[ProgramRecord, list[ProgramRecord]]:

@@ -29,14 +29,15 @@ from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage, p
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.prompts.generator import EDIT_FORMAT, mutation_for
+from contextevolve.prompts.generator import edit_format, mutation_for
 
 REPLY_EXCERPT = 600
 """Characters of a failed reply kept in the record's diagnostics."""
 REASK_HOTTER = 0.3
 """Temperature added to the Generator's for the second ask after a twin."""
-REASK_FORMAT = "Reply with one or more SEARCH/REPLACE edits. " + EDIT_FORMAT
-"""How the second ask after a twin wants its answer: edits force a change where a rewrite invites a copy."""
+REASK_FORMAT = "Reply with one or more SEARCH/REPLACE edits. "
+"""How the second ask after a twin wants its answer (followed by :func:`edit_format` of the parent):
+edits force a change where a rewrite invites a copy."""
 
 
 def whole_program(parent_source: str, mode: str) -> Callable[[Reply], None]:
@@ -115,7 +116,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         messages = [*messages, AIMessage(text), HumanMessage(
             f"That program is the same as {twin} apart from comments and docstrings, so it would teach the "
             f"search nothing. Change how the program computes its result: "
-            f"{mutation_for(ctx.seed, state.iteration)}. {REASK_FORMAT}")]
+            f"{mutation_for(ctx.seed, state.iteration)}. {REASK_FORMAT}{edit_format(parent.source)}")]
         ctx = replace(ctx, seed=ctx.seed + 1 + state.iteration,
                       temperatures={**ctx.temperatures, "generator": ctx.temperature_for("generator") + REASK_HOTTER})
     if twin is not None:

@@ -2,22 +2,72 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from contextevolve.editing import evolve_region
+
 SYSTEM_FULL = ("You are an expert systems programmer improving a program in an evolutionary search. Reply with "
                "the complete improved program in a single ```python code block, then nothing else.")
-EDIT_FORMAT = ("Write each edit in this exact format; the SEARCH lines must be copied character for character "
-               "from the current program (the lines below are only an example of the shape):\n"
-               "<<<<<<< SEARCH\n    for item in items:\n        total += item.size\n=======\n"
-               "    for item in sorted(items, key=lambda it: it.size):\n        total += item.size\n"
-               ">>>>>>> REPLACE")
-"""How to write SEARCH/REPLACE edits, shared by the Generator, its second ask and the repair prompt. A
-concrete example: with a placeholder ("lines copied from the program") in its place the embedded model
-copied the placeholder itself as its SEARCH text (issue 10)."""
+EDIT_RULES = ("Write each edit as a SEARCH part holding lines copied character for character from the current "
+              "program and a REPLACE part holding the lines that take their place:")
+EXAMPLE_LINES = 2
+"""Lines of the program itself shown as the SEARCH part of the format example."""
+
+
+def _statement_lines(program: str) -> set[int] | None:
+    """1-based numbers of the lines on which an indented statement other than a docstring starts, or
+    None when ``program`` does not parse."""
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return None
+    return {node.lineno for node in ast.walk(tree)
+            if isinstance(node, ast.stmt) and node.col_offset > 0
+            and not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))}
+
+
+def _example_lines(program: str) -> list[str]:
+    """``EXAMPLE_LINES`` consecutive indented statement lines of ``program`` (inside its EVOLVE-BLOCK
+    when it has one; no docstring or comment) that occur once in it, or ``[]`` when there are none."""
+    region = evolve_region(program)
+    first = program[:region[0]].count("\n") if region else 0
+    body = program[region[0]:region[1]] if region else program
+    lines, statements = body.splitlines(), _statement_lines(program)
+    for at in range(len(lines) - EXAMPLE_LINES + 1):
+        pick = lines[at:at + EXAMPLE_LINES]
+        if statements is not None:
+            code = all(first + at + n + 1 in statements for n in range(EXAMPLE_LINES))
+        else:
+            code = all(line.startswith((" ", "\t")) and line.strip() and not line.strip().startswith(("#", '"', "'"))
+                       for line in pick)
+        if code and program.count("\n".join(pick)) == 1:
+            return pick
+    return []
+
+
+def edit_format(program: str) -> str:
+    """How to write SEARCH/REPLACE edits against ``program``, with an example made of its own lines.
+
+    Shared by the Generator (diff mode), its second ask after a twin and the repair prompt. The
+    example's SEARCH part is real lines of ``program`` and its REPLACE part repeats them: a model
+    that copies the example verbatim then makes a twin, which costs no evaluation. Measured in
+    issue 10 with the embedded model: a placeholder ("lines copied from the program") was copied as
+    SEARCH text, and so was a made-up example (``for item in items: ...``) in 5 of 5 children.
+    """
+    pick = _example_lines(program)
+    if not pick:
+        return EDIT_RULES + "\n<<<<<<< SEARCH\n(lines of the current program)\n=======\n(their new version)\n>>>>>>> REPLACE"
+    lines = "\n".join(pick)
+    return (f"{EDIT_RULES}\n<<<<<<< SEARCH\n{lines}\n=======\n{lines}\n>>>>>>> REPLACE\n"
+            "(This example only shows the shape: its REPLACE part repeats the SEARCH lines, so it changes nothing. "
+            "Your REPLACE parts must change the code.)")
+
+
 SYSTEM_DIFF = ("You are an expert systems programmer improving a program in an evolutionary search. Reply only "
-               "with one or more SEARCH/REPLACE edits. " + EDIT_FORMAT)
+               "with one or more SEARCH/REPLACE edits.")
 
 
 MUTATIONS: tuple[str, ...] = (
@@ -72,10 +122,11 @@ def exemplar_section(n: int, ex: Exemplar) -> str:
 
 
 def messages(task_description: str, parent: str, guidance: str, exemplars: list[str], mode: str,
-             higher_is_better: bool = True) -> list:
+             higher_is_better: bool = True, parent_source: str = "") -> list:
     """Assemble the Generator messages from pre-rendered sections (see :mod:`contextevolve.nodes.compose`).
 
-    ``higher_is_better`` is the task's score orientation; the request names it.
+    ``higher_is_better`` is the task's score orientation; the request names it. In ``diff`` mode the
+    edit format is shown with lines of ``parent_source`` (:func:`edit_format`).
     """
     goal = "raises the score (higher is better)" if higher_is_better else "lowers the score (lower is better)"
     parts = [f"## Task\n{task_description}", parent]
@@ -85,7 +136,7 @@ def messages(task_description: str, parent: str, guidance: str, exemplars: list[
         parts.append("## Reference programs\n" + "\n".join(exemplars))
     if mode == "diff":
         ask = (f"Edit the current program so that it {goal}, following the direction. Edit only inside the "
-               "EVOLVE-BLOCK. Each SEARCH part must match the current program exactly.")
+               "EVOLVE-BLOCK. Each SEARCH part must match the current program exactly. " + edit_format(parent_source))
     else:
         ask = (f"Write an improved version of the current program that follows the direction and {goal}. "
                "Change the algorithm inside the EVOLVE-BLOCK (a copy of the current program is worth "

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from contextevolve.prompts.generator import EDIT_FORMAT
+from contextevolve.prompts.generator import edit_format
 
 SYSTEM = ("You are an expert Python programmer fixing a bug in a program written for an evolutionary search. "
           "Make the smallest change that fixes the error; keep the program's algorithm and idea.")
-ASK_DIFF = "Reply only with one or more SEARCH/REPLACE edits to the program above. " + EDIT_FORMAT
+ASK_DIFF = "Reply only with one or more SEARCH/REPLACE edits to the program above. "
 ASK_FULL = "Reply with the complete fixed program in a single ```python code block, then nothing else."
 REPLY_CHARS = 1500
 """Characters of an unusable earlier reply shown back to the model."""
@@ -43,5 +43,5 @@ def messages(task_description: str, program: str, reason: str, traceback: str, m
     if idea:
         parts.append(f"## The idea to keep\n{idea}")
     parts.append("## Your job\nFix the error with the smallest change. Keep the function name and signature. "
-                 + (ASK_DIFF if mode == "diff" else ASK_FULL))
+                 + (ASK_DIFF + edit_format(program) if mode == "diff" else ASK_FULL))
     return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(parts))]

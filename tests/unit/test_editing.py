@@ -7,6 +7,7 @@ import pytest
 from contextevolve.editing import EditError, apply_diffs, build_child, extract_code
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.nodes.sample import parse_choice
+from contextevolve.prompts.generator import edit_format
 
 PARENT = "import math\nX = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n    return a + X\n# EVOLVE-BLOCK-END\nY = 2\n"
 
@@ -122,3 +123,21 @@ def test_a_loose_search_must_still_be_unique_and_present():
         apply_diffs(twice, reply)
     with pytest.raises(EditError, match="not found"):
         apply_diffs(LOOP, reply.replace("total += item", "total -= item"))
+
+
+def test_edit_markers_without_arrows_still_parse():
+    reply = "SEARCH\n    return a\n=======\n    return a + 1\nREPLACE\n"
+    assert "return a + 1" in apply_diffs(PARENT, reply)
+    assert "return a * 2" in apply_diffs(PARENT, "<<< SEARCH\n    return a\n===\n    return a * 2\n>>> REPLACE")
+
+
+def test_the_edit_format_example_is_made_of_the_programs_own_statements():
+    program = ('import math\n# EVOLVE-BLOCK-START\ndef f(xs):\n    """Sum.\n\n    Args:\n        xs: numbers.\n    """\n'
+               '    total = 0\n    for x in xs:\n        total += x\n    return total\n# EVOLVE-BLOCK-END\n')
+    text = edit_format(program)
+    search = text.split("<<<<<<< SEARCH\n")[1].split("\n=======")[0]
+    assert search == "    total = 0\n    for x in xs:"  # statements, not the docstring
+    # copied verbatim, the example changes nothing: a twin, never a broken program
+    with pytest.raises(EditError) as raised:
+        build_child(program, text, "diff")
+    assert raised.value.duplicate
