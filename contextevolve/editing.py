@@ -20,6 +20,7 @@ is rejected. The result must compile.
 from __future__ import annotations
 
 import ast
+import difflib
 import hashlib
 import re
 
@@ -108,9 +109,14 @@ def _strip_fixed_parts(parent: str, region: tuple[int, int], code: str) -> str:
     return "\n".join(kept).strip("\n") + "\n"
 
 
+_HEADED = re.compile(r"^[ \t]*SEARCH:?[ \t]*\n(.*?)\n^[ \t]*REPLACE:?[ \t]*\n(.*?)\n?"
+                     r"(?=^[ \t]*(?:SEARCH:?|```|>{3,9} ?REPLACE)[ \t]*$|\Z)", re.S | re.M)
+"""The embedded model's own edit shape: a ``SEARCH`` line, the old lines, a ``REPLACE`` line, the new lines."""
+
+
 def parse_diffs(reply: str) -> list[tuple[str, str]]:
-    """The ``(search, replace)`` pairs in ``reply``, in order."""
-    return [(s, r) for s, r in _DIFF.findall(reply)]
+    """The ``(search, replace)`` pairs in ``reply``, in order (``_DIFF`` blocks, else ``_HEADED`` ones)."""
+    return [(s, r) for s, r in _DIFF.findall(reply) or _HEADED.findall(reply)]
 
 
 def _indent(line: str) -> str:
@@ -149,13 +155,56 @@ def _loose_match(child: str, search: str, replace: str) -> tuple[str, str]:
     return text, "\n".join(shifted) + tail
 
 
+FUZZY_MIN_RATIO = 0.8
+"""Least ``difflib`` similarity of a SEARCH text to the parent's lines for a near match (:func:`_fuzzy_match`)."""
+FUZZY_MIN_CHARS = 20
+"""Shortest SEARCH text (non-blank characters) that may be matched approximately."""
+
+
+def _fuzzy_match(child: str, search: str, replace: str) -> tuple[str, str]:
+    """The unique run of ``child``'s lines most similar to ``search`` (same number of non-blank lines,
+    ``difflib.SequenceMatcher`` ratio of the stripped lines at least ``FUZZY_MIN_RATIO``), with
+    ``replace`` re-indented to it; ``("", replace)`` when none is close enough or two are equally close.
+
+    A small model often writes the SEARCH part as it *believes* the program reads (one expression
+    already changed): the lines it meant are still the closest ones, and REPLACE is what it wants there.
+    """
+    want = [w.strip() for w in search.splitlines() if w.strip()]
+    if not want or sum(map(len, want)) < FUZZY_MIN_CHARS:
+        return "", replace
+    lines = child.splitlines(keepends=True)
+    code = [n for n, line in enumerate(lines) if line.strip()]
+    scored = []
+    for i in range(len(code) - len(want) + 1):
+        window = [lines[n].strip() for n in code[i:i + len(want)]]
+        ratio = difflib.SequenceMatcher(None, "\n".join(window), "\n".join(want), autojunk=False).ratio()
+        scored.append((ratio, code[i], code[i + len(want) - 1] + 1))
+    scored.sort(reverse=True)
+    if not scored or scored[0][0] < FUZZY_MIN_RATIO or (len(scored) > 1 and scored[1][0] == scored[0][0]):
+        return "", replace
+    _, start, end = scored[0]
+    exact = "".join(lines[start:end])
+    tail = "\n" if exact.endswith("\n") and not replace.endswith("\n") else ""
+    return exact, _shift(replace, search, exact) + tail
+
+
+def _shift(replace: str, search: str, found: str) -> str:
+    """``replace`` with the indentation of ``search``'s first line changed to ``found``'s."""
+    first = next((line for line in search.splitlines() if line.strip()), "")
+    have = next((line for line in found.splitlines() if line.strip()), "")
+    said, now = _indent(first), _indent(have)
+    return "\n".join(now + line[len(said):] if line.strip() and line.startswith(said) else line
+                     for line in replace.splitlines())
+
+
 def apply_diffs(parent: str, reply: str) -> str:
     """Child from SEARCH/REPLACE blocks in ``reply``.
 
     Raises:
         EditError: no blocks, a SEARCH text not found (or not unique) in the parent, or one outside
             the EVOLVE-BLOCK region. A SEARCH text is found verbatim or, failing that, line by line
-            ignoring blank lines and each line's leading and trailing whitespace (``_loose_match``).
+            ignoring blank lines and each line's leading and trailing whitespace (``_loose_match``),
+            or else as the unique most similar run of lines (``_fuzzy_match``).
     """
     pairs = parse_diffs(reply)
     if not pairs:
@@ -166,7 +215,10 @@ def apply_diffs(parent: str, reply: str) -> str:
             raise EditError(f"diff block {n} has an empty SEARCH part")
         hits = child.count(search)
         if hits == 0:
-            loose, replace = _loose_match(child, search, replace)
+            loose, replaced = _loose_match(child, search, replace)
+            if not loose:
+                loose, replaced = _fuzzy_match(child, search, replace)
+            replace = replaced
             if not loose:
                 raise EditError(f"diff block {n}: SEARCH text not found in the parent: {search.strip()[:80]!r}")
             search, hits = loose, child.count(loose)

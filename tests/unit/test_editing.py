@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextevolve.editing import EditError, apply_diffs, build_child, extract_code
+from contextevolve.editing import EditError, apply_diffs, build_child, extract_code, parse_diffs
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.nodes.sample import parse_choice
 from contextevolve.prompts.generator import edit_format
@@ -122,7 +122,9 @@ def test_a_loose_search_must_still_be_unique_and_present():
     with pytest.raises(EditError, match="not found"):
         apply_diffs(twice, reply)
     with pytest.raises(EditError, match="not found"):
-        apply_diffs(LOOP, reply.replace("total += item", "total -= item"))
+        apply_diffs(LOOP, reply.replace("for item in items:\n    total += item", "while queue:\n    queue.pop()"))
+    # one changed character is a near match, applied where the model meant it
+    assert "    pass\n    return total" in apply_diffs(LOOP, reply.replace("total += item", "total -= item"))
 
 
 def test_edit_markers_without_arrows_still_parse():
@@ -141,3 +143,23 @@ def test_the_edit_format_example_is_made_of_the_programs_own_statements():
     with pytest.raises(EditError) as raised:
         build_child(program, text, "diff")
     assert raised.value.duplicate
+
+
+def test_a_search_written_as_the_model_believes_the_program_reads_is_matched_to_the_closest_lines():
+    parent = ("# EVOLVE-BLOCK-START\ndef place(models):\n    ordered = sorted(models, key=lambda m: m.rate / m.slo, reverse=True)\n"
+              "    placement = {}\n    return ordered, placement\n# EVOLVE-BLOCK-END\n")
+    reply = ("<<<<<<< SEARCH\n  ordered = sorted(models, key=lambda m: m.rate / m.slo + m.size, reverse=True)\n=======\n"
+             "  ordered = sorted(models, key=lambda m: m.size, reverse=True)\n>>>>>>> REPLACE")
+    child = build_child(parent, reply, "diff")
+    assert "    ordered = sorted(models, key=lambda m: m.size, reverse=True)\n    placement = {}\n" in child
+    # nothing close enough: still an error naming the SEARCH text
+    with pytest.raises(EditError, match="not found"):
+        apply_diffs(parent, "<<<<<<< SEARCH\n    heap = build_heap(gpus, capacity)\n=======\n    heap = []\n>>>>>>> REPLACE")
+
+
+def test_edits_headed_search_and_replace_without_separator_parse():
+    reply = ("```\nSEARCH\n    return a + X\nREPLACE\n    return a * X\n```\n")
+    assert parse_diffs(reply) == [("    return a + X", "    return a * X")]
+    assert "    return a * X\n" in build_child(PARENT, reply, "diff")
+    two = "SEARCH\n    return a + X\nREPLACE\n    return a * X\n>>>>>>> REPLACE\nSEARCH\nY = 2\nREPLACE\nY = 3\n"
+    assert parse_diffs(two) == [("    return a + X", "    return a * X"), ("Y = 2", "Y = 3")]
