@@ -5,7 +5,8 @@ failed — it does not compile, raises, fails a pre-check, returns invalid outpu
 Generator's edit could not be applied — is shown to the Generator's model with the evaluator's
 reason and the traceback frames of its own file (line numbers in the child), and the model
 returns a minimal fix (SEARCH/REPLACE edits or a whole program). The fixed version replaces the
-child's source and is evaluated again; the failed version is kept in the child's ``attempts``
+child's source and is evaluated again (a NameError for a known importable name, such as ``heapq`` or
+``List``, is fixed by adding the import, without a model call: :mod:`contextevolve.fixes`); the failed version is kept in the child's ``attempts``
 with the reason it failed and the repair's tokens, which are booked under the ``repair`` role.
 At most ``repair_attempts`` repairs per child. A fix that is the parent or a buffered program
 again (normalised code) ends the repairs: the child is a failed duplicate. A reply that gives
@@ -20,6 +21,7 @@ from typing import Literal
 from langgraph.runtime import Runtime
 
 from contextevolve.editing import EditError, build_child
+from contextevolve.fixes import add_import, missing_import
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import MalformedReply, call_role
@@ -72,10 +74,14 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
                        temperatures={**ctx.temperatures, "generator": hotter})
     usage: TokenUsage = {}
     fixed, problem, text, unchanged = "", "", "", False
+    line = missing_import(f"{child.reason}\n{child.traceback}") if child.source else None
     try:
-        reply = call_role("generator", messages, call_ctx, check=whole_program(base, ctx.generation_mode))
-        usage, text = booked_as(reply.usage, "repair"), reply.text
-        fixed = build_child(base, reply.text, ctx.generation_mode, truncated=reply.truncated)
+        if line and line not in base.splitlines():  # no model needed (contextevolve.fixes)
+            fixed = add_import(base, line)
+        else:
+            reply = call_role("generator", messages, call_ctx, check=whole_program(base, ctx.generation_mode))
+            usage, text = booked_as(reply.usage, "repair"), reply.text
+            fixed = build_child(base, reply.text, ctx.generation_mode, truncated=reply.truncated)
     except MalformedReply as exc:
         usage, text, problem = booked_as(exc.usage, "repair"), exc.text, f"endpoint fault during repair {number}: {exc}"
     except EditError as exc:

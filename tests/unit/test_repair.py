@@ -10,6 +10,7 @@ from contextevolve.api import evolve
 from contextevolve.cli import child_line
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.tracebacks import candidate_excerpt
+from contextevolve.fixes import add_import, missing_import
 from contextevolve.llm.models import use_chat_models
 from contextevolve.llm.parsing import clip_to_sentence
 from contextevolve.prompts.generator import MUTATIONS, mutation_for
@@ -18,10 +19,11 @@ from contextevolve.tasks.registry import get_task
 from tests.fakes import BETTER_PROGRAM, INITIAL, default_models, fenced, reply, scripted
 
 TASK = get_task("model_placement")
-#: BETTER_PROGRAM with a heap the model forgot to import: NameError on the first case.
-NAME_ERROR = BETTER_PROGRAM.replace("    ordered = sorted(", "    heapq.heapify([])\n    ordered = sorted(")
+#: BETTER_PROGRAM with a heap imported under a name the model forgot: NameError on the first case
+#: (a name no mechanical fix knows, so the model is asked).
+NAME_ERROR = BETTER_PROGRAM.replace("    ordered = sorted(", "    pq.heapify([])\n    ordered = sorted(")
 #: What a minimal repair returns: the same edit, as a SEARCH/REPLACE diff that adds the import.
-ADD_IMPORT = ("<<<<<<< SEARCH\n    heapq.heapify([])\n=======\n    import heapq\n    heapq.heapify([])\n"
+ADD_IMPORT = ("<<<<<<< SEARCH\n    pq.heapify([])\n=======\n    import heapq as pq\n    pq.heapify([])\n"
               ">>>>>>> REPLACE\n")
 
 
@@ -44,11 +46,11 @@ def test_a_name_error_is_repaired_in_one_attempt_and_scored(tmp_path):
     assert child["combined_score"] == pytest.approx(TASK.evaluate(child["source"]).combined_score)
     assert result.best_score == pytest.approx(child["combined_score"])
     attempt = child["attempts"][0]
-    assert attempt["status"] == "failed" and "NameError: name 'heapq' is not defined" in attempt["reason"]
+    assert attempt["status"] == "failed" and "NameError: name 'pq' is not defined" in attempt["reason"]
     assert attempt["source"] == NAME_ERROR and child["prechecks_failed"] == 1  # the smoke run caught it
     # the repair prompt held the failing code and the traceback in the candidate's own line numbers
     repair_prompt = generator.seen[1][1].content
-    line = NAME_ERROR.splitlines().index("    heapq.heapify([])") + 1
+    line = NAME_ERROR.splitlines().index("    pq.heapify([])") + 1
     assert NAME_ERROR in repair_prompt and f"line {line}, in compute_model_placement" in repair_prompt
     # its tokens are booked under `repair`, on the child and in the run's total
     assert attempt["tokens"] == {"repair": {"prompt": 1200, "completion": 60}}
@@ -56,18 +58,18 @@ def test_a_name_error_is_repaired_in_one_attempt_and_scored(tmp_path):
     assert child["tokens"]["generator"] == {"prompt": 900, "completion": 400}
     assert result.tokens["repair"] == {"prompt": 1200, "completion": 60}
     # the failed version stays visible to the Sampler, in the child's abstract
-    assert "Earlier versions failed (1 repaired): " in child["abstract"] and "heapq" in child["abstract"]
+    assert "Earlier versions failed (1 repaired): " in child["abstract"] and "name 'pq'" in child["abstract"]
 
 
 def test_repairs_stop_at_r(tmp_path):
     broken = reply(fenced(NAME_ERROR), 900, 400)
-    generator = scripted(broken, reply(fenced(NAME_ERROR.replace("heapq.heapify", "heapq2.heapify")), 900, 400),
-                         reply(fenced(NAME_ERROR.replace("heapq.heapify", "heapq3.heapify")), 900, 400),
+    generator = scripted(broken, reply(fenced(NAME_ERROR.replace("pq.heapify", "pq2.heapify")), 900, 400),
+                         reply(fenced(NAME_ERROR.replace("pq.heapify", "pq3.heapify")), 900, 400),
                          reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=2)
     child = records[1]
     assert len(generator.seen) == 3  # the generation and R = 2 repairs; the 4th (good) reply is never asked for
-    assert child["status"] == "failed" and len(child["attempts"]) == 2 and "heapq3" in child["reason"]
+    assert child["status"] == "failed" and len(child["attempts"]) == 2 and "pq3" in child["reason"]
     assert child["tokens"]["repair"] == {"prompt": 1800, "completion": 800}
 
 
@@ -78,7 +80,7 @@ def test_a_repair_that_changes_nothing_is_asked_again_on_the_same_error(tmp_path
     child = records[1]
     assert child["status"] == "ok" and [a["attempt"] for a in child["attempts"]] == [1, 2]
     assert all("NameError" in a["reason"] for a in child["attempts"])
-    assert "NameError: name 'heapq' is not defined" in generator.seen[2][1].content
+    assert "NameError: name 'pq' is not defined" in generator.seen[2][1].content
     assert child["prechecks_failed"] == 1  # the unchanged program was not checked or evaluated again
 
 
@@ -254,3 +256,31 @@ def test_a_replayed_evaluation_neither_runs_nor_counts_twice(seeded, ctx, monkey
     assert again == first and first["child_status"] == "ok" and len(checked) == 1
     after = memory.buffer.require("it00001")
     assert after.eval_seconds == recorded.eval_seconds > 0 and after.prechecks_failed == 0
+
+
+def test_a_missing_standard_import_is_added_without_asking_the_model(tmp_path):
+    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
+    generator = scripted(reply(fenced(forgot), 900, 400), reply(fenced(NAME_ERROR), 1000, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    child = records[1]
+    assert len(generator.seen) == 1  # only the generation: the repair needed no model
+    assert child["status"] == "ok" and len(child["attempts"]) == 1 and "repair" not in child["tokens"]
+    assert "# EVOLVE-BLOCK-START\nimport heapq\n" in child["source"]
+    assert child["combined_score"] == pytest.approx(TASK.evaluate(child["source"]).combined_score)
+
+
+@pytest.mark.parametrize("error, line", [
+    ("NameError: name 'heapq' is not defined", "import heapq"),
+    ("pre-check: smoke run: NameError: name 'List' is not defined", "from typing import List"),
+    ("NameError: name 'defaultdict' is not defined", "from collections import defaultdict"),
+    ("NameError: name 'np' is not defined", "import numpy as np"),
+    ("NameError: name 'best_gpu' is not defined", None),  # a local the program forgot: the model's job
+    ("AttributeError: 'tuple' object has no attribute 'append'", None),
+])
+def test_missing_import_knows_only_importable_names(error, line):
+    assert missing_import(error) == line
+
+
+def test_an_import_goes_after_the_docstring_when_there_is_no_block():
+    assert add_import('"""Doc."""\nfrom __future__ import annotations\nX = 1\n', "import math") == (
+        '"""Doc."""\nfrom __future__ import annotations\nimport math\nX = 1\n')
