@@ -74,7 +74,13 @@ def extract_code(text: str) -> str:
 
 
 def apply_rewrite(parent: str, reply: str) -> str:
-    """Child from a full-rewrite ``reply``; respects the parent's EVOLVE-BLOCK markers."""
+    """Child from a full-rewrite ``reply``; respects the parent's EVOLVE-BLOCK markers.
+
+    Raises:
+        EditError: no code in the reply, or only a fragment of the block (none of the top-level
+            functions and classes the parent's block defines; a small model sometimes returns just
+            the lines it changed).
+    """
     code = extract_code(reply)
     region = evolve_region(parent)
     if region is None:
@@ -87,7 +93,16 @@ def apply_rewrite(parent: str, reply: str) -> str:
         body = "".join(line + "\n" for line in imports) + body if imports else body
     else:
         body = _strip_fixed_parts(parent, region, code)
+    wanted = _defined(parent[region[0]:region[1]])
+    if wanted and not wanted & _defined(body):
+        raise EditError(f"the reply is a fragment, not the whole program: it defines none of {', '.join(sorted(wanted))}; "
+                        "reply with SEARCH/REPLACE edits or the complete program")
     return parent[:region[0]] + body.rstrip("\n") + "\n\n\n" + parent[region[1]:]
+
+
+def _defined(code: str) -> set[str]:
+    """Names of the top-level functions and classes ``code`` defines (by their ``def``/``class`` lines)."""
+    return set(re.findall(r"^(?:async[ \t]+def|def|class)[ \t]+(\w+)", code, re.M))
 
 
 _IMPORT = re.compile(r"^(?:import\s+[\w.]+(?:\s+as\s+\w+)?(?:\s*,\s*[\w.]+(?:\s+as\s+\w+)?)*"

@@ -163,3 +163,10 @@ def test_edits_headed_search_and_replace_without_separator_parse():
     assert "    return a * X\n" in build_child(PARENT, reply, "diff")
     two = "SEARCH\n    return a + X\nREPLACE\n    return a * X\n>>>>>>> REPLACE\nSEARCH\nY = 2\nREPLACE\nY = 3\n"
     assert parse_diffs(two) == [("    return a + X", "    return a * X"), ("Y = 2", "Y = 3")]
+
+
+def test_a_fragment_is_not_taken_for_the_whole_program():
+    with pytest.raises(EditError, match="fragment") as raised:
+        build_child(PARENT, "```python\n    return a * X\n```", "diff")
+    assert raised.value.source == ""  # nothing to repair from: a repair starts from the parent
+    assert "return a * X" in build_child(PARENT, "```python\ndef f(a):\n    return a * X\n```", "full")
