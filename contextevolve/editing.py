@@ -177,8 +177,9 @@ FUZZY_MIN_CHARS = 20
 
 
 def _fuzzy_match(child: str, search: str, replace: str) -> tuple[str, str]:
-    """The unique run of ``child``'s lines most similar to ``search`` (same number of non-blank lines,
-    ``difflib.SequenceMatcher`` ratio of the stripped lines at least ``FUZZY_MIN_RATIO``), with
+    """The unique run of ``child``'s lines (inside its EVOLVE-BLOCK, if marked) most similar to
+    ``search`` (same number of non-blank lines, ``difflib.SequenceMatcher`` ratio of the stripped
+    lines at least ``FUZZY_MIN_RATIO``), with
     ``replace`` re-indented to it; ``("", replace)`` when none is close enough or two are equally close.
 
     A small model often writes the SEARCH part as it *believes* the program reads (one expression
@@ -188,7 +189,9 @@ def _fuzzy_match(child: str, search: str, replace: str) -> tuple[str, str]:
     if not want or sum(map(len, want)) < FUZZY_MIN_CHARS:
         return "", replace
     lines = child.splitlines(keepends=True)
-    code = [n for n, line in enumerate(lines) if line.strip()]
+    region = evolve_region(child)
+    first, last = (child[:region[0]].count("\n"), child[:region[1]].count("\n")) if region else (0, len(lines))
+    code = [n for n, line in enumerate(lines) if line.strip() and first <= n < last]  # only lines that may change
     scored = []
     for i in range(len(code) - len(want) + 1):
         window = [lines[n].strip() for n in code[i:i + len(want)]]
