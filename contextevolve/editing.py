@@ -28,8 +28,8 @@ BLOCK_START = "# EVOLVE-BLOCK-START"
 BLOCK_END = "# EVOLVE-BLOCK-END"
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.S)
-_DIFF = re.compile(r"^[ \t]*(?:<{3,9} ?)?SEARCH[ \t]*\n(.*?)\n?^[ \t]*={3,9}[ \t]*\n(.*?)\n?^[ \t]*(?:>{3,9} ?)?REPLACE[ \t]*$",
-                   re.S | re.M)
+_DIFF = re.compile(r"^[ \t]*(?:<{3,9} ?)?SEARCH[ \t]*\n(.*?)\n?^[ \t]*={3,9}[ \t]*\n(.*?)\n?"
+                   r"^[ \t]*(?:>{3,9} ?)?REPLACE[ \t]*$", re.S | re.M)
 """A SEARCH/REPLACE block. The markers stand on lines of their own; the ``<<<<<<<``/``>>>>>>>`` arrows may be
 shorter or missing (the embedded model wrote a bare ``SEARCH`` line, issue 10)."""
 
@@ -95,8 +95,8 @@ def apply_rewrite(parent: str, reply: str) -> str:
         body = _strip_fixed_parts(parent, region, code)
     wanted = _defined(parent[region[0]:region[1]])
     if wanted and not wanted & _defined(body):
-        raise EditError(f"the reply is a fragment, not the whole program: it defines none of {', '.join(sorted(wanted))}; "
-                        "reply with SEARCH/REPLACE edits or the complete program")
+        raise EditError(f"the reply is a fragment, not the whole program: it defines none of "
+                        f"{', '.join(sorted(wanted))}; reply with SEARCH/REPLACE edits or the complete program")
     return parent[:region[0]] + body.rstrip("\n") + "\n\n\n" + parent[region[1]:]
 
 

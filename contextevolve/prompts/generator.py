@@ -59,7 +59,8 @@ def edit_format(program: str) -> str:
     """
     pick = _example_lines(program)
     if not pick:
-        return EDIT_RULES + "\n<<<<<<< SEARCH\n(lines of the current program)\n=======\n(their new version)\n>>>>>>> REPLACE"
+        return (EDIT_RULES + "\n<<<<<<< SEARCH\n(lines of the current program)\n=======\n(their new version)\n"
+                ">>>>>>> REPLACE")
     lines = "\n".join(pick)
     return (f"{EDIT_RULES}\n<<<<<<< SEARCH\n{lines}\n=======\n{lines}\n>>>>>>> REPLACE\n"
             "(This example only shows the shape: its REPLACE part repeats the SEARCH lines, so it changes nothing. "
