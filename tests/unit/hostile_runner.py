@@ -49,7 +49,8 @@ HOSTILE = {
         "import os\nseen = []\n"
         "for p in ['/root/.bash_history', '/etc/shadow', os.path.expanduser('~/../.config')]:\n"
         "    try:\n        seen.append(open(p).read()[:50])\n    except OSError:\n        pass\n"
-        "import contextevolve.tasks.model_placement.cases\n"),
+        "import contextevolve.tasks.model_placement.cases\n"
+        "def compute_model_placement(gpu_num, models):\n    return {}\n"),
     # kills its supervisor and the host
     "kills_its_parents": (
         "import os, signal\n"

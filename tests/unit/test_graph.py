@@ -175,7 +175,8 @@ def test_hostile_children_are_failed_and_the_run_goes_on(tmp_path):
                "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(%d, signal.SIGKILL)\n" % os.getpid(),
                "import subprocess\nsubprocess.Popen(['sleep', '977.5'], start_new_session=True)\nwhile True:\n    pass\n"]
     scripted_models = default_models()
-    scripted_models["generator"] = scripted(*(reply(fenced(h), 900, 100) for h in hostile))
+    entry = "\n\ndef compute_model_placement(gpu_num, models):\n    return {}\n"  # the attack runs on import
+    scripted_models["generator"] = scripted(*(reply(fenced(h + entry), 900, 100) for h in hostile))
     with use_chat_models(**scripted_models):
         result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0, eval_timeout_s=5,
                         eval_cpu_s=2, repair_attempts=0)
