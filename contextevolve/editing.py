@@ -179,8 +179,8 @@ FUZZY_MIN_CHARS = 20
 def _fuzzy_match(child: str, search: str, replace: str) -> tuple[str, str]:
     """The unique run of ``child``'s lines (inside its EVOLVE-BLOCK, if marked) most similar to
     ``search`` (same number of non-blank lines, ``difflib.SequenceMatcher`` ratio of the stripped
-    lines at least ``FUZZY_MIN_RATIO``), with
-    ``replace`` re-indented to it; ``("", replace)`` when none is close enough or two are equally close.
+    lines at least ``FUZZY_MIN_RATIO``), with ``replace`` re-indented to it; ``("", replace)`` when
+    none is close enough or two are equally close.
 
     A small model often writes the SEARCH part as it *believes* the program reads (one expression
     already changed): the lines it meant are still the closest ones, and REPLACE is what it wants there.

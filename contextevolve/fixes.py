@@ -32,7 +32,7 @@ def _from_names() -> dict[str, str]:
     names: dict[str, str] = {name: f"from typing import {name}" for name in typing.__all__}
     for module in FROM_MODULES:
         for name in dir(importlib.import_module(module)):
-            if not name.startswith("_"):
+            if not name.startswith("_") and len(name) > 2:  # `e`, `pi` are more likely a misspelt local
                 names.setdefault(name, f"from {module} import {name}")
     return names
 

@@ -7,7 +7,8 @@ reason and the traceback frames of its own file (line numbers in the child), and
 returns a minimal fix (SEARCH/REPLACE edits or a whole program). The fixed version replaces the
 child's source and is evaluated again (a NameError for a known importable name, such as ``heapq`` or
 ``List``, is fixed by adding the import, without a model call: :mod:`contextevolve.fixes`); the
-failed version is kept in the child's ``attempts`` with the reason it failed and the repair's tokens, which are booked under the ``repair`` role.
+failed version is kept in the child's ``attempts`` with the reason it failed and the repair's tokens,
+which are booked under the ``repair`` role.
 At most ``repair_attempts`` repairs per child. A fix that is the parent or a buffered program
 again (normalised code) ends the repairs: the child is a failed duplicate. A reply that gives
 the failing program back unchanged counts as an attempt; the next one sees the same error.
