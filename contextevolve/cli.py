@@ -255,7 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int)
     run.add_argument("--target-score", type=float)
     run.add_argument("--token-budget", type=int, help="stop after this many prompt+completion tokens")
-    run.add_argument("--mode", choices=["full", "diff"], help="generator output: whole program or SEARCH/REPLACE")
+    run.add_argument("--mode", choices=["full", "diff"],
+                     help="generator output: whole program (default; measured better with the embedded model) "
+                          "or SEARCH/REPLACE edits")
     run.add_argument("--repair-attempts", type=int, metavar="R",
                      help="repairs of a failed child with its error and traceback (default 2; 0 = the paper)")
     run.add_argument("--no-prechecks", action="store_true",
