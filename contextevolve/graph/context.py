@@ -112,7 +112,9 @@ class RunContext:
     context_token_budget: int = 3500
     """Token budget of the composed generator context Φ (parent code included)."""
     generation_mode: Literal["full", "diff"] = "full"
-    """Generator writes a whole program, or SEARCH/REPLACE diffs against the parent."""
+    """Generator writes a whole program, or SEARCH/REPLACE diffs against the parent. ``full`` by
+    evidence: with the embedded model it made twice the valid children per iteration (README,
+    "Every attempt counts")."""
     repair_attempts: int = 2
     """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
     Generator with its error and traceback for a minimal fix; 0 = the paper's algorithm (no repair)."""
