@@ -158,16 +158,10 @@ def _loose_match(child: str, search: str, replace: str) -> tuple[str, str]:
             found.append((start, end, got))
     if len(found) != 1:
         return "", replace
-    start, end, got = found[0]
-    have, said = _indent(got[0]), _indent(want[0])
-    shifted = []
-    for line in replace.splitlines():
-        if line.strip() and line.startswith(said):
-            line = have + line[len(said):]
-        shifted.append(line)
+    start, end, _ = found[0]
     text = "".join(lines[start:end])
     tail = "\n" if text.endswith("\n") and not replace.endswith("\n") else ""
-    return text, "\n".join(shifted) + tail
+    return text, _shift(replace, search, text) + tail
 
 
 FUZZY_MIN_RATIO = 0.8
