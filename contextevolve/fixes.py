@@ -12,6 +12,7 @@ installed package.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import importlib.util
 import re
@@ -28,7 +29,9 @@ ALIASES = {"np": ("numpy", "import numpy as np"), "pd": ("pandas", "import panda
 """Conventional aliases: name -> (package that must be installed, import line)."""
 
 
+@functools.cache
 def _from_names() -> dict[str, str]:
+    """Importable public names -> their ``from MODULE import NAME`` line (built on first use)."""
     names: dict[str, str] = {name: f"from typing import {name}" for name in typing.__all__}
     for module in FROM_MODULES:
         for name in dir(importlib.import_module(module)):
@@ -36,8 +39,6 @@ def _from_names() -> dict[str, str]:
                 names.setdefault(name, f"from {module} import {name}")
     return names
 
-
-_FROM = _from_names()
 
 
 def missing_import(error: str) -> str | None:
@@ -58,7 +59,7 @@ def missing_import(error: str) -> str | None:
         return line if importlib.util.find_spec(package) is not None else None
     if name in sys.stdlib_module_names and not name.startswith("_"):
         return f"import {name}"
-    return _FROM.get(name)
+    return _from_names().get(name)
 
 
 def add_import(source: str, line: str) -> str:
