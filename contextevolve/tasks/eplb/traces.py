@@ -1,7 +1,7 @@
 """Seeded, realistic expert-load traces for EPLB (58 MoE layers × 256 routed experts).
 
 ADRS records a 224 MB trace from a real DeepSeek-style model; offline we generate one
-with the properties that make rebalancing hard (DESIGN.md §6):
+with the properties that make rebalancing hard (docs/tasks.md):
 
 * skewed popularity: per layer, expert log-popularity starts Zipf-like,
   −s_l · log(rank) over a random permutation, with s_l ~ U(0.3, 0.8) per layer;

@@ -1,6 +1,6 @@
 """LLM-SQL task: description, the trusted grader and its metrics.
 
-Metrics (ADRS llm_sql, DESIGN.md §6):
+Metrics (ADRS llm_sql, docs/tasks.md):
 
 * prefix hit rate of a table = Σ over requests of the longest common prefix (in
   characters of the concatenated cell strings) with any earlier request / total

@@ -1,4 +1,4 @@
-"""The 50 Model Placement test cases of ADRS (facts from its public evaluator, DESIGN.md §6).
+"""The 50 Model Placement test cases of ADRS (facts from its public evaluator, docs/tasks.md).
 
 NumPy's legacy global RNG seeded 42; per case ``gpu_num = randint(5, 10)``, then
 ``2 * gpu_num`` models each drawing ``model_size = randint(10, 30)`` GB,

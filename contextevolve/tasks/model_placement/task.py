@@ -1,6 +1,6 @@
 """Model Placement task: description, initial program, and the trusted grader.
 
-Metrics (ADRS Prism evaluator, DESIGN.md §6):
+Metrics (ADRS Prism evaluator, docs/tasks.md):
 
 * KV-cache pressure (KVPR) of a GPU = Σ(req_rate / slo) / (80 − Σ model_size),
   or 1e6 when the GPU's memory is exactly full; a case's value is the max over GPUs.

@@ -1,6 +1,6 @@
 """Capture attention inputs (Q, K, V) from the embedded causal LM over real text, once.
 
-The embedded Qwen2.5-Coder-1.5B GGUF (DESIGN.md §4) is loaded with transformers
+The embedded Qwen2.5-Coder-1.5B GGUF (docs/embedded-model.md) is loaded with transformers
 (dequantised to float32 through ``gguf``) and run over ``NUM_TOKENS`` tokens of real
 English prose: the docstrings of a fixed list of standard-library modules, identical
 on every CPython 3.11 install. A custom attention function records the post-RoPE

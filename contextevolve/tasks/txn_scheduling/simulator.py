@@ -1,6 +1,6 @@
 """The conflict simulator of Transaction Scheduling (stdlib only; shared by harness and grader).
 
-Model (DESIGN.md §6, after Cheng et al. 2024): a transaction is a sequence of
+Model (docs/tasks.md, after Cheng et al. 2024): a transaction is a sequence of
 operations ``(op, key)`` with ``op`` in ``{"r", "w"}``, one operation per time step.
 Transactions are placed in the given order, each at the earliest start time at which
 every one of its operations comes strictly after each conflicting operation of the

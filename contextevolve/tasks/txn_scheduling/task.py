@@ -1,6 +1,6 @@
 """Transaction Scheduling task: description, the trusted grader and its metrics.
 
-Metrics (ADRS txn_scheduling, DESIGN.md §6):
+Metrics (ADRS txn_scheduling, docs/tasks.md):
 
 * ``makespan``: total over the three workloads of the makespan (time steps) of the
   returned order, recomputed here with :func:`simulator.makespan` on our own copy of
