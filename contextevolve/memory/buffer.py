@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import threading
+import uuid
 from pathlib import Path
 
 from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage
@@ -25,6 +26,7 @@ CREATE TABLE IF NOT EXISTS programs (
     record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS programs_committed ON programs(committed, combined_score);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
@@ -47,6 +49,14 @@ class EvolveBuffer:
         """Close the database connection."""
         with self._lock:
             self._db.close()
+
+    def run_id(self) -> str:
+        """This run's identifier: 32 hex digits drawn once, when first asked for, and kept in the buffer
+        (so it moves with the run directory and survives a resume). Names the run's collection on a
+        shared Chroma server (:func:`contextevolve.memory.store.open_memory`)."""
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('run_id', ?)", (uuid.uuid4().hex,))
+            return self._db.execute("SELECT value FROM meta WHERE key = 'run_id'").fetchone()[0]
 
     def put(self, record: ProgramRecord) -> None:
         """Insert or replace ``record`` (by id).

@@ -12,6 +12,20 @@ from contextevolve.memory.vectors import AbstractIndex
 
 BUFFER_FILE = "buffer.sqlite"
 CHROMA_DIR = "chroma"
+LOCAL_COLLECTION = "abstracts"
+"""Collection of the run directory's own Chroma store (``RUN_DIR/chroma``: one run per store)."""
+SERVER_COLLECTION_PREFIX = "contextevolve-"
+"""Collections on a Chroma server are named this + the run's id (:meth:`EvolveBuffer.run_id`)."""
+
+
+def collection_name(buffer: EvolveBuffer, chroma_url: str | None) -> str:
+    """The run's collection: :data:`LOCAL_COLLECTION` in its own store, else one per run on a server.
+
+    Two runs on one server therefore never share (or overwrite) each other's abstracts; a run
+    resumed, or its directory moved to another server, keeps its id and finds (or, through
+    :meth:`RunMemory.reconcile`, rebuilds) its own collection.
+    """
+    return SERVER_COLLECTION_PREFIX + buffer.run_id() if chroma_url else LOCAL_COLLECTION
 
 
 @dataclass
@@ -45,16 +59,23 @@ _OPEN: dict[tuple[str, str | None], RunMemory] = {}
 _LOCK = threading.Lock()
 
 
-def open_memory(run_dir: str | Path, *, chroma_url: str | None = None, collection: str = "abstracts") -> RunMemory:
-    """The (process-wide cached) :class:`RunMemory` of ``run_dir``, created if absent."""
+def open_memory(run_dir: str | Path, *, chroma_url: str | None = None, collection: str | None = None) -> RunMemory:
+    """The (process-wide cached) :class:`RunMemory` of ``run_dir``, created if absent.
+
+    Args:
+        run_dir: the run directory (holds ``buffer.sqlite`` and, without a server, ``chroma/``).
+        chroma_url: ``http://host:port`` of a Chroma server, else the run directory's own store.
+        collection: the Chroma collection; default :func:`collection_name` (one per run on a server).
+    """
     root = Path(run_dir).resolve()
     key = (str(root), chroma_url)
     with _LOCK:
         memory = _OPEN.get(key)
         if memory is None:
             root.mkdir(parents=True, exist_ok=True)
-            memory = RunMemory(EvolveBuffer(root / BUFFER_FILE),
-                               AbstractIndex(root / CHROMA_DIR, url=chroma_url, collection=collection))
+            buffer = EvolveBuffer(root / BUFFER_FILE)
+            name = collection or collection_name(buffer, chroma_url)
+            memory = RunMemory(buffer, AbstractIndex(root / CHROMA_DIR, url=chroma_url, collection=name))
             memory.reconcile()
             _OPEN[key] = memory
         return memory

@@ -71,7 +71,8 @@ class AbstractIndex:
     Args:
         path: directory of a ``PersistentClient`` (``RUN_DIR/chroma``), used when ``url`` is None.
         url: ``http://host:port`` of a Chroma server to use an ``HttpClient`` instead.
-        collection: collection name (distinct per run on a shared server).
+        collection: collection name (one per run on a shared server: see
+            :func:`contextevolve.memory.store.collection_name`).
     """
 
     def __init__(self, path: str | Path | None = None, *, url: str | None = None, collection: str = "abstracts"):
