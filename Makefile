@@ -7,7 +7,7 @@ ITERATIONS ?= 10
 LLAMA_CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: setup sandbox-tools run test unit integration bench clean
+.PHONY: setup sandbox-tools report-tools run test unit integration bench clean
 
 setup: sandbox-tools $(VENV)/.installed
 
@@ -18,6 +18,13 @@ sandbox-tools:
 	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap || \
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; }; }; } >/dev/null 2>&1 || \
 	  echo "warning: bubblewrap (bwrap) is not installed: candidates will run without a mount namespace (files readable)"
+
+# Headless Chromium renders the run report in its test (tests/unit/test_report.py; best effort like bwrap).
+report-tools:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium || \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; }; } >/dev/null 2>&1 || \
+	  echo "warning: chromium is not installed: the report's rendering test will be skipped"
 
 # torch first, alone, so the CPU build on disk is taken; llama-cpp-python compiles (~5 min on 2 cores).
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -33,7 +40,7 @@ run: setup
 	$(VENV)/bin/contextevolve run --task model_placement --iterations $(ITERATIONS) --run-dir $(RUN_DIR)
 	$(VENV)/bin/contextevolve status $(RUN_DIR)
 
-test: setup
+test: setup report-tools
 	$(PY) -m pytest -q -ra --durations=8
 
 unit: setup

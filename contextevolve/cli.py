@@ -1,4 +1,4 @@
-"""Command line: ``contextevolve run | status | evaluate | baselines | tasks``.
+"""Command line: ``contextevolve run | status | report | evaluate | baselines | tasks``.
 
 Exit codes: 0 ok; 1 ``evaluate``: the program is not ok; 2 bad input (unknown option, task or
 setting, unusable run directory, conflicting ``--task`` on ``--resume``), nothing written;
@@ -138,6 +138,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"best combined score:    {result.best_score}  ({result.best_id})")
     console.print(_tokens_table(result.tokens))
     console.print(f"best program: {result.best_path}")
+    if not args.no_report:
+        from contextevolve.report import write_report
+
+        try:
+            console.print(f"report: {write_report(result.run_dir)}")
+        except Exception as exc:  # noqa: BLE001 - the run is saved; `contextevolve report` can retry
+            console.print(f"[yellow]warning:[/yellow] no report written ({escape(f'{type(exc).__name__}: {exc}')}); "
+                          f"try `contextevolve report {result.run_dir}`", soft_wrap=True)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from contextevolve.report import write_report
+
+    print(write_report(args.run_dir, args.out))
     return 0
 
 
@@ -276,8 +291,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--eval-workers", type=int, help="evaluations running at once (default 1)")
     run.add_argument("--executor", choices=["local", "ray"], help="where evaluations run (default local)")
     run.add_argument("--ray-address", help="Ray cluster address for --executor ray (default: start a local Ray)")
+    run.add_argument("--no-report", action="store_true",
+                     help="do not write RUN_DIR/report.html (and its PNGs) at the end")
     _add_limit_flags(run)
     run.set_defaults(fn=cmd_run, parser=run)
+
+    report = sub.add_parser("report", help="write a self-contained HTML report (and PNGs) of a run directory")
+    report.add_argument("run_dir")
+    report.add_argument("--out", help="HTML file to write (default RUN_DIR/report.html; PNGs beside it)")
+    report.set_defaults(fn=cmd_report, parser=report)
 
     status = sub.add_parser("status", help="summarise a run directory")
     status.add_argument("run_dir")

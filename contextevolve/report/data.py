@@ -1,0 +1,118 @@
+"""What a run report shows, read from a run directory: programs, lineage, improvements, tokens.
+
+Everything comes from what the run stored (``buffer.sqlite`` and ``run.json``); nothing is
+re-evaluated. Only committed programs count (an iteration in flight is not shown).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contextevolve.memory.buffer import EvolveBuffer
+from contextevolve.memory.records import USAGE_ROLES, ProgramRecord, total_tokens
+from contextevolve.memory.store import BUFFER_FILE
+from contextevolve.tasks.base import Task
+from contextevolve.tasks.registry import get_task
+
+
+class ReportError(ValueError):
+    """The directory holds no run a report can be made of (the message names what is missing)."""
+
+
+@dataclass
+class RunData:
+    """One run as the report shows it.
+
+    Attributes:
+        run_dir: the run directory.
+        task: the run's task (orientation of its score and metrics).
+        settings: ``run.json`` (the run's settings; ``{}`` when absent).
+        programs: committed programs by iteration (``programs[0]`` is the initial program).
+        best_so_far: after each program, the id of the best valid program so far (``None`` while none).
+        improvements: ids of the programs that beat the best so far when they were admitted.
+    """
+
+    run_dir: Path
+    task: Task
+    settings: dict
+    programs: list[ProgramRecord]
+    best_so_far: list[str | None] = field(default_factory=list)
+    improvements: list[str] = field(default_factory=list)
+
+    @property
+    def by_id(self) -> dict[str, ProgramRecord]:
+        """Programs by id."""
+        return {p.id: p for p in self.programs}
+
+    @property
+    def best(self) -> ProgramRecord | None:
+        """The best valid program (``None`` when none is valid)."""
+        return self.by_id[self.best_so_far[-1]] if self.best_so_far and self.best_so_far[-1] else None
+
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        """Lineage edges (parent id, child id)."""
+        return [(p.parent_id, p.id) for p in self.programs if p.parent_id]
+
+    def tokens_by_role(self) -> dict[str, dict[str, int]]:
+        """Prompt and completion tokens per role over the whole run (``USAGE_ROLES`` order)."""
+        out = {role: {"prompt": 0, "completion": 0} for role in USAGE_ROLES}
+        for program in self.programs:
+            for role, usage in program.tokens.items():
+                row = out.setdefault(role, {"prompt": 0, "completion": 0})
+                row["prompt"] += usage.get("prompt", 0)
+                row["completion"] += usage.get("completion", 0)
+        return out
+
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens of every role and program."""
+        return sum(total_tokens(p.tokens) for p in self.programs)
+
+    def tokens_per_improvement(self) -> float | None:
+        """Tokens spent per improvement of the best (``None`` without improvements)."""
+        return self.total_tokens() / len(self.improvements) if self.improvements else None
+
+    def diff(self, program: ProgramRecord) -> str:
+        """Unified diff of ``program``'s source against its parent's ('' for the initial program or no source)."""
+        parent = self.by_id.get(program.parent_id or "")
+        if parent is None or not program.source:
+            return ""
+        return "".join(difflib.unified_diff(parent.source.splitlines(keepends=True),
+                                            program.source.splitlines(keepends=True),
+                                            fromfile=parent.id, tofile=program.id))
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read the run in ``run_dir`` for a report.
+
+    Raises:
+        ReportError: no ``buffer.sqlite`` (not a run directory), no committed program yet, or a
+            task name in ``run.json`` that is not registered.
+    """
+    root = Path(run_dir)
+    if not (root / BUFFER_FILE).is_file():
+        raise ReportError(f"{root} is not a run directory: it has no {BUFFER_FILE}")
+    settings = json.loads((root / "run.json").read_text()) if (root / "run.json").is_file() else {}
+    buffer = EvolveBuffer(root / BUFFER_FILE)
+    try:
+        programs = sorted(buffer.committed(), key=lambda p: p.iteration)
+    finally:
+        buffer.close()
+    if not programs:
+        raise ReportError(f"{root} holds no committed program yet (the initial program is scored first)")
+    try:
+        task = get_task(settings.get("task", "model_placement"))
+    except KeyError as exc:
+        raise ReportError(f"{root}/run.json names a task that is not registered: {exc}") from None
+    data = RunData(root, task, settings, programs)
+    best: ProgramRecord | None = None
+    for program in programs:
+        if program.status == "ok" and (best is None or task.better(program.combined_score, best.combined_score)):
+            if best is not None:
+                data.improvements.append(program.id)
+            best = program
+        data.best_so_far.append(best.id if best else None)
+    return data
