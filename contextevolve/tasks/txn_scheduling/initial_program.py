@@ -32,9 +32,11 @@ def get_best_schedule(workload, num_seqs):
         order = [remaining.pop()]
         state.place(txns[order[0]])
         while remaining:
-            sample = random.sample(range(len(remaining)), min(sample_size, len(remaining)))
-            pick = min(sample, key=lambda j: (state.cost_if_placed(txns[remaining[j]]), len(txns[remaining[j]])))
-            txn_id = remaining.pop(pick)
+            # positions in `remaining` (not transaction ids) of a few random candidates
+            positions = random.sample(range(len(remaining)), min(sample_size, len(remaining)))
+            best_pos = min(positions, key=lambda pos: (state.cost_if_placed(txns[remaining[pos]]),
+                                                       len(txns[remaining[pos]])))
+            txn_id = remaining.pop(best_pos)
             state.place(txns[txn_id])
             order.append(txn_id)
         if best_cost is None or state.makespan < best_cost:
