@@ -16,7 +16,7 @@ markdown table over several such runs (no LLM needed).
 
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
-        [--repair-attempts R] [--mode full|diff] [--base-url URL --model NAME] [--run-dir DIR]
+        [--repair-attempts R] [--no-restart] [--mode full|diff] [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
 """
 
@@ -57,6 +57,7 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
     n = max(len(children), 1)
     return {
         "task": settings["task"], "repair_attempts": settings.get("repair_attempts"),
+        "repair_restart": settings.get("repair_restart", False),  # runs before the setting only fixed
         "mode": settings.get("generation_mode"), "seed": settings.get("seed"), "iterations": len(children),
         "valid": valid, "valid_rate": valid / n,
         "repairs_attempted": sum(len(c.get("attempts", [])) for c in children),
@@ -81,7 +82,9 @@ def row(f: dict) -> list[str]:
     per_valid = f"{f['tokens_per_valid_child']:,.0f}" if f["tokens_per_valid_child"] else "-"
     secs = f"{f['seconds_per_iteration']:.0f}" if f["seconds_per_iteration"] else "-"
     code = f.get("generator_completion_per_iteration")
-    return [f["task"], str(f["repair_attempts"]), str(f["mode"]), str(f["iterations"]), str(f["valid"]),
+    repairs = str(f["repair_attempts"]) + (" fix-only" if (f["repair_attempts"] or 0) >= 2
+                                           and not f.get("repair_restart") else "")
+    return [f["task"], repairs, str(f["mode"]), str(f["iterations"]), str(f["valid"]),
             f"{100 * f['valid_rate']:.0f} %", f"{f['repairs_succeeded']}/{f['repairs_attempted']}",
             str(f["precheck_stops"]), str(f["duplicates"]), str(f["improvements"]), f"{f['initial']:.6g}",
             f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}", "-" if code is None else f"{code:,.0f}",
@@ -114,6 +117,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repair-attempts", type=int, default=None, help="default: RunContext's")
     parser.add_argument("--mode", choices=["full", "diff"], default=None, help="default: RunContext's")
+    parser.add_argument("--no-restart", action="store_true",
+                        help="every repair fixes the failing program (RunContext.repair_restart = False)")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--run-dir", help="default runs/eff-TASK-R-MODE-seedS")
@@ -129,7 +134,8 @@ def main() -> int:
 
     repair = RunContext.repair_attempts if args.repair_attempts is None else args.repair_attempts
     mode = args.mode or RunContext.generation_mode
-    run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}-{mode}-seed{args.seed}")
+    fix_only = "-fixonly" if args.no_restart else ""
+    run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip() or None
@@ -139,7 +145,8 @@ def main() -> int:
             marks["start"] = time.perf_counter()
 
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
-           generation_mode=mode, base_url=args.base_url, model=args.model, on_update=on_update)
+           generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
+           on_update=on_update)
     settings = json.loads((run_dir / "run.json").read_text())
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit}

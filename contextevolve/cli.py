@@ -84,6 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         max_retries=args.max_retries, retry_wait_s=args.retry_wait, seed=args.seed,
         target_score=args.target_score, token_budget=args.token_budget,
         generation_mode=args.mode, repair_attempts=args.repair_attempts,
+        repair_restart=False if args.no_repair_restart else None,
         prechecks=False if args.no_prechecks else None, eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
         num_trajectories=args.trajectories, context_token_budget=args.context_budget,
         summary_variant=args.summary_variant, guidance_variant=args.guidance_variant,
@@ -275,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "or SEARCH/REPLACE edits")
     run.add_argument("--repair-attempts", type=int, metavar="R",
                      help="repairs of a failed child with its error and traceback (default 2; 0 = the paper)")
+    run.add_argument("--no-repair-restart", action="store_true",
+                     help="every repair fixes the failing program (default: with R >= 2 the last one writes the "
+                          "child again from its parent, told the error)")
     run.add_argument("--no-prechecks", action="store_true",
                      help="skip the compile/signature/smoke-run checks before a child's full evaluation")
     run.add_argument("--eval-timeout", type=float, help="seconds per evaluation")

@@ -118,6 +118,10 @@ class RunContext:
     repair_attempts: int = 2
     """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
     Generator with its error and traceback for a minimal fix; 0 = the paper's algorithm (no repair)."""
+    repair_restart: bool = True
+    """With ``repair_attempts >= 2``, the last repair writes the child again from its parent, told the
+    error the failed version met, instead of fixing the failing program (issue 10; False: every
+    repair is a fix)."""
     prechecks: bool = True
     """Check that a child compiles, has the entry function's signature and survives a smoke run on one
     small case before its full evaluation (a failure goes straight to repair)."""

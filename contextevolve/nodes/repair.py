@@ -12,6 +12,10 @@ which are booked under the ``repair`` role.
 At most ``repair_attempts`` repairs per child. A fix that is the parent or a buffered program
 again (normalised code) ends the repairs: the child is a failed duplicate. A reply that gives
 the failing program back unchanged counts as an attempt; the next one sees the same error.
+With ``repair_restart`` (default) and R >= 2, the last repair does not fix the failing program but
+writes the child again from its parent, told the error the failed version met
+(:func:`contextevolve.prompts.repair.restart_messages`: fixes of the model's own rewrites almost
+never worked with the embedded model).
 """
 
 from __future__ import annotations
@@ -67,17 +71,23 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         due = child.status != "pending" and repairable(child.reason) and number < ctx.repair_attempts
         return {"repairs": number, "child_status": child.status, "repair_due": due,
                 "iteration_usage": done[0].tokens}
-    base = child.source or parent.source  # no source: the Generator's edit never became a program
-    messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.generation_mode,
-                               unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)
+    line = missing_import(f"{child.reason}\n{child.traceback}") if child.source else None
+    restart = (ctx.repair_restart and number == ctx.repair_attempts >= 2 and bool(child.source)
+               and not (line and line not in child.source.splitlines()))
+    base = child.source if child.source and not restart else parent.source  # no source: the edit never applied
+    if restart:
+        messages = prompt.restart_messages(task.description, base, child.reason, child.traceback,
+                                           ctx.generation_mode, idea=child.guidance)
+    else:
+        messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.generation_mode,
+                                   unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)
     hotter = ctx.temperature_for("generator") + REPAIR_HOTTER * (number - 1)
     call_ctx = replace(ctx, seed=ctx.seed + REPAIR_SEED_STRIDE * number + state.iteration,
                        temperatures={**ctx.temperatures, "generator": hotter})
     usage: TokenUsage = {}
     fixed, problem, text, unchanged = "", "", "", False
-    line = missing_import(f"{child.reason}\n{child.traceback}") if child.source else None
     try:
-        if line and line not in base.splitlines():  # no model needed (contextevolve.fixes)
+        if line and not restart and line not in base.splitlines():  # no model needed (contextevolve.fixes)
             fixed = add_import(base, line)
         else:
             reply = call_role("generator", messages, call_ctx, check=whole_program(base, ctx.generation_mode))
@@ -86,8 +96,8 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     except MalformedReply as exc:
         usage, text, problem = booked_as(exc.usage, "repair"), exc.text, f"endpoint fault during repair {number}: {exc}"
     except EditError as exc:
-        fixed = exc.source  # it does not compile: the next repair (or the pre-check) says where
-        unchanged = exc.duplicate and bool(child.source)
+        fixed = base if restart and exc.duplicate else exc.source  # (a restart's copy: its parent's twin)
+        unchanged = exc.duplicate and bool(child.source) and not restart
         problem = "" if unchanged else f"repair {number} could not be applied: {exc}"
     attempt = RepairAttempt(attempt=number, status=child.status, reason=child.reason, source=child.source,
                             tokens=usage)

@@ -4,6 +4,7 @@ The Generator's model answers it (tokens are booked under the ``repair`` role). 
 for the smallest change that removes the error while keeping the child's idea, as
 SEARCH/REPLACE edits against the failing program (``diff`` mode) or the whole fixed program
 (``full`` mode); either reply format is accepted (:func:`contextevolve.editing.build_child`).
+The last repair may instead start again from the parent (:func:`restart_messages`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from contextevolve.prompts.generator import edit_format
 
 SYSTEM = ("You are an expert Python programmer fixing a bug in a program written for an evolutionary search. "
           "Make the smallest change that fixes the error; keep the program's algorithm and idea.")
+SYSTEM_RESTART = ("You are an expert systems programmer improving a program in an evolutionary search. An earlier "
+                  "attempt at the change failed; write it again, correctly.")
 ASK_DIFF = "Reply only with one or more SEARCH/REPLACE edits to the program above. "
 ASK_FULL = "Reply with the complete fixed program in a single ```python code block, then nothing else."
 REPLY_CHARS = 1500
@@ -45,3 +48,36 @@ def messages(task_description: str, program: str, reason: str, traceback: str, m
     parts.append("## Your job\nFix the error with the smallest change. Keep the function name and signature. "
                  + (ASK_DIFF + edit_format(program) if mode == "diff" else ASK_FULL))
     return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(parts))]
+
+
+def restart_messages(task_description: str, parent: str, reason: str, traceback: str, mode: str, *,
+                     idea: str = "") -> list:
+    """Messages asking for the child again, written from its (valid) parent, with the error the failed
+    version met as a warning (the last repair when ``repair_attempts >= 2``, issue 10).
+
+    Measured with the embedded 1.5B model (issue 10, seed 0, R = 2): model-written fixes of a failing
+    child succeeded 0 times in 27 (MP full 0/8 besides one mechanical import fix, MP diff 0/12, TS full
+    0/7), the failures being the rewrite's own inventions (a stub ``class Workload`` with other
+    attribute names, ``Model`` objects indexed like tuples), which a fix of that program keeps; 5 of
+    the 16 MP children were valid as first generated from their parent. The failing program is
+    therefore not shown, only its error.
+
+    Args:
+        task_description: the task's prose.
+        parent: the parent's source (valid: it was admitted and selected).
+        reason: the failed version's reason; traceback: its frames (may be empty).
+        mode: ``"diff"`` (edits against ``parent``) or ``"full"`` (the whole program).
+        idea: the direction the failed version was following.
+    """
+    parts = [f"## Task\n{task_description}", f"## Program\n```python\n{parent}```"]
+    if idea:
+        parts.append(f"## Direction\n{idea}")
+    error = f"## A previous attempt failed\nAn earlier version written from this program failed: {reason}"
+    if traceback:
+        error += f"\nTraceback (lines of that version):\n{traceback}"
+    parts.append(error)
+    parts.append("## Your job\nWrite the improved program again, starting from the program above and following "
+                 "the direction, without that error. Use the inputs exactly as the task describes them, and do "
+                 "not define stand-ins for them. Keep the function name and signature. "
+                 + (ASK_DIFF + edit_format(parent) if mode == "diff" else ASK_FULL))
+    return [SystemMessage(SYSTEM_RESTART), HumanMessage("\n\n".join(parts))]

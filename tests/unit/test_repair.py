@@ -76,12 +76,46 @@ def test_repairs_stop_at_r(tmp_path):
 def test_a_repair_that_changes_nothing_is_asked_again_on_the_same_error(tmp_path):
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
                          reply(ADD_IMPORT, 1200, 60), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    # R = 3: two fixes before the last repair (which would start again from the parent)
+    _, records, _ = run(tmp_path, generator, repair_attempts=3)
     child = records[1]
     assert child["status"] == "ok" and [a["attempt"] for a in child["attempts"]] == [1, 2]
     assert all("NameError" in a["reason"] for a in child["attempts"])
     assert "NameError: name 'pq' is not defined" in generator.seen[2][1].content
     assert child["prechecks_failed"] == 1  # the unchanged program was not checked or evaluated again
+
+
+def test_the_last_repair_starts_again_from_the_parent(tmp_path):
+    still_broken = NAME_ERROR.replace("pq.heapify", "pq2.heapify")
+    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(still_broken), 1000, 400),
+                         reply(fenced(BETTER_PROGRAM), 1100, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    child = records[1]
+    assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
+    assert [a["attempt"] for a in child["attempts"]] == [1, 2] and "pq2" in child["attempts"][1]["reason"]
+    assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)
+    fix, restart = generator.seen[1][1].content, generator.seen[2][1].content
+    assert NAME_ERROR in fix  # the first repair fixes the failing program
+    # the last one shows the parent (the initial program) and the error, not the failing program
+    assert INITIAL in restart and still_broken not in restart and "pq2.heapify" in restart
+    assert "NameError: name 'pq2' is not defined" in restart and "A previous attempt failed" in restart
+    assert child["tokens"]["repair"] == {"prompt": 2100, "completion": 800}
+
+
+def test_without_restart_every_repair_fixes_the_failing_program(tmp_path):
+    still_broken = NAME_ERROR.replace("pq.heapify", "pq2.heapify")
+    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(still_broken), 1000, 400),
+                         reply(fenced(BETTER_PROGRAM), 1100, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2, repair_restart=False)
+    assert still_broken in generator.seen[2][1].content and "A previous attempt failed" not in generator.seen[2][1].content
+    assert records[1]["status"] == "ok"
+
+
+def test_a_restart_that_copies_the_parent_is_a_failed_duplicate(tmp_path):
+    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
+                         reply(fenced(INITIAL), 1100, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    assert records[1]["status"] == "failed" and records[1]["reason"].startswith("duplicate of it00000")
 
 
 def test_no_repair_with_zero_attempts(tmp_path):
