@@ -160,6 +160,32 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     }
 
 
+def thread_state(run_dir: str | Path) -> dict[str, Any]:
+    """The latest checkpointed state of the run's thread (``EvolveState`` fields as a dict).
+
+    Read-only; loads no models. ``last_round`` holds what the last iteration(s) did: per lane the
+    parent, guidance, exemplar ids, child id, status, score, reason, repairs and tokens. (A lane in
+    progress lives in its own checkpoint namespace ``lane:<task id>``; see the README, Stepping.)
+
+    Raises:
+        RunDirError: ``run_dir`` has no checkpoints.
+    """
+    import sqlite3
+
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from contextevolve.graph.builder import build_graph
+
+    path = Path(run_dir) / CHECKPOINT_FILE
+    if not path.is_file():
+        raise RunDirError(f"{run_dir} has no checkpoints ({CHECKPOINT_FILE})")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        return dict(build_graph(SqliteSaver(conn)).get_state({"configurable": {"thread_id": THREAD_ID}}).values)
+    finally:
+        conn.close()
+
+
 def _export(root: Path, buffer: EvolveBuffer, best_id: str | None) -> Path:
     records = buffer.committed()
     with open(root / "programs.jsonl.tmp", "w") as fh:

@@ -41,6 +41,12 @@ class LaneResult(TypedDict):
     """Why the child is not ok (empty when it is)."""
     repairs: int
     """Repair attempts made on the child."""
+    parent_id: str
+    """The lane's parent c_p."""
+    guidance: str
+    """The Navigator's guidance g the child followed (empty when ablated)."""
+    exemplar_ids: list[str]
+    """The exemplars the Generator saw."""
 
 
 def merge_lanes(left: list[LaneResult], right: list[LaneResult] | None) -> list[LaneResult]:
@@ -74,6 +80,10 @@ class EvolveState:
     """Its status."""
     child_score: float | None = None
     """Its combined score."""
+    last_round: list[LaneResult] = field(default_factory=list)
+    """The lanes of the last committed round, one :class:`LaneResult` each (parent, guidance, exemplar
+    ids, child id, status, score, reason, repairs, tokens): what the last iteration(s) did, readable
+    from the thread's state (:func:`contextevolve.api.thread_state`)."""
     total_usage: TokenUsage = field(default_factory=dict)
     """Tokens spent by the whole run, by role."""
     stop_reason: str | None = None

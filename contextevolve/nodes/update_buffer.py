@@ -22,7 +22,8 @@ def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     usage = dict(state.total_usage)
     iteration = state.iteration
     child = None
-    for result in sorted(state.lane_results, key=lambda r: r["child_id"]):
+    round_results = sorted(state.lane_results, key=lambda r: r["child_id"])
+    for result in round_results:
         child = memory.buffer.require(result["child_id"])
         child.tokens = dict(result["usage"])
         child = memory.commit(child)
@@ -39,5 +40,6 @@ def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "child_score": child.combined_score if child else state.child_score,
         "total_usage": usage,
         "lane_results": None,
+        "last_round": round_results or state.last_round,
         "stop_reason": stop_reason(ctx, task, iteration, best_score, total_tokens(usage)),
     }

@@ -57,6 +57,24 @@ def test_run_records_every_program_and_recomputes_best(tmp_path, models):
     assert status["best_score"] == pytest.approx(result.best_score)
 
 
+def test_the_thread_state_tells_what_the_last_iteration_did(tmp_path, models):
+    from contextevolve.api import thread_state
+
+    evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
+    state = thread_state(tmp_path / "r")
+    records = {json.loads(line)["id"]: json.loads(line)
+               for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()}
+    assert state["iteration"] == 2 and state["lane_results"] == []
+    [lane] = state["last_round"]
+    child = records[lane["child_id"]]
+    assert lane["child_id"] == "it00002" and lane["parent_id"] == child["parent_id"]
+    assert lane["guidance"] == child["guidance"] and lane["guidance"]
+    assert lane["exemplar_ids"] == child["exemplar_ids"]
+    assert (lane["status"], lane["score"], lane["reason"]) == (child["status"], child["combined_score"], child["reason"])
+    with pytest.raises(RunDirError, match="no checkpoints"):
+        thread_state(tmp_path / "nothing")
+
+
 def test_checkpoints_hold_no_program_source(tmp_path, models):
     evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0)
     conn = sqlite3.connect(tmp_path / "r" / "checkpoints.sqlite")

@@ -205,7 +205,9 @@ def test_evaluate_summarize_update_buffer_commit_the_child(seeded, seeded_run, c
     assert "Parent abstract" in prompt and "keeps from the parent" in prompt
     run = replace(seeded_run[0], lane_results=state.lane_results)
     assert state.lane_results == [{"lane": 0, "child_id": "it00001", "status": "ok", "score": state.child_score,
-                                   "usage": state.iteration_usage, "reason": "", "repairs": 0}]
+                                   "usage": state.iteration_usage, "reason": "", "repairs": 0,
+                                   "parent_id": "it00000", "guidance": state.guidance,
+                                   "exemplar_ids": state.exemplar_ids}]
     update = run_node(update_buffer, run, ctx)
     child = memory.buffer.require("it00001")
     assert child.committed and child.abstract and memory.index.count() == 2
@@ -214,6 +216,7 @@ def test_evaluate_summarize_update_buffer_commit_the_child(seeded, seeded_run, c
     assert update["iteration"] == 1 and update["best_id"] == "it00001"
     assert update["total_usage"]["summarizer"] == {"prompt": 600, "completion": 80}
     assert update["lane_results"] is None and update["stop_reason"] is None
+    assert update["last_round"] == state.lane_results  # readable from the thread's state
     # idempotent replay after a crash
     assert run_node(update_buffer, run, ctx) == update and memory.buffer.count() == 2
 
