@@ -59,7 +59,8 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
 
     Repair n (1-based) samples with seed ``seed + REPAIR_SEED_STRIDE * n + iteration`` and the
     Generator's temperature plus ``REPAIR_HOTTER * (n - 1)``: a model that returned the failing
-    program unchanged is asked again, on the same error, with other randomness.
+    program unchanged is asked again, on the same error, with other randomness. A restart (the last
+    repair, see the module docstring) is a new generation and samples at the Generator's temperature.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -81,7 +82,7 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     else:
         messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.generation_mode,
                                    unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)
-    hotter = ctx.temperature_for("generator") + REPAIR_HOTTER * (number - 1)
+    hotter = ctx.temperature_for("generator") + (0.0 if restart else REPAIR_HOTTER * (number - 1))
     call_ctx = replace(ctx, seed=ctx.seed + REPAIR_SEED_STRIDE * number + state.iteration,
                        temperatures={**ctx.temperatures, "generator": hotter})
     usage: TokenUsage = {}
