@@ -56,11 +56,12 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
     version met as a warning (the last repair when ``repair_attempts >= 2``, issue 10).
 
     Measured with the embedded 1.5B model (issue 10, seed 0, R = 2): model-written fixes of a failing
-    child succeeded 0 times in 27 (MP full 0/8 besides one mechanical import fix, MP diff 0/12, TS full
-    0/7), the failures being the rewrite's own inventions (a stub ``class Workload`` with other
+    child succeeded 0 times in 32 (MP full 0/8 besides one mechanical import fix, MP diff 0/12, TS full
+    0/12), the failures being the rewrite's own inventions (a stub ``class Workload`` with other
     attribute names, ``Model`` objects indexed like tuples), which a fix of that program keeps; 5 of
     the 16 MP children were valid as first generated from their parent. The failing program is
-    therefore not shown, only its error.
+    therefore not shown, only its error. Restarts have not been shown to do better yet: 0 of 10
+    (MP 0/3, EPLB 0/7, five of the EPLB ones a copy of the parent or of an earlier failed child).
 
     Args:
         task_description: the task's prose.
