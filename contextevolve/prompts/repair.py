@@ -23,6 +23,11 @@ REPLY_CHARS = 1500
 """Characters of an unusable earlier reply shown back to the model."""
 
 
+def _error_section(head: str, reason: str, traceback: str, whose: str) -> str:
+    """``head`` + the failure's reason, and its traceback excerpt (line numbers of ``whose`` code)."""
+    return head + reason + (f"\nTraceback (lines of {whose}):\n{traceback}" if traceback else "")
+
+
 def messages(task_description: str, program: str, reason: str, traceback: str, mode: str, *,
              unusable_reply: str = "", idea: str = "") -> list:
     """Messages asking to repair ``program``.
@@ -39,10 +44,7 @@ def messages(task_description: str, program: str, reason: str, traceback: str, m
     parts = [f"## Task\n{task_description}", f"## Program\n```python\n{program}```"]
     if unusable_reply:
         parts.append(f"## Your previous reply could not be applied to this program\n{unusable_reply[:REPLY_CHARS]}")
-    error = f"## Error\n{reason}"
-    if traceback:
-        error += f"\nTraceback (lines of the program above):\n{traceback}"
-    parts.append(error)
+    parts.append(_error_section("## Error\n", reason, traceback, "the program above"))
     if idea:
         parts.append(f"## The idea to keep\n{idea}")
     parts.append("## Your job\nFix the error with the smallest change. Keep the function name and signature. "
@@ -73,10 +75,8 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
     parts = [f"## Task\n{task_description}", f"## Program\n```python\n{parent}```"]
     if idea:
         parts.append(f"## Direction\n{idea}")
-    error = f"## A previous attempt failed\nAn earlier version written from this program failed: {reason}"
-    if traceback:
-        error += f"\nTraceback (lines of that version):\n{traceback}"
-    parts.append(error)
+    parts.append(_error_section("## A previous attempt failed\nAn earlier version written from this program failed: ",
+                                reason, traceback, "that version"))
     parts.append("## Your job\nWrite the improved program again, starting from the program above and following "
                  "the direction, without that error. Use the inputs exactly as the task describes them, and do "
                  "not define stand-ins for them. Keep the function name and signature. "

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextevolve.memory.buffer import EvolveBuffer
-from contextevolve.memory.records import USAGE_ROLES, ProgramRecord, total_tokens
+from contextevolve.memory.records import USAGE_ROLES, ProgramRecord, TokenUsage, add_usage, total_tokens
 from contextevolve.memory.store import BUFFER_FILE
 from contextevolve.tasks.base import Task
 from contextevolve.tasks.registry import get_task
@@ -59,12 +59,9 @@ class RunData:
 
     def tokens_by_role(self) -> dict[str, dict[str, int]]:
         """Prompt and completion tokens per role over the whole run (``USAGE_ROLES`` order)."""
-        out = {role: {"prompt": 0, "completion": 0} for role in USAGE_ROLES}
+        out: TokenUsage = {role: {"prompt": 0, "completion": 0} for role in USAGE_ROLES}
         for program in self.programs:
-            for role, usage in program.tokens.items():
-                row = out.setdefault(role, {"prompt": 0, "completion": 0})
-                row["prompt"] += usage.get("prompt", 0)
-                row["completion"] += usage.get("completion", 0)
+            out = add_usage(out, program.tokens)
         return out
 
     def total_tokens(self) -> int:
