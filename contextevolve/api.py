@@ -165,7 +165,7 @@ def thread_state(run_dir: str | Path) -> dict[str, Any]:
 
     Read-only; loads no models. ``last_round`` holds what the last iteration(s) did: per lane the
     parent, guidance, exemplar ids, child id, status, score, reason, repairs and tokens. (A lane in
-    progress lives in its own checkpoint namespace ``lane:<task id>``; see the README, Stepping.)
+    progress is in ``lanes``: per lane its state as its last finished phase left it; see the README, Stepping.)
 
     Raises:
         RunDirError: ``run_dir`` has no checkpoints.
@@ -206,6 +206,17 @@ def _field(value: Any, name: str, default: Any) -> Any:
     return getattr(value, name, default)
 
 
+def _written(result: Any) -> dict:
+    """What a node wrote, from a ``tasks`` stream event's result (a dict, or a list of (channel, value)
+    writes), without LangGraph's own channels (branch triggers, sends)."""
+    if isinstance(result, dict):
+        return dict(result)
+    if isinstance(result, list):
+        return {key: value for key, value in result
+                if isinstance(key, str) and not key.startswith(("__", "branch:"))}
+    return {}
+
+
 def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: str | Path | None = None,
            resume: bool = False, on_update: Callable[[str, dict], None] | None = None,
            on_phase: Callable[[str, str | None], None] | None = None, **settings: Any) -> RunResult:
@@ -239,7 +250,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from contextevolve.graph.builder import build_graph
+    from contextevolve.graph.builder import LANE_NODES, build_graph
     from contextevolve.llm import embedded, models
 
     root = Path(run_dir or f"runs/{task or RunContext.task}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -254,20 +265,21 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
             embedded.shared_server()
         graph = build_graph(SqliteSaver(conn))
         config = {"configurable": {"thread_id": THREAD_ID},
-                  "recursion_limit": 10 * (ctx.max_iterations + 2) + 2 * ctx.repair_attempts}
+                  "recursion_limit": (ctx.max_iterations + 2) * (10 + 2 * ctx.repair_attempts)}
         pending = graph.get_state(config).next if resume else ()
-        children: dict[str, str] = {}  # lane namespace -> id of the child it produces
-        for namespace, event in graph.stream(None if pending else {}, config, context=ctx, stream_mode="tasks",
-                                             subgraphs=True):
-            lane, node = namespace[0] if namespace else "", event.get("name", "")
+        unknown = sorted(set(pending) - set(graph.nodes))
+        if unknown:
+            raise RunDirError(f"{root} was checkpointed by an older version of the graph (pending nodes "
+                              f"{', '.join(unknown)}); it cannot be resumed: start a new run directory")
+        for event in graph.stream(None if pending else {}, config, context=ctx, stream_mode="tasks"):
+            node = event.get("name", "")
+            child = (program_id(int(_field(event.get("input"), "iteration", 0)) + 1)
+                     if node in LANE_NODES else None)
             if "result" not in event:  # a node starts
-                if node == "select_parent":
-                    children[lane] = program_id(int(_field(event.get("input"), "iteration", 0)) + 1)
                 if on_phase is not None:
-                    on_phase(node, children.get(lane))
+                    on_phase(node, child)
             elif on_update is not None and not event.get("error"):
-                result = event.get("result")
-                on_update(node, dict(result) if isinstance(result, (dict, list)) else {})
+                on_update(node, _written(event.get("result")))
         final = graph.get_state(config).values
     except EndpointUnavailable as exc:
         exc.run_dir = root

@@ -113,10 +113,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             done = update.get("iteration", 0)
             console.print(f"initial program: combined score {update.get('initial_score')}"
                           + (f" (resuming after iteration {done})" if done else ""))
-        elif node == "lane":  # a lane finished: its child is scored and abstracted
+        elif node == "summarize":  # a lane finished: its child is scored and abstracted
             for lane in update.get("lane_results") or []:
                 console.print(child_line(lane, tracker["started"].pop(lane["child_id"], None)))
-        elif node == "update_buffer":
+        elif node == "update_buffer" and "iteration" in update:  # (an empty update: waiting for other lanes)
             tracker["tokens"] = total_tokens(update.get("total_usage"))
             progress.update(bar, completed=update["iteration"],
                             info=f"best {update.get('best_score') or 0:.4f} | tokens {tracker['tokens']}")

@@ -40,19 +40,10 @@ def run_node(fn, state, ctx: RunContext) -> dict:
 
 
 def apply(state, update: dict):
-    """Apply a node update to a run or lane state (``iteration_usage`` and ``lane_results`` via their reducers)."""
-    from dataclasses import replace
+    """Apply a node update to a run or lane state as LangGraph does (keys with a reducer merged)."""
+    from contextevolve.graph.state import apply_update
 
-    from contextevolve.graph.state import merge_usage
-
-    from contextevolve.graph.state import merge_lanes
-
-    update = dict(update)
-    if "iteration_usage" in update:
-        update["iteration_usage"] = merge_usage(state.iteration_usage, update["iteration_usage"])
-    if "lane_results" in update:
-        update["lane_results"] = merge_lanes(state.lane_results, update["lane_results"])
-    return replace(state, **update)
+    return apply_update(state, update)
 
 
 @pytest.fixture

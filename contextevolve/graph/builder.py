@@ -2,10 +2,19 @@
 
 ::
 
-    START -> initialize -> dispatch ─Send×L─> lane [select_parent -> navigate -> sample -> compose
-                              ^                     -> generate -> evaluate ⇄ repair
-                              |                     -> summarize]
-                              └──── update_buffer <────┘            (loop until a stop condition)
+    START -> initialize -> dispatch ─Send×L─> select_parent -> navigate -> sample -> compose
+                              ^                 -> generate -> evaluate ⇄ repair -> summarize
+                              |                                                       |
+                              └──────────────────── update_buffer <───────────────────┘
+                                                (loop until a stop condition)
+
+Every phase is a node of this one graph, so a run can be interrupted before or after any of
+them by name (``interrupt_before=["generate"]``, in Python or from ``langgraph dev``) and its
+updates stream with their content. A *lane* is one parent -> child pass through phases 1-7 on
+its own :class:`~contextevolve.graph.state.LaneState`: each lane phase returns a ``Command`` that
+hands the updated lane state to the next phase with a ``Send`` and copies it into
+``EvolveState.lanes``. The last phase, summarize, hands the lane's report to ``update_buffer``,
+which commits the round once all its lanes reported (an earlier call waits: it writes nothing).
 
 With ``RunContext.lanes = 1`` a round is one iteration of Algorithm 1, in the paper's order.
 ``repair`` (issue 10) runs only for a child that failed, at most ``RunContext.repair_attempts``
@@ -14,14 +23,17 @@ times; with 0 the lane is exactly the paper's phases 1-7.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import asdict, replace
 from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from langgraph.types import Send
+from langgraph.types import Command, Send, interrupt
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState, LaneOutput, LaneState
+from contextevolve.graph.state import EvolveState, LaneState, apply_update
+from contextevolve.memory.records import program_id
 from contextevolve.nodes.compose import compose
 from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate
@@ -34,41 +46,81 @@ from contextevolve.nodes.summarize import summarize
 from contextevolve.nodes.update_buffer import update_buffer
 
 LANE_PHASES = ("select_parent", "navigate", "sample", "compose", "generate", "evaluate", "summarize")
-"""Phases 1-7 of Algorithm 1, run inside each lane, in order."""
+"""Phases 1-7 of Algorithm 1, run by each lane, in order."""
 PHASES = (*LANE_PHASES, "update_buffer")
 """The eight phases of Algorithm 1, in order (phase 8 joins the lanes)."""
 NODES = (*PHASES, "repair")
 """Every node a run passes through: the eight phases and ``repair`` (between evaluate and summarize)."""
 
+_LANE_NODES: dict[str, tuple[Callable, tuple[str, ...], Callable[[LaneState], str] | None]] = {
+    "select_parent": (select_parent, ("navigate",), None),
+    "navigate": (navigate, ("sample",), None),
+    "sample": (sample, ("compose",), None),
+    "compose": (compose, ("generate",), None),
+    "generate": (generate, ("evaluate",), None),
+    "evaluate": (evaluate, ("repair", "summarize"), after_evaluate),
+    "repair": (repair, ("evaluate", "repair", "summarize"), after_repair),
+    "summarize": (summarize, ("update_buffer",), None),
+}
+"""Per lane node: its function, the nodes it may go to, and the router choosing among them (None: the only one)."""
+LANE_NODES = tuple(_LANE_NODES)
+"""The nodes a lane passes through: phases 1-7 and ``repair``."""
 
-def dispatch(state: EvolveState, runtime: Runtime[RunContext]) -> list[Send] | Literal["__end__"]:
-    """Stop if a stop condition holds, else start the next round: one ``Send`` per lane.
 
-    A round never overshoots the iteration budget: lanes = min(``ctx.lanes``, iterations left).
-    Lane ``i`` produces iteration ``state.iteration + i + 1``.
+def dispatch(state: EvolveState) -> list[Send] | Literal["__end__"]:
+    """Stop if a stop condition holds, else start the next round: ``state.round_size`` lanes, one ``Send`` each.
+
+    Returns no ``Send`` while the buffer update waits for lanes of the round in progress. Lane ``i``
+    produces iteration ``state.iteration + i + 1``.
     """
     if state.stop_reason:
         return END
-    lanes = max(1, min(runtime.context.lanes, runtime.context.max_iterations - state.iteration))
-    # Plain dicts (the lane's LaneState input): they are checkpointed as pending sends.
-    return [Send("lane", {"iteration": state.iteration + i, "lane": i, "initial_id": state.initial_id})
-            for i in range(lanes)]
+    if state.lane_results:  # the round is not complete: its other lanes are still running
+        return []
+    # Plain dicts (a LaneState's fields): they are checkpointed as pending sends.
+    return [Send(LANE_PHASES[0], {"iteration": state.iteration + i, "lane": i, "initial_id": state.initial_id})
+            for i in range(max(1, state.round_size))]
 
 
-def build_lane():
-    """Compile the lane subgraph (phases 1-7 and repair on a :class:`LaneState`; outputs a :class:`LaneOutput`)."""
-    lane = StateGraph(LaneState, context_schema=RunContext, output_schema=LaneOutput)
-    for name, fn in zip(LANE_PHASES, (select_parent, navigate, sample, compose, generate, evaluate, summarize)):
-        lane.add_node(name, fn)
-    lane.add_node("repair", repair)
-    lane.add_edge(START, LANE_PHASES[0])
-    for a, b in zip(LANE_PHASES, LANE_PHASES[1:]):
-        if a != "evaluate":
-            lane.add_edge(a, b)
-    lane.add_conditional_edges("evaluate", after_evaluate, ["repair", "summarize"])
-    lane.add_conditional_edges("repair", after_repair, ["evaluate", "repair", "summarize"])
-    lane.add_edge(LANE_PHASES[-1], END)
-    return lane.compile(name="lane")
+def review(lane: LaneState) -> str:
+    """The guidance ``lane``'s child will follow, as a person edited it: pauses the run with
+    ``interrupt({"lane", "child_id", "parent_id", "guidance"})``; the value it is resumed with
+    (``Command(resume=...)``) replaces the guidance when it is a non-empty string.
+
+    Raises:
+        TypeError: the resume value is neither a string nor None.
+    """
+    edited = interrupt({"lane": lane.lane, "child_id": program_id(lane.iteration + 1),
+                        "parent_id": lane.parent_id, "guidance": lane.guidance})
+    if edited is not None and not isinstance(edited, str):
+        raise TypeError(f"resume a guidance review with a string (or None to keep it), not {type(edited).__name__}")
+    return edited.strip() if edited and edited.strip() else lane.guidance
+
+
+def lane_node(name: str) -> Callable[[LaneState | dict, Runtime[RunContext]], Command]:
+    """The graph node running lane phase ``name`` (a key of ``_LANE_NODES``) on the lane state it was sent.
+
+    It applies the phase's update to the lane state, publishes the result in ``EvolveState.lanes``
+    (with ``phase=name``) and sends it on to the next phase; the last phase also hands the lane's
+    report (``lane_results``) to ``update_buffer``.
+    """
+    fn, destinations, route = _LANE_NODES[name]
+
+    def run(state: LaneState | dict, runtime: Runtime[RunContext]) -> Command:
+        lane = state if isinstance(state, LaneState) else LaneState(**state)  # a Send delivers a plain dict
+        if name == "generate" and runtime.context.review_guidance:
+            lane = replace(lane, guidance=review(lane))
+        lane = apply_update(lane, fn(lane, runtime))
+        target = route(lane) if route else destinations[0]
+        view = {**asdict(lane), "phase": name}
+        del view["lane_results"]
+        if target == "update_buffer":
+            return Command(update={"lanes": [view], "lane_results": lane.lane_results}, goto=target)
+        return Command(update={"lanes": [view]}, goto=Send(target, asdict(lane)))
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = fn.__doc__
+    return run
 
 
 def build_graph(checkpointer=None, *, store=None):
@@ -76,8 +128,8 @@ def build_graph(checkpointer=None, *, store=None):
 
     Args:
         checkpointer: a LangGraph checkpointer (e.g. ``SqliteSaver``) for durable, resumable runs;
-            ``None`` for none (``langgraph dev`` supplies its own). Lanes inherit it, so a run
-            killed mid-round resumes its unfinished lanes only.
+            ``None`` for none (``langgraph dev`` supplies its own). Every phase is a superstep, so
+            a run killed mid-round resumes at the phases its lanes had not finished.
         store: optional LangGraph store, passed through.
 
     Returns:
@@ -86,12 +138,12 @@ def build_graph(checkpointer=None, *, store=None):
     """
     builder = StateGraph(EvolveState, context_schema=RunContext)
     builder.add_node("initialize", initialize)
-    builder.add_node("lane", build_lane())
+    for name, (_, destinations, _) in _LANE_NODES.items():
+        builder.add_node(name, lane_node(name), input_schema=LaneState, destinations=destinations)
     builder.add_node("update_buffer", update_buffer)
     builder.add_edge(START, "initialize")
-    builder.add_conditional_edges("initialize", dispatch, ["lane", END])
-    builder.add_edge("lane", "update_buffer")
-    builder.add_conditional_edges("update_buffer", dispatch, ["lane", END])
+    builder.add_conditional_edges("initialize", dispatch, [LANE_PHASES[0], END])
+    builder.add_conditional_edges("update_buffer", dispatch, [LANE_PHASES[0], END])
     return builder.compile(checkpointer=checkpointer, store=store, name="ContextEvolve")
 
 

@@ -141,6 +141,10 @@ class RunContext:
     """Let candidates use the network (off: new network namespace + Landlock TCP rules)."""
     seed: int = 0
     """Seeds parent selection and trajectory sampling (per iteration, so resume is reproducible)."""
+    review_guidance: bool = False
+    """Human in the loop: every lane pauses before ``generate`` with a LangGraph ``interrupt``
+    showing its guidance; resume with ``Command(resume=text)`` to replace the guidance (an empty
+    text or None keeps it). Needs a checkpointer (``langgraph dev`` or ``build_graph(saver)``)."""
 
     # --- parallelism -----------------------------------------------------------------------------
     lanes: int = 1

@@ -6,12 +6,14 @@ checkpoints therefore stay a few KB however long a run gets.
 Two schemas: :class:`EvolveState` is the run's state (the outer loop); each *lane* — one
 parent -> child pass of Algorithm 1's phases 1-7 — runs on its own :class:`LaneState`,
 started by a LangGraph ``Send``. With ``lanes=1`` there is one lane per iteration: the
-paper's sequential algorithm. Lanes report a :class:`LaneResult`; the buffer update joins them.
+paper's sequential algorithm. A lane's phases are nodes of the run's graph, each handing the
+updated LaneState to the next with a ``Send``; each also copies it into ``EvolveState.lanes``, so a
+paused run shows what its lanes decided. Lanes report a :class:`LaneResult`; the buffer update joins them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Annotated
 
 from typing_extensions import TypedDict
@@ -88,6 +90,14 @@ class EvolveState:
     """Tokens spent by the whole run, by role."""
     stop_reason: str | None = None
     """Why the loop stops (iteration budget, target score, token budget); None while it goes on."""
+    round_size: int = 0
+    """Lanes of the round in progress (or the next): min(``RunContext.lanes``, iterations left), set by
+    initialize and the buffer update. The buffer update commits the round once this many lanes reported."""
+    lanes: Annotated[list[dict], merge_lanes] = field(default_factory=list)
+    """The lanes of the round in progress, one dict each: the lane's :class:`LaneState` fields as its
+    last finished phase left them (parent, guidance, exemplar ids, child id and status, repairs,
+    tokens) plus ``phase``, the name of that phase. Readable while a run is paused before a phase
+    (e.g. the guidance before ``generate``); emptied when the round is committed."""
 
 
 @dataclass
@@ -129,12 +139,20 @@ class LaneState:
     iteration_usage: Annotated[TokenUsage, merge_usage] = field(default_factory=dict)
     """Tokens spent in this lane, by role."""
     lane_results: Annotated[list[LaneResult], merge_lanes] = field(default_factory=list)
-    """The lane's report (set by its last phase); the only key that flows back to the run's state."""
+    """The lane's report (set by its last phase, summarize), handed to the run's state for the buffer update."""
 
 
-@dataclass
-class LaneOutput:
-    """Output schema of a lane: only its report reaches :class:`EvolveState`."""
+REDUCERS = {"iteration_usage": merge_usage, "lane_results": merge_lanes, "lanes": merge_lanes}
+"""The reducer of every state key that has one (the same in both schemas)."""
 
-    lane_results: Annotated[list[LaneResult], merge_lanes] = field(default_factory=list)
-    """The lane's :class:`LaneResult` (a one-element list)."""
+
+def apply_update(state, update: dict):
+    """``state`` (an :class:`EvolveState` or :class:`LaneState`) with a node's ``update`` applied as
+    LangGraph applies it: keys with a reducer (:data:`REDUCERS`) merged, the others replaced.
+
+    Raises:
+        TypeError: ``update`` names a key the state does not have.
+    """
+    merged = {key: REDUCERS[key](getattr(state, key), value) if key in REDUCERS else value
+              for key, value in update.items()}
+    return replace(state, **merged)

@@ -12,7 +12,7 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
 from contextevolve.memory.records import ProgramRecord, add_usage, program_id, total_tokens
 from contextevolve.nodes.evaluate import run_evaluation
-from contextevolve.nodes.resources import memory_of, stop_reason, task_of
+from contextevolve.nodes.resources import memory_of, round_size, stop_reason, task_of
 from contextevolve.nodes.summarize import abstract_for
 
 
@@ -41,5 +41,6 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "best_id": best.id,
         "best_score": best.combined_score,
         "total_usage": usage,
+        "round_size": round_size(ctx, iteration),
         "stop_reason": stop_reason(ctx, task, iteration, best.combined_score, total_tokens(usage)),
     }

@@ -25,6 +25,12 @@ def rng_for(ctx: RunContext, iteration: int, phase: str) -> random.Random:
     return random.Random(f"{ctx.seed}:{iteration}:{phase}")
 
 
+def round_size(ctx: RunContext, iteration: int) -> int:
+    """Lanes of the next round: ``ctx.lanes``, cut to the iterations left (at least 1), so a round
+    never overshoots the iteration budget."""
+    return max(1, min(ctx.lanes, ctx.max_iterations - iteration))
+
+
 def stop_reason(ctx: RunContext, task: Task, iteration: int, best_score: float | None,
                 tokens_used: int) -> str | None:
     """Why the loop should stop now, or None. Checks iteration budget, target score, token budget."""

@@ -7,15 +7,19 @@ from langgraph.runtime import Runtime
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
 from contextevolve.memory.records import add_usage, total_tokens
-from contextevolve.nodes.resources import memory_of, stop_reason, task_of
+from contextevolve.nodes.resources import memory_of, round_size, stop_reason, task_of
 
 
 def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     """Commit the round's children (each with its lane's token usage), update the scoreboard and stop reason.
 
     Children are committed in iteration order. Idempotent: replaying it after a crash
-    rewrites the same records and yields the same counters.
+    rewrites the same records and yields the same counters. Every lane's last phase calls it; until
+    ``state.round_size`` lanes of the round have reported it writes nothing (the round waits for
+    its other lanes).
     """
+    if len(state.lane_results) < state.round_size:
+        return {}
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     best_id, best_score = state.best_id, state.best_score
@@ -40,6 +44,8 @@ def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "child_score": child.combined_score if child else state.child_score,
         "total_usage": usage,
         "lane_results": None,
+        "lanes": None,
+        "round_size": round_size(ctx, iteration),
         "last_round": round_results or state.last_round,
         "stop_reason": stop_reason(ctx, task, iteration, best_score, total_tokens(usage)),
     }

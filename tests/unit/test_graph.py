@@ -21,18 +21,64 @@ TASK = get_task("model_placement")
 
 
 def test_graph_has_the_eight_phases_in_a_loop():
-    outer = build_graph().get_graph()
-    assert set(outer.nodes) - {"__start__", "__end__"} == {"initialize", "lane", "update_buffer"}
-    graph = build_graph().get_graph(xray=1)
-    lane = [f"lane:{p}" for p in LANE_PHASES]
-    assert set(graph.nodes) - {"__start__", "__end__"} == {"initialize", "update_buffer", "lane:repair", *lane}
+    graph = build_graph().get_graph()
+    assert set(graph.nodes) - {"__start__", "__end__"} == {"initialize", "repair", *PHASES}
     edges = {(e.source, e.target) for e in graph.edges}
+    lane = list(LANE_PHASES)
     assert ("update_buffer", lane[0]) in edges and ("update_buffer", "__end__") in edges
     assert ("initialize", lane[0]) in edges and (lane[-1], "update_buffer") in edges
-    assert all((a, b) in edges for a, b in zip(lane, lane[1:]))
+    assert all((a, b) in edges for a, b in zip(lane, lane[1:]) if a != "evaluate")
     # repair sits in a loop with evaluate (issue 10), off the paper's path
-    assert ("lane:evaluate", "lane:repair") in edges and ("lane:repair", "lane:evaluate") in edges
+    assert ("evaluate", "repair") in edges and ("repair", "evaluate") in edges and ("evaluate", "summarize") in edges
     assert PHASES == (*LANE_PHASES, "update_buffer")
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_a_run_pauses_before_generate_shows_the_guidance_and_resumes(tmp_path, models, lanes):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from contextevolve.graph.context import RunContext
+    from contextevolve.memory.store import close_memory, open_memory
+
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=lanes, lanes=lanes, eval_workers=lanes,
+                     max_retries=0, repair_attempts=0)
+    graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
+    try:
+        graph.invoke({}, config, context=ctx, interrupt_before=["generate"])
+        paused = graph.get_state(config)
+        assert paused.next == ("generate",) * lanes
+        waiting = paused.values["lanes"]
+        assert [v["lane"] for v in waiting] == list(range(lanes))
+        assert all(v["phase"] == "compose" and v["guidance"] and v["parent_id"] == "it00000" for v in waiting)
+        assert open_memory(ctx.run_dir).buffer.count() == 1  # no child written before generate
+        graph.invoke(None, config, context=ctx)
+        done = graph.get_state(config)
+        assert done.next == () and done.values["iteration"] == lanes and done.values["lanes"] == []
+        children = [open_memory(ctx.run_dir).buffer.require(f"it{n:05d}") for n in range(1, lanes + 1)]
+        assert [c.guidance for c in children] == [v["guidance"] for v in waiting]
+        assert [r["child_id"] for r in done.values["last_round"]] == [c.id for c in children]
+    finally:
+        close_memory(ctx.run_dir)
+
+
+def test_phase_updates_stream_with_their_content(tmp_path, models):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from contextevolve.graph.context import RunContext
+    from contextevolve.memory.store import close_memory
+
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=1, max_retries=0, repair_attempts=0)
+    try:
+        updates = list(build_graph(InMemorySaver()).stream({}, {"configurable": {"thread_id": "t"}}, context=ctx,
+                                                           stream_mode="updates"))
+    finally:
+        close_memory(ctx.run_dir)
+    phases = [next(iter(u)) for u in updates]
+    assert phases == ["initialize", *LANE_PHASES, "update_buffer"]
+    by_phase = {next(iter(u)): next(iter(u.values())) for u in updates}
+    assert by_phase["navigate"]["lanes"][0]["guidance"]
+    assert by_phase["generate"]["lanes"][0]["child_id"] == "it00001"
+    assert by_phase["summarize"]["lane_results"][0]["child_id"] == "it00001"
 
 
 def test_run_records_every_program_and_recomputes_best(tmp_path, models):
@@ -83,9 +129,7 @@ def test_checkpoints_hold_no_program_source(tmp_path, models):
     assert len(history) >= 6
     for snapshot in history:
         assert "compute_model_placement(" not in json.dumps(snapshot.values, default=str)
-    # every stored checkpoint and pending write, the lanes' own (subgraph namespaces) included
-    namespaces = {row[0] for row in conn.execute("select checkpoint_ns from checkpoints")}
-    assert any(ns.startswith("lane:") for ns in namespaces)
+    # every stored checkpoint and pending write (the lanes' states travel in sends and in ``lanes``)
     blobs = [row[0] for row in conn.execute("select checkpoint from checkpoints")]
     blobs += [row[0] for row in conn.execute("select value from writes")]
     assert len(blobs) > 30 and not any(b"compute_model_placement(" in bytes(b) for b in blobs if b)
@@ -157,7 +201,7 @@ def test_two_lanes_make_two_children_per_round(tmp_path, models):
     conn = sqlite3.connect(tmp_path / "r" / "checkpoints.sqlite")
     graph = build_graph(__import__("langgraph.checkpoint.sqlite", fromlist=["SqliteSaver"]).SqliteSaver(conn))
     history = list(graph.get_state_history({"configurable": {"thread_id": "main"}}))
-    rounds = sorted({s.values.get("iteration", 0) for s in history if set(s.next) <= {"lane"}})
+    rounds = sorted({s.values.get("iteration", 0) for s in history if set(s.next) <= {"select_parent"}})
     conn.close()
     assert rounds == [0, 2, 4, 5]  # two lanes per round, the last round cut to the budget
     assert result.best_score == pytest.approx(TASK.evaluate(result.best_program).combined_score)
@@ -228,3 +272,39 @@ def test_langgraph_json_serves_the_compiled_graph():
     assert type(served).__name__ == "CompiledStateGraph"
     assert served.checkpointer is None  # langgraph dev supplies its own
     assert {n.split(":")[-1] for n in served.get_graph(xray=1).nodes} >= set(PHASES)
+
+
+def test_a_person_can_edit_the_guidance_before_generate(tmp_path, models):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command
+
+    from contextevolve.graph.context import RunContext
+    from contextevolve.memory.store import close_memory, open_memory
+
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, lanes=2, eval_workers=2, max_retries=0,
+                     repair_attempts=0, review_guidance=True)
+    graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
+    try:
+        graph.invoke({}, config, context=ctx)
+        paused = graph.get_state(config)
+        asked = sorted(paused.interrupts, key=lambda i: i.value["lane"])
+        assert [i.value["child_id"] for i in asked] == ["it00001", "it00002"]
+        assert all(i.value["guidance"] == "Balance projected pressure rather than current pressure." for i in asked)
+        edited = "Place the largest models first, each on the GPU with the most free memory."
+        graph.invoke(Command(resume={asked[0].id: edited, asked[1].id: None}), config, context=ctx)
+        buffer = open_memory(ctx.run_dir).buffer
+        assert buffer.require("it00001").guidance == edited  # replaced
+        assert buffer.require("it00002").guidance == asked[1].value["guidance"]  # kept
+        assert any(edited in m.content for call in models["generator"].seen for m in call)
+        with pytest.raises(TypeError, match="resume a guidance review with a string"):
+            graph.invoke({}, {"configurable": {"thread_id": "u"}}, context=replace_ctx(ctx, tmp_path))
+            graph.invoke(Command(resume=42), {"configurable": {"thread_id": "u"}}, context=replace_ctx(ctx, tmp_path))
+    finally:
+        close_memory(ctx.run_dir)
+        close_memory(tmp_path / "u")
+
+
+def replace_ctx(ctx, tmp_path):
+    from dataclasses import replace
+
+    return replace(ctx, run_dir=str(tmp_path / "u"), lanes=1, max_iterations=1)

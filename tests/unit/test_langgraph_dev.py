@@ -1,0 +1,115 @@
+"""Stepping through a run served by ``langgraph dev`` with the LangGraph SDK (issue 12).
+
+The test starts ``langgraph dev`` (in-memory runtime, offline) on this repository's
+``langgraph.json`` and drives it through ``langgraph_sdk``: a run interrupted before
+``generate`` shows each lane's guidance in the thread's state, resumes and completes its
+iteration. The models are a fake OpenAI-compatible endpoint (the generator's replies are
+real programs, evaluated for real), reached over HTTP like any user's endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from contextevolve.memory.buffer import EvolveBuffer
+from tests.unit.test_endpoint_faults import FakeEndpoint, healthy
+
+ROOT = Path(__file__).resolve().parents[2]
+LANGGRAPH = Path(sys.executable).parent / "langgraph"
+STARTUP_S = 90
+
+pytestmark = pytest.mark.skipif(not LANGGRAPH.exists() and not shutil.which("langgraph"),
+                                reason="langgraph-cli[inmem] is not installed (pip install -e '.[dev]')")
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """``langgraph dev`` serving the repository's graph; yields its URL."""
+    from langgraph_sdk import get_sync_client
+
+    work = tmp_path_factory.mktemp("langgraph-dev")
+    port = _port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTEVOLVE_")}
+    env.update(LANGGRAPH_CLI_NO_ANALYTICS="1", PYTHONPATH=str(ROOT), CONTEXTEVOLVE_API_KEY="sk-test")
+    # the repository's langgraph.json with its paths made absolute: the server keeps its state in
+    # its working directory (.langgraph_api/), which is this test's, not the repository
+    config = json.loads((ROOT / "langgraph.json").read_text())
+    config["dependencies"] = [str((ROOT / d).resolve()) for d in config["dependencies"]]
+    config["graphs"] = {name: str((ROOT / spec).resolve()) if ":" not in spec else
+                        f"{(ROOT / spec.split(':')[0]).resolve()}:{spec.split(':')[1]}"
+                        for name, spec in config["graphs"].items()}
+    (work / "langgraph.json").write_text(json.dumps(config))
+    log = open(work / "server.log", "w")
+    cmd = [str(LANGGRAPH if LANGGRAPH.exists() else shutil.which("langgraph")), "dev", "--no-browser",
+           "--no-reload", "--port", str(port), "--config", str(work / "langgraph.json")]
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            get_sync_client(url=url, timeout=2).assistants.search(graph_id="contextevolve")
+            break
+        except Exception:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"langgraph dev did not start: {(work / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+    yield url
+    os.killpg(proc.pid, 9)
+    proc.wait()
+    log.close()
+
+
+@pytest.fixture
+def endpoint():
+    fake = FakeEndpoint(healthy)
+    yield fake
+    fake.close()
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_a_served_run_pauses_before_generate_shows_the_guidance_and_completes(server, endpoint, tmp_path, lanes):
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server, timeout=120)
+    thread = client.threads.create()["thread_id"]
+    run_dir = tmp_path / "run"
+    context = {"run_dir": str(run_dir), "max_iterations": lanes, "lanes": lanes, "eval_workers": lanes,
+               "base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"}, "max_retries": 0,
+               "repair_attempts": 0}
+    client.runs.wait(thread, "contextevolve", input={}, context=context, interrupt_before=["generate"])
+    paused = client.threads.get_state(thread)
+    assert paused["next"] == ["generate"] * lanes
+    waiting = paused["values"]["lanes"]
+    assert [v["lane"] for v in waiting] == list(range(lanes))
+    assert all(v["phase"] == "compose" and v["parent_id"] == "it00000" for v in waiting)
+    assert all(v["guidance"].startswith("Greedy placement by KVPR") for v in waiting)  # the fake navigator's
+    assert endpoint.requests(model="gen") == 0  # paused before any generation
+
+    client.runs.wait(thread, "contextevolve", input=None, context=context)
+    done = client.threads.get_state(thread)
+    assert done["next"] == [] and done["values"]["iteration"] == lanes
+    assert endpoint.requests(model="gen") == lanes
+    buffer = EvolveBuffer(run_dir / "buffer.sqlite")
+    try:
+        children = [buffer.require(f"it{n:05d}") for n in range(1, lanes + 1)]
+    finally:
+        buffer.close()
+    assert [c.guidance for c in children] == [v["guidance"] for v in waiting]
+    assert all(c.status == "ok" and c.committed for c in children)
+    assert [r["child_id"] for r in done["values"]["last_round"]] == [c.id for c in children]
