@@ -40,6 +40,7 @@ from contextevolve.nodes.generate import generate
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import navigate
 from contextevolve.nodes.repair import after_evaluate, after_repair, repair
+from contextevolve.nodes.resources import check_identity
 from contextevolve.nodes.sample import sample
 from contextevolve.nodes.select_parent import select_parent
 from contextevolve.nodes.summarize import summarize
@@ -78,7 +79,8 @@ def dispatch(state: EvolveState) -> list[Send] | Literal["__end__"]:
     if state.lane_results:  # the round is not complete: its other lanes are still running
         return []
     # Plain dicts (a LaneState's fields): they are checkpointed as pending sends.
-    return [Send(LANE_PHASES[0], {"iteration": state.iteration + i, "lane": i, "initial_id": state.initial_id})
+    return [Send(LANE_PHASES[0], {"iteration": state.iteration + i, "lane": i, "initial_id": state.initial_id,
+                                  "run_identity": state.run_identity})
             for i in range(max(1, state.round_size))]
 
 
@@ -108,6 +110,7 @@ def lane_node(name: str) -> Callable[[LaneState | dict, Runtime[RunContext]], Co
 
     def run(state: LaneState | dict, runtime: Runtime[RunContext]) -> Command:
         lane = state if isinstance(state, LaneState) else LaneState(**state)  # a Send delivers a plain dict
+        check_identity(lane.run_identity, runtime.context)
         if name == "generate" and runtime.context.review_guidance:
             lane = replace(lane, guidance=review(lane))
         lane = apply_update(lane, fn(lane, runtime))

@@ -90,6 +90,9 @@ class EvolveState:
     """Tokens spent by the whole run, by role."""
     stop_reason: str | None = None
     """Why the loop stops (iteration budget, target score, token budget); None while it goes on."""
+    run_identity: dict[str, str] = field(default_factory=dict)
+    """The task and run directory this thread drives (set by initialize); every later node refuses
+    run settings that name another (``ThreadMismatchError``), e.g. a thread resumed without its context."""
     round_size: int = 0
     """Lanes of the round in progress (or the next): min(``RunContext.lanes``, iterations left), set by
     initialize and the buffer update. The buffer update commits the round once this many lanes reported."""
@@ -110,6 +113,8 @@ class LaneState:
     """Lane index within its round (0-based)."""
     initial_id: str | None = None
     """Program id of c_0 (the fallback parent)."""
+    run_identity: dict[str, str] = field(default_factory=dict)
+    """The run's task and run directory (from :class:`EvolveState`), checked by each phase."""
     parent_id: str | None = None
     """c_p of this lane (chosen by select_parent)."""
     parent_score: float | None = None

@@ -58,6 +58,13 @@ class EvolveBuffer:
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('run_id', ?)", (uuid.uuid4().hex,))
             return self._db.execute("SELECT value FROM meta WHERE key = 'run_id'").fetchone()[0]
 
+    def bind_thread(self, thread_id: str) -> str:
+        """The id of the LangGraph thread that drives this run: ``thread_id`` if none was bound yet
+        (it is then kept in the buffer), else the one bound first."""
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('thread_id', ?)", (thread_id,))
+            return self._db.execute("SELECT value FROM meta WHERE key = 'thread_id'").fetchone()[0]
+
     def put(self, record: ProgramRecord) -> None:
         """Insert or replace ``record`` (by id).
 

@@ -6,20 +6,44 @@ re-checks the stop condition (so extending a finished run with more iterations w
 
 from __future__ import annotations
 
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
 from contextevolve.memory.records import ProgramRecord, add_usage, program_id, total_tokens
 from contextevolve.nodes.evaluate import run_evaluation
-from contextevolve.nodes.resources import memory_of, round_size, stop_reason, task_of
+from contextevolve.nodes.resources import (ThreadMismatchError, check_identity, memory_of, round_size,
+                                           run_identity, stop_reason, task_of)
 from contextevolve.nodes.summarize import abstract_for
 
 
+def _thread_id() -> str | None:
+    """The LangGraph thread this node runs in (None when called outside a graph, or without a checkpointer)."""
+    try:
+        return (get_config().get("configurable") or {}).get("thread_id")
+    except RuntimeError:  # called directly, not by LangGraph
+        return None
+
+
 def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
-    """Seed the Evolve Buffer with c_0 (evaluated and abstracted) unless it is already there."""
+    """Seed the Evolve Buffer with c_0 (evaluated and abstracted) unless it is already there.
+
+    The first thread to initialize a run directory owns it (kept in the buffer): another thread
+    is refused rather than "finishing" at once on the other's iterations.
+
+    Raises:
+        ThreadMismatchError: the thread drives another run, or the run directory belongs to another thread.
+    """
     ctx = runtime.context
+    check_identity(state.run_identity, ctx)
     task, memory = task_of(ctx), memory_of(ctx)
+    thread = _thread_id()
+    owner = memory.buffer.bind_thread(str(thread)) if thread is not None else None
+    if owner is not None and owner != str(thread):
+        raise ThreadMismatchError(
+            f"{ctx.run_dir} holds the run of LangGraph thread {owner!r}; continue that thread (evolve(..., "
+            f"resume=True) or `contextevolve run --resume`), or give thread {str(thread)!r} a new run_dir")
     first = program_id(0)
     record = memory.buffer.get(first)
     usage = dict(state.total_usage)
@@ -42,5 +66,6 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "best_score": best.combined_score,
         "total_usage": usage,
         "round_size": round_size(ctx, iteration),
+        "run_identity": run_identity(ctx),
         "stop_reason": stop_reason(ctx, task, iteration, best.combined_score, total_tokens(usage)),
     }

@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
 from contextevolve.memory.records import add_usage, total_tokens
-from contextevolve.nodes.resources import memory_of, round_size, stop_reason, task_of
+from contextevolve.nodes.resources import check_identity, memory_of, round_size, stop_reason, task_of
 
 
 def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
@@ -18,9 +18,10 @@ def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     ``state.round_size`` lanes of the round have reported it writes nothing (the round waits for
     its other lanes).
     """
+    ctx = runtime.context
+    check_identity(state.run_identity, ctx)
     if len(state.lane_results) < state.round_size:
         return {}
-    ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     best_id, best_score = state.best_id, state.best_score
     usage = dict(state.total_usage)

@@ -308,3 +308,37 @@ def replace_ctx(ctx, tmp_path):
     from dataclasses import replace
 
     return replace(ctx, run_dir=str(tmp_path / "u"), lanes=1, max_iterations=1)
+
+
+def test_a_thread_refuses_settings_of_another_run_and_a_run_dir_refuses_a_second_thread(tmp_path, models):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from contextevolve.graph.context import RunContext
+    from contextevolve.memory.store import close_memory, open_memory
+    from contextevolve.nodes.resources import ThreadMismatchError
+
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=1, max_retries=0, repair_attempts=0)
+    graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
+    try:
+        graph.invoke({}, config, context=ctx, interrupt_before=["generate"])
+        # resumed without its settings: the defaults name another run directory, which is not created
+        with pytest.raises(ThreadMismatchError, match=f"drives the model_placement run in {ctx.run_dir}"):
+            graph.invoke(None, config, context=RunContext(run_dir=str(tmp_path / "default"), max_retries=0))
+        assert not (tmp_path / "default").exists()
+        with pytest.raises(ThreadMismatchError, match="but the run settings name the eplb run"):
+            graph.invoke(None, config, context=RunContext(run_dir=ctx.run_dir, task="eplb", max_retries=0))
+        graph.invoke(None, config, context=ctx)
+        assert graph.get_state(config).values["iteration"] == 1
+        # a new thread on the used run directory is refused, the run untouched
+        with pytest.raises(ThreadMismatchError, match="holds the run of LangGraph thread 't'"):
+            graph.invoke({}, {"configurable": {"thread_id": "u"}}, context=ctx)
+        assert open_memory(ctx.run_dir).buffer.count() == 2
+    finally:
+        close_memory(ctx.run_dir)
+
+
+def test_a_moved_run_directory_still_resumes(tmp_path, models):
+    evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
+    (tmp_path / "r").rename(tmp_path / "moved")
+    result = evolve("model_placement", iterations=2, run_dir=tmp_path / "moved", resume=True)
+    assert result.iterations == 2 and result.programs == 3

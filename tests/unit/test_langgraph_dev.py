@@ -3,7 +3,9 @@
 The test starts ``langgraph dev`` (in-memory runtime, offline) on this repository's
 ``langgraph.json`` and drives it through ``langgraph_sdk``: a run interrupted before
 ``generate`` shows each lane's guidance in the thread's state, resumes and completes its
-iteration. The models are a fake OpenAI-compatible endpoint (the generator's replies are
+iteration; a thread cannot be driven with another run's settings, nor a run directory by a second
+thread. (``langgraph dev`` itself drops context keys that are not RunContext fields, before the run
+starts; the Python API and the CLI refuse them.) The models are a fake OpenAI-compatible endpoint (the generator's replies are
 real programs, evaluated for real), reached over HTTP like any user's endpoint.
 """
 
@@ -113,3 +115,27 @@ def test_a_served_run_pauses_before_generate_shows_the_guidance_and_completes(se
     assert [c.guidance for c in children] == [v["guidance"] for v in waiting]
     assert all(c.status == "ok" and c.committed for c in children)
     assert [r["child_id"] for r in done["values"]["last_round"]] == [c.id for c in children]
+
+
+def test_a_served_thread_refuses_another_runs_settings_and_a_run_dir_refuses_a_second_thread(server, endpoint,
+                                                                                                tmp_path):
+    from langgraph_sdk import get_sync_client
+
+    client = get_sync_client(url=server, timeout=120)
+    thread = client.threads.create()["thread_id"]
+    context = {"run_dir": str(tmp_path / "run"), "max_iterations": 1, "base_url": endpoint.url, "model": "ctx",
+               "models": {"generator": "gen"}, "max_retries": 0, "repair_attempts": 0}
+    client.runs.wait(thread, "contextevolve", input={}, context=context)
+    other = {**context, "run_dir": str(tmp_path / "default")}
+    refused = client.runs.wait(thread, "contextevolve", input={}, context=other, raise_error=False)["__error__"]
+    assert refused["error"] == "ThreadMismatchError" and f"drives the model_placement run in {context['run_dir']}" \
+        in refused["message"]
+    assert not (tmp_path / "default").exists()
+    second = client.threads.create()["thread_id"]
+    refused = client.runs.wait(second, "contextevolve", input={}, context=context, raise_error=False)["__error__"]
+    assert f"holds the run of LangGraph thread {thread!r}" in refused["message"]
+    buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite")
+    try:
+        assert buffer.count() == 2  # c_0 and the one child: nothing added or lost
+    finally:
+        buffer.close()

@@ -1,0 +1,19 @@
+"""Unit-test guard: the embedded LLM is never started here (it is for the integration tests).
+
+A unit test that reached it would load a 1 GB model and, started from a worker thread, could leave
+the server running after the test (no PDEATHSIG outside the main thread).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from contextevolve.llm import embedded
+
+
+@pytest.fixture(autouse=True)
+def no_embedded_llm(monkeypatch):
+    def refuse(self, timeout_s: float = 300.0) -> str:
+        raise AssertionError("a unit test tried to start the embedded LLM: script the models (tests/fakes.py) "
+                             "or give the run a fake endpoint")
+    monkeypatch.setattr(embedded.EmbeddedServer, "start", refuse)
