@@ -1,7 +1,21 @@
-"""The ContextEvolve LangGraph: state, run settings and the builder."""
+"""The ContextEvolve LangGraph: state and run settings (the schemas every layer uses) and the builder.
 
-from contextevolve.graph.builder import PHASES, build_graph
+``contextevolve.graph.state`` and ``.context`` sit at the bottom of the package's layers; the
+builder (``contextevolve.graph.builder``) at the top, above the nodes. ``build_graph`` and
+``PHASES`` are re-exported lazily, so importing a schema never imports the builder and its nodes.
+"""
+
+from typing import Any
+
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
 
 __all__ = ["PHASES", "EvolveState", "RunContext", "build_graph"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("build_graph", "PHASES"):
+        from contextevolve.graph import builder
+
+        return getattr(builder, name)
+    raise AttributeError(f"module 'contextevolve.graph' has no attribute {name!r}")
