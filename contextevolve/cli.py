@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         target_score=args.target_score, token_budget=args.token_budget,
         generation_mode=args.mode, repair_attempts=args.repair_attempts,
         repair_restart=False if args.no_repair_restart else None,
-        prechecks=False if args.no_prechecks else None, eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
+        prechecks=False if args.no_prechecks else None, log_prompts=True if args.log_prompts else None, eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
         num_trajectories=args.trajectories, context_token_budget=args.context_budget,
         summary_variant=args.summary_variant, guidance_variant=args.guidance_variant,
         sampling_variant=args.sampling_variant, chroma_url=args.chroma_url,
@@ -295,6 +295,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--eval-workers", type=int, help="evaluations running at once (default 1)")
     run.add_argument("--executor", choices=["local", "ray"], help="where evaluations run (default local)")
     run.add_argument("--ray-address", help="Ray cluster address for --executor ray (default: start a local Ray)")
+    run.add_argument("--log-prompts", action="store_true",
+                     help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
     run.add_argument("--no-report", action="store_true",
                      help="do not write RUN_DIR/report.html (and its PNGs) at the end")
     _add_limit_flags(run)

@@ -141,6 +141,8 @@ class RunContext:
     """Let candidates use the network (off: new network namespace + Landlock TCP rules)."""
     seed: int = 0
     """Seeds parent selection and trajectory sampling (per iteration, so resume is reproducible)."""
+    log_prompts: bool = False
+    """Keep every prompt and reply in ``run_dir/prompts.jsonl`` (:mod:`contextevolve.llm.transcript`)."""
     review_guidance: bool = False
     """Human in the loop: every lane pauses before ``generate`` with a LangGraph ``interrupt``
     showing its guidance; resume with ``Command(resume=text)`` to replace the guidance (an empty

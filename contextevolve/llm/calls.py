@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from contextevolve.llm import models
+from contextevolve.llm import models, transcript
 from contextevolve.llm.faults import EndpointUnavailable, MalformedReply
 from contextevolve.memory.records import Role, TokenUsage, add_usage
 
@@ -128,6 +128,9 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     A retry of a model with a ``seed`` (our ChatOpenAI) sends ``seed + attempt - 1``, so an
     endpoint that honours seeds does not return the same unusable completion again.
 
+    With ``ctx.log_prompts`` every attempt's messages and reply are appended to the run's
+    transcript (:mod:`contextevolve.llm.transcript`).
+
     Returns:
         The first usable reply; its ``usage`` sums the tokens reported by every attempt.
 
@@ -164,6 +167,8 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
             raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
         reply = _to_reply(role, msgs, message)
         spent.append(reply.usage)
+        if ctx.log_prompts:
+            transcript.record(ctx.run_dir, role, attempts, msgs, reply.text, reply.usage, reply.truncated)
         if not reply.text.strip():
             raise MalformedReply("empty completion", text=reply.text)
         if check is not None:

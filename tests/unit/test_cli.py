@@ -101,3 +101,22 @@ def test_run_with_scripted_models_prints_summary(tmp_path, models, capsys):
     assert "best combined score" in err and "Tokens by role" in err and "best_program.py" in err
     assert main(["run", "--iterations", "2", "--run-dir", str(tmp_path / "r")]) == 2
     assert "already holds a run" in capsys.readouterr().err
+
+
+def test_log_prompts_keeps_every_request_and_reply(tmp_path, models):
+    from contextevolve.llm.transcript import TRANSCRIPT_FILE
+
+    assert main(["run", "--iterations", "2", "--run-dir", str(tmp_path / "r"), "--log-prompts", "--no-report",
+                 "--repair-attempts", "0"]) == 0
+    lines = [json.loads(line) for line in (tmp_path / "r" / TRANSCRIPT_FILE).read_text().splitlines()]
+    by_role = {role: [x for x in lines if x["role"] == role] for role in {x["role"] for x in lines}}
+    # one line per model call, in the order made: as many as each scripted model answered
+    assert {role: len(calls) for role, calls in by_role.items()} == {
+        role: len(m.seen) for role, m in models.items() if m.seen}
+    first = by_role["generator"][0]
+    assert first["messages"][0]["type"] == "system" and "## Task" in first["messages"][1]["content"]
+    assert first["reply"].startswith("Here is the improved program.\n```python")
+    assert first["usage"] == {"generator": {"prompt": 900, "completion": 400}} and first["attempt"] == 1
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["log_prompts"] is True
+    assert main(["run", "--iterations", "1", "--run-dir", str(tmp_path / "quiet"), "--no-report"]) == 0
+    assert not (tmp_path / "quiet" / TRANSCRIPT_FILE).exists()

@@ -1,0 +1,40 @@
+"""Every prompt and reply of a run, kept in its run directory (``RunContext.log_prompts``, CLI ``--log-prompts``).
+
+``RUN_DIR/prompts.jsonl``, one JSON object per request attempt, in the order the replies came::
+
+    {"time": "2026-11-23T23:40:01Z", "role": "generator", "attempt": 1,
+     "messages": [{"type": "system", "content": "..."}, {"type": "human", "content": "..."}],
+     "reply": "...", "usage": {"generator": {"prompt": 1234, "completion": 567}}, "truncated": false}
+
+Unusable replies (empty, cut off, malformed) are written too, with their attempt number; a request
+that got no reply at all (endpoint down) is not. The API key is never part of a request's messages.
+Lanes write from several threads; a lock keeps lines whole.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from langchain_core.messages import BaseMessage
+
+from contextevolve.memory.records import TokenUsage
+
+TRANSCRIPT_FILE = "prompts.jsonl"
+_lock = threading.Lock()
+
+
+def record(run_dir: str | Path, role: str, attempt: int, messages: list[BaseMessage], reply: str,
+           usage: TokenUsage, truncated: bool) -> None:
+    """Append one request and its reply to ``run_dir``'s transcript (created on first use)."""
+    line = json.dumps({
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "role": role, "attempt": attempt,
+        "messages": [{"type": m.type, "content": m.content} for m in messages],
+        "reply": reply, "usage": usage, "truncated": truncated}, ensure_ascii=False)
+    path = Path(run_dir) / TRANSCRIPT_FILE
+    with _lock:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
