@@ -73,19 +73,29 @@ def child_line(lane: dict, started: float | None) -> str:
             f"| tokens {total_tokens(lane['usage'])}{seconds}")
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+API_ONLY_SETTINGS = frozenset({
+    "task", "run_dir", "max_iterations",  # --task, --run-dir, --iterations: evolve() arguments of their own
+    "api_key",  # CONTEXTEVOLVE_API_KEY / OPENAI_API_KEY only: never on a command line
+    "temperatures", "max_tokens", "request_timeout_s", "parent_selection", "tournament_size",
+    "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
+})
+"""RunContext fields without a ``run`` flag (set them from Python, or in ``langgraph dev``'s context)."""
 
-    from contextevolve.api import evolve, saved_settings
-    from contextevolve.graph.context import RunContext
 
+def run_settings(args: argparse.Namespace) -> dict:
+    """The RunContext fields a ``run`` command line sets (None: not given; run.json's or the default).
+
+    Every key is a RunContext field, and every field is either here or in :data:`API_ONLY_SETTINGS`
+    (checked by ``tests/unit/test_cli.py``).
+    """
     settings = dict(
         base_url=args.base_url, model=args.model, models=_role_models(args.role_model) or None,
         max_retries=args.max_retries, retry_wait_s=args.retry_wait, seed=args.seed,
         target_score=args.target_score, token_budget=args.token_budget,
         generation_mode=args.mode, repair_attempts=args.repair_attempts,
         repair_restart=False if args.no_repair_restart else None,
-        prechecks=False if args.no_prechecks else None, log_prompts=True if args.log_prompts else None, eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
+        prechecks=False if args.no_prechecks else None, log_prompts=True if args.log_prompts else None,
+        eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
         num_trajectories=args.trajectories, context_token_budget=args.context_budget,
         summary_variant=args.summary_variant, guidance_variant=args.guidance_variant,
         sampling_variant=args.sampling_variant, chroma_url=args.chroma_url,
@@ -93,8 +103,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         **_limit_settings(args),
     )
     for agent in ("summarizer", "navigator", "sampler"):
-        if agent in (args.disable or []):
-            settings[f"{agent}_enabled"] = False
+        settings[f"{agent}_enabled"] = False if agent in (args.disable or []) else None
+    return settings
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from contextevolve.api import evolve, saved_settings
+    from contextevolve.graph.context import RunContext
+
+    settings = run_settings(args)
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=console)
     tracker: dict = {"tokens": 0, "started": {}}
@@ -183,12 +202,16 @@ def _limit_settings(args: argparse.Namespace) -> dict:
 
 
 def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("sandbox limits (defaults in the README)")
+    from contextevolve.graph.context import SANDBOX_DEFAULTS as D
+
+    group = parser.add_argument_group("sandbox limits")
     group.add_argument("--eval-cpu", type=float, help="CPU seconds per candidate process (default: the wall limit)")
-    group.add_argument("--eval-memory-mb", type=int, help="memory cap of a candidate, MiB (default 4096)")
-    group.add_argument("--eval-max-processes", type=int, help="processes+threads per candidate (default 64)")
-    group.add_argument("--eval-output-kb", type=int, help="cap on stdout and on stderr, KiB (default 1024)")
-    group.add_argument("--eval-files-mb", type=int, help="cap on files written, MiB (default 512)")
+    group.add_argument("--eval-memory-mb", type=int, help=f"memory cap of a candidate, MiB (default {D.memory_mb})")
+    group.add_argument("--eval-max-processes", type=int,
+                       help=f"processes+threads per candidate (default {D.max_processes})")
+    group.add_argument("--eval-output-kb", type=int,
+                       help=f"cap on stdout and on stderr, KiB (default {D.output_kb})")
+    group.add_argument("--eval-files-mb", type=int, help=f"cap on files written, MiB (default {D.files_mb})")
     group.add_argument("--eval-allow-network", action="store_true", help="let candidates use the network")
 
 

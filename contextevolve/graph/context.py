@@ -16,6 +16,8 @@ from typing import Any, Literal
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.memory.records import ROLES, Role
 
+SANDBOX_DEFAULTS = SandboxLimits()
+"""The sandbox's default limits: the ``eval_*`` fields below take theirs from here (one place)."""
 #: Default upper bound on completion tokens per role (the embedded model decodes ~36 tok/s).
 DEFAULT_MAX_TOKENS: dict[str, int] = {"summarizer": 200, "navigator": 160, "sampler": 80, "generator": 1400}
 #: Default sampling temperature per role: creative generator, steady context agents.
@@ -129,15 +131,15 @@ class RunContext:
     """Wall-clock limit of one evaluation; ``None`` = the task's default."""
     eval_cpu_s: float | None = None
     """CPU-time limit per candidate process, seconds; ``None`` = the wall-clock limit."""
-    eval_memory_mb: int = 4096
+    eval_memory_mb: int = SANDBOX_DEFAULTS.memory_mb
     """Memory cap of a candidate (per process; per tree where a memory cgroup exists), MiB."""
-    eval_max_processes: int = 64
+    eval_max_processes: int = SANDBOX_DEFAULTS.max_processes
     """Processes + threads a candidate's tree may hold at once."""
-    eval_output_kb: int = 1024
+    eval_output_kb: int = SANDBOX_DEFAULTS.output_kb
     """Cap on a candidate's stdout and on its stderr, KiB."""
-    eval_files_mb: int = 512
+    eval_files_mb: int = SANDBOX_DEFAULTS.files_mb
     """Cap on any file and on all files a candidate writes, MiB."""
-    eval_allow_network: bool = False
+    eval_allow_network: bool = SANDBOX_DEFAULTS.allow_network
     """Let candidates use the network (off: new network namespace + Landlock TCP rules)."""
     seed: int = 0
     """Seeds parent selection and trajectory sampling (per iteration, so resume is reproducible)."""

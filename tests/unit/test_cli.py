@@ -120,3 +120,34 @@ def test_log_prompts_keeps_every_request_and_reply(tmp_path, models):
     assert json.loads((tmp_path / "r" / "run.json").read_text())["log_prompts"] is True
     assert main(["run", "--iterations", "1", "--run-dir", str(tmp_path / "quiet"), "--no-report"]) == 0
     assert not (tmp_path / "quiet" / TRANSCRIPT_FILE).exists()
+
+
+def test_run_flags_and_run_settings_agree():
+    """Every ``run`` flag sets a RunContext field; every field has a flag or is listed as API-only;
+    the sandbox flags' help states the defaults the run actually uses."""
+    from dataclasses import fields
+
+    from contextevolve.cli import API_ONLY_SETTINGS, build_parser, run_settings
+    from contextevolve.graph.context import SANDBOX_DEFAULTS, RunContext, check_setting_names
+
+    everything = ["run", "--base-url", "http://h/v1", "--model", "m", "--role-model", "generator=g",
+                  "--max-retries", "1", "--retry-wait", "0.5", "--seed", "3", "--target-score", "30",
+                  "--token-budget", "9", "--mode", "diff", "--repair-attempts", "1", "--no-repair-restart",
+                  "--no-prechecks", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
+                  "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
+                  "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1", "--lanes", "2",
+                  "--eval-workers", "2", "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
+                  "--disable", "navigator", "--disable", "sampler", "--eval-cpu", "2", "--eval-memory-mb", "512", "--eval-max-processes", "8",
+                  "--eval-output-kb", "8", "--eval-files-mb", "8", "--eval-allow-network"]
+    settings = run_settings(build_parser().parse_args(everything))
+    check_setting_names(settings)  # raises on a key that is not a RunContext field
+    assert all(value is not None for value in settings.values())  # each flag reached its field
+    assert set(settings) | API_ONLY_SETTINGS == {f.name for f in fields(RunContext)}
+    assert not set(settings) & API_ONLY_SETTINGS
+    RunContext(**settings)  # and the values are valid
+    help_text = " ".join(build_parser().parse_args(["run"]).parser.format_help().split())
+    for flag, default in (("--eval-memory-mb", SANDBOX_DEFAULTS.memory_mb), ("--eval-files-mb", SANDBOX_DEFAULTS.files_mb),
+                          ("--eval-output-kb", SANDBOX_DEFAULTS.output_kb),
+                          ("--eval-max-processes", SANDBOX_DEFAULTS.max_processes)):
+        assert f"(default {default})" in help_text.split(flag)[-1][:200]
+    assert RunContext().eval_memory_mb == SANDBOX_DEFAULTS.memory_mb
