@@ -271,7 +271,10 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         if unknown:
             raise RunDirError(f"{root} was checkpointed by an older version of the graph (pending nodes "
                               f"{', '.join(unknown)}); it cannot be resumed: start a new run directory")
-        for event in graph.stream(None if pending else {}, config, context=ctx, stream_mode="tasks"):
+        # durability="sync": each step's checkpoint is written before the next step starts, so a kill
+        # replays at most the step in flight
+        for event in graph.stream(None if pending else {}, config, context=ctx, stream_mode="tasks",
+                                  durability="sync"):
             node = event.get("name", "")
             child = (program_id(int(_field(event.get("input"), "iteration", 0)) + 1)
                      if node in LANE_NODES else None)

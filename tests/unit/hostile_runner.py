@@ -12,7 +12,10 @@ from contextevolve.api import evolve
 from contextevolve.llm.models import use_chat_models
 from tests.fakes import INITIAL, default_models, fenced, reply, scripted
 
-_HONEST = INITIAL.replace("def compute_model_placement(", "def _honest(")
+# only what lies between the EVOLVE-BLOCK markers: a reply holding the markers is cut to what lies
+# between them, which would leave only ``_honest`` (a fragment, never evaluated)
+_HONEST = INITIAL.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END")[0].replace(
+    "def compute_model_placement(", "def _honest(")
 
 #: One program per class of attack that applies to Model Placement (issue 9), in generation order.
 HOSTILE = {
@@ -84,6 +87,7 @@ def main() -> None:
     with use_chat_models(**models):
         evolve("model_placement", iterations=iterations, run_dir=run_dir, resume="--resume" in sys.argv,
                max_retries=0, eval_timeout_s=20, eval_cpu_s=5, repair_attempts=0,
+               prechecks=False,  # each attack meets the full evaluation (a smoke run stops some earlier)
                on_update=lambda node, _: print(node, flush=True))
 
 
