@@ -255,6 +255,10 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
 
     root = Path(run_dir or f"runs/{task or RunContext.task}-{time.strftime('%Y%m%d-%H%M%S')}")
     ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
+    if ctx.review_guidance:
+        raise ValueError("review_guidance pauses every lane for a person's answer, which evolve() cannot give: "
+                         "drive build_graph(checkpointer) yourself and resume with Command(resume=...), or use "
+                         "langgraph dev")
     executor_for(ctx.executor, ctx.eval_workers, ctx.ray_address)  # fail before writing if Ray is unreachable
     root.mkdir(parents=True, exist_ok=True)
     _write_json(root / SETTINGS_FILE, ctx.to_json())

@@ -23,6 +23,7 @@ times; with 0 the lane is exactly the paper's phases 1-7.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Literal
@@ -87,15 +88,16 @@ def dispatch(state: EvolveState) -> list[Send] | Literal["__end__"]:
 def review(lane: LaneState) -> str:
     """The guidance ``lane``'s child will follow, as a person edited it: pauses the run with
     ``interrupt({"lane", "child_id", "parent_id", "guidance"})``; the value it is resumed with
-    (``Command(resume=...)``) replaces the guidance when it is a non-empty string.
-
-    Raises:
-        TypeError: the resume value is neither a string nor None.
+    (``Command(resume=...)``) replaces the guidance when it is a non-empty string; any other value
+    keeps the Navigator's guidance, with a warning. (Raising would not help: LangGraph hands the same
+    resume value back on every retry, so the lane could never go on.)
     """
     edited = interrupt({"lane": lane.lane, "child_id": program_id(lane.iteration + 1),
                         "parent_id": lane.parent_id, "guidance": lane.guidance})
     if edited is not None and not isinstance(edited, str):
-        raise TypeError(f"resume a guidance review with a string (or None to keep it), not {type(edited).__name__}")
+        warnings.warn(f"guidance review of {program_id(lane.iteration + 1)} resumed with a "
+                      f"{type(edited).__name__}, not a string: the Navigator's guidance is kept", stacklevel=2)
+        return lane.guidance
     return edited.strip() if edited and edited.strip() else lane.guidance
 
 

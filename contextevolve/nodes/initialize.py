@@ -66,6 +66,10 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "best_score": best.combined_score,
         "total_usage": usage,
         "round_size": round_size(ctx, iteration),
+        # a round abandoned by new input on the thread (its pending sends dropped) is forgotten: its
+        # children were never committed, so the next round makes those iterations again
+        "lane_results": None,
+        "lanes": None,
         "run_identity": run_identity(ctx),
         "stop_reason": stop_reason(ctx, task, iteration, best.combined_score, total_tokens(usage)),
     }

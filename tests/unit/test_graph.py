@@ -296,9 +296,15 @@ def test_a_person_can_edit_the_guidance_before_generate(tmp_path, models):
         assert buffer.require("it00001").guidance == edited  # replaced
         assert buffer.require("it00002").guidance == asked[1].value["guidance"]  # kept
         assert any(edited in m.content for call in models["generator"].seen for m in call)
-        with pytest.raises(TypeError, match="resume a guidance review with a string"):
-            graph.invoke({}, {"configurable": {"thread_id": "u"}}, context=replace_ctx(ctx, tmp_path))
-            graph.invoke(Command(resume=42), {"configurable": {"thread_id": "u"}}, context=replace_ctx(ctx, tmp_path))
+        # a bad resume value keeps the guidance (and warns) rather than leaving the lane stuck
+        other = replace_ctx(ctx, tmp_path)
+        graph.invoke({}, {"configurable": {"thread_id": "u"}}, context=other)
+        with pytest.warns(UserWarning, match="resumed with a int, not a string"):
+            graph.invoke(Command(resume=42), {"configurable": {"thread_id": "u"}}, context=other)
+        assert graph.get_state({"configurable": {"thread_id": "u"}}).values["iteration"] == 1
+        with pytest.raises(ValueError, match="review_guidance pauses every lane"):
+            evolve("model_placement", iterations=1, run_dir=tmp_path / "v", review_guidance=True)
+        assert not (tmp_path / "v").exists()
     finally:
         close_memory(ctx.run_dir)
         close_memory(tmp_path / "u")
@@ -333,6 +339,27 @@ def test_a_thread_refuses_settings_of_another_run_and_a_run_dir_refuses_a_second
         with pytest.raises(ThreadMismatchError, match="holds the run of LangGraph thread 't'"):
             graph.invoke({}, {"configurable": {"thread_id": "u"}}, context=ctx)
         assert open_memory(ctx.run_dir).buffer.count() == 2
+    finally:
+        close_memory(ctx.run_dir)
+
+
+def test_new_input_on_a_thread_stopped_mid_round_starts_the_round_again(tmp_path, models):
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from contextevolve.graph.context import RunContext
+    from contextevolve.memory.store import close_memory
+
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, lanes=2, eval_workers=2, max_retries=0,
+                     repair_attempts=2)
+    graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
+    try:
+        # lane 0 reports while lane 1 is still repairing; then the user submits new input instead of resuming
+        graph.invoke({}, config, context=ctx, interrupt_before=["update_buffer"])
+        paused = graph.get_state(config)
+        assert paused.values["lane_results"] and paused.values["iteration"] == 0
+        graph.invoke({}, config, context=ctx)
+        done = graph.get_state(config)
+        assert done.next == () and done.values["iteration"] == 2 and done.values["lane_results"] == []
     finally:
         close_memory(ctx.run_dir)
 
