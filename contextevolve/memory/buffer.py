@@ -44,6 +44,7 @@ class EvolveBuffer:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
+        self._run_id: str | None = None
 
     def close(self) -> None:
         """Close the database connection."""
@@ -55,8 +56,10 @@ class EvolveBuffer:
         (so it moves with the run directory and survives a resume). Names the run's collection on a
         shared Chroma server (:func:`contextevolve.memory.store.open_memory`)."""
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('run_id', ?)", (uuid.uuid4().hex,))
-            return self._db.execute("SELECT value FROM meta WHERE key = 'run_id'").fetchone()[0]
+            if self._run_id is None:  # asked by every phase (the thread's identity check): read it once
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES ('run_id', ?)", (uuid.uuid4().hex,))
+                self._run_id = self._db.execute("SELECT value FROM meta WHERE key = 'run_id'").fetchone()[0]
+            return self._run_id
 
     def bind_thread(self, thread_id: str) -> str:
         """The id of the LangGraph thread that drives this run: ``thread_id`` if none was bound yet

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,14 +13,9 @@ import pytest
 
 from contextevolve.api import evolve
 from contextevolve.memory.store import SERVER_COLLECTION_PREFIX, close_memory, open_memory
+from tests.unit.test_endpoint_faults import free_port
 
 CHROMA = shutil.which("chroma", path=str(Path(sys.executable).parent)) or shutil.which("chroma")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +25,7 @@ def chroma_server(tmp_path_factory):
         pytest.fail("the `chroma` command (chromadb's server) is not installed")
     import chromadb
 
-    port, store = _free_port(), tmp_path_factory.mktemp("chroma-server")
+    port, store = free_port(), tmp_path_factory.mktemp("chroma-server")
     log = (store / "server.log").open("w")
     server = subprocess.Popen([CHROMA, "run", "--path", str(store / "db"), "--host", "127.0.0.1",
                                "--port", str(port)], stdout=log, stderr=subprocess.STDOUT)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from contextevolve.memory.buffer import EvolveBuffer
-from tests.unit.test_endpoint_faults import FakeEndpoint, healthy
+from tests.unit.test_endpoint_faults import FakeEndpoint, free_port, healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 LANGGRAPH = Path(sys.executable).parent / "langgraph"
@@ -33,19 +32,13 @@ pytestmark = pytest.mark.skipif(not LANGGRAPH.exists() and not shutil.which("lan
                                 reason="langgraph-cli[inmem] is not installed (pip install -e '.[dev]')")
 
 
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """``langgraph dev`` serving the repository's graph; yields its URL."""
     from langgraph_sdk import get_sync_client
 
     work = tmp_path_factory.mktemp("langgraph-dev")
-    port = _port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CONTEXTEVOLVE_")}
     env.update(LANGGRAPH_CLI_NO_ANALYTICS="1", PYTHONPATH=str(ROOT), CONTEXTEVOLVE_API_KEY="sk-test")
     # the repository's langgraph.json with its paths made absolute: the server keeps its state in
