@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextevolve.memory.records import USAGE_ROLES, total_tokens  # noqa: E402
+from contextevolve.roles import USAGE_ROLES, total_tokens  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
 
 RESULT_FILE = "effectiveness.json"

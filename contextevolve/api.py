@@ -24,7 +24,8 @@ from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext, UnknownSettingError, check_setting_names
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
-from contextevolve.memory.records import TokenUsage, program_id, total_tokens
+from contextevolve.roles import TokenUsage, total_tokens
+from contextevolve.memory.records import program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
 from contextevolve.tasks.registry import get_task
 

@@ -25,7 +25,7 @@ from rich.table import Table
 
 from contextevolve.evaluation.executors import ExecutorError
 from contextevolve.llm.faults import EndpointUnavailable
-from contextevolve.memory.records import USAGE_ROLES, total_tokens
+from contextevolve.roles import USAGE_ROLES, total_tokens
 
 EXIT_BAD_INPUT = 2
 """Exit code for bad input (nothing was written)."""

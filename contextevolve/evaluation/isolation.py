@@ -361,7 +361,7 @@ def _read_report(frames: list, n_calls: int, limits: SandboxLimits, group: cgrou
         run.status, run.traceback = "failed", str(imported.get("traceback") or "")
         death, kind = imported.get("death") or {}, imported.get("kind")
         if kind == "raised":
-            run.reason = _resource_reason(str(imported["error"]), limits)
+            run.reason = _resource_reason(str(imported["error"]), imported.get("limit"), limits)
         elif kind == "died" and death.get("exitcode") == protocol.EXIT_SETUP_FAILED:
             run.reason = (stderr_tail.strip().splitlines()[-1:] or ["sandbox setup failed"])[0]
         elif kind == "died":
@@ -400,17 +400,18 @@ def _call_result(header: dict, blobs: dict[str, bytes], limits: SandboxLimits,
     elif status == "timeout":
         error = _limit_reason(death, limits, group) if death.get("signal") == signal.SIGXCPU else error
     elif status == "error":
-        error = _resource_reason(error, limits)
+        error = _resource_reason(error, header.get("limit"), limits)
     return CallResult(status=status, seconds=float(header.get("seconds") or 0.0), value=header.get("value"),
                       blobs=protocol.blobs_of_call(index, blobs.keys(), blobs), error=error,
                       traceback=str(header.get("traceback") or ""))
 
 
-def _resource_reason(error: str, limits: SandboxLimits) -> str:
-    """Name the limit behind an exception the candidate's process raised (its type is in the text)."""
-    if error.startswith("MemoryError") or ": MemoryError" in error:
+def _resource_reason(error: str, limit: str | None, limits: SandboxLimits) -> str:
+    """Name the limit behind an exception the candidate's process raised, from the report's structured
+    ``limit`` field (:data:`protocol.RAISED_LIMITS`), not from the error text."""
+    if limit == "memory":
         return f"memory limit of {limits.memory_mb} MiB exceeded ({error})"
-    if "[Errno 27]" in error:  # EFBIG: Python ignores SIGXFSZ, so the write fails instead
+    if limit == "file_size":
         return f"file-size limit of {limits.files_mb} MiB exceeded ({error})"
     return error
 

@@ -36,13 +36,16 @@ init       supervisor → runner   ``config``, ``harness``, ``entry``
 ready      runner → supervisor   (none): harness and candidate imported
 call       supervisor → runner   ``fn``, ``args``; blobs: that call's inputs
 result     runner → supervisor   ``value`` (JSON); blobs: output arrays (``.npy`` bytes)
-error      runner → supervisor   ``error`` (one line), ``traceback`` (excerpt)
+error      runner → supervisor   ``error`` (one line), ``traceback`` (excerpt), ``limit``
+                                 (:func:`raised_limit` of the exception)
 import     supervisor → host     ``seconds``, ``error`` (None when the import succeeded),
                                  ``kind`` (``raised`` / ``timeout`` / ``died``), ``traceback``,
+                                 ``limit`` (of a ``raised`` error, from :data:`RAISED_LIMITS`),
                                  ``death`` (as for ``call``); sent once, for the first runner
 call       supervisor → host     ``index``, ``status`` (:data:`CALL_STATUSES`), ``seconds``
                                  (trusted wall time from sending the request to the last byte
                                  of the response), ``value``, ``error``, ``traceback``,
+                                 ``limit`` (of an ``error``, from :data:`RAISED_LIMITS`),
                                  ``death`` (``{"exitcode", "signal", "cpu_s"}`` of a runner
                                  that died or was killed during the call, else None); blobs
 end        supervisor → host     ``runner``: ``{"cpu_s", "max_rss_kb", "starts", "exitcode",
@@ -56,6 +59,7 @@ supervisor itself was killed (the evaluation fails).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import struct
@@ -72,6 +76,22 @@ CALL_STATUSES = ("ok", "error", "timeout", "crashed", "skipped")
 output); ``timeout``: no response within the call's limit (the runner was killed);
 ``crashed``: the runner died during the call; ``skipped``: not run (the program could not
 be imported, or crashed too often)."""
+RAISED_LIMITS = ("memory", "file_size")
+"""Sandbox limits a candidate meets as an exception rather than a signal: the address-space limit
+raises ``MemoryError``; the file-size limit makes a write fail with ``EFBIG`` (Python ignores
+``SIGXFSZ``). Reported as a structured ``limit`` field, so the host names the limit without
+searching the error text."""
+
+
+def raised_limit(exc: BaseException) -> str | None:
+    """The :data:`RAISED_LIMITS` entry behind ``exc`` (``"memory"``, ``"file_size"``), else None."""
+    if isinstance(exc, MemoryError):
+        return "memory"
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return "file_size"
+    return None
+
+
 CONFIG_KEYS = ("workdir", "cgroups", "rlimits", "landlock", "deny_tcp", "import_timeout_s", "max_restarts",
                "max_header_bytes", "max_blob_bytes")
 """Keys of the sandbox ``config`` the host sends (see :func:`contextevolve.evaluation.isolation.run_candidate`)."""

@@ -63,7 +63,8 @@ def _seed_rngs() -> None:
 
 def _error(exc: BaseException, prefix: str = "") -> dict:
     return {"type": "error", "error": f"{prefix}{type(exc).__name__}: {str(exc)[:300]}",
-            "traceback": "".join(traceback.format_exception(exc, limit=-4))[-1500:]}
+            "traceback": "".join(traceback.format_exception(exc, limit=-4))[-1500:],
+            "limit": protocol.raised_limit(exc)}
 
 
 def _load(config: dict, harness_name: str, entry: str):

@@ -109,7 +109,7 @@ def _start(config: dict, job: dict, report: int, first: bool) -> Runner | None:
     limit = config["import_timeout_s"]
     started = time.perf_counter()
     runner = None
-    message: dict = {"type": "import", "error": None, "traceback": "", "death": None}
+    message: dict = {"type": "import", "error": None, "traceback": "", "death": None, "limit": None}
     try:
         _timed(limit)
         runner = Runner(config, job["harness"], job["entry"])
@@ -119,7 +119,8 @@ def _start(config: dict, job: dict, report: int, first: bool) -> Runner | None:
             default = f"the program's process sent a malformed message ({str(header.get('type'))[:40]!r}) " \
                       "instead of starting"
             message.update(kind="raised", error=str(header.get("error") or default)[:500],
-                           traceback=str(header.get("traceback", ""))[-1500:], death=runner.died())
+                           traceback=str(header.get("traceback", ""))[-1500:], death=runner.died(),
+                           limit=_limit(header))
             runner = None
     except _CallTimeout:
         message.update(kind="timeout", error=f"importing the program took more than {limit:g} s",
@@ -136,9 +137,16 @@ def _start(config: dict, job: dict, report: int, first: bool) -> Runner | None:
     return runner
 
 
+def _limit(header: dict) -> str | None:
+    """The runner's ``limit`` field if it names one of :data:`protocol.RAISED_LIMITS`, else None."""
+    limit = header.get("limit")
+    return limit if limit in protocol.RAISED_LIMITS else None
+
+
 def _call(runner: Runner, index: int, call: dict, blobs: dict[str, bytes]) -> tuple[dict, dict[str, bytes], bool]:
     """Run one call; returns the report message, its output blobs and whether the runner survived."""
-    message = {"type": "call", "index": index, "value": None, "error": "", "traceback": "", "death": None}
+    message = {"type": "call", "index": index, "value": None, "error": "", "traceback": "", "death": None,
+               "limit": None}
     if select.select([runner.responses], [], [], 0)[0]:  # a reply before the request: forged or stale
         message.update(status="error", seconds=0.0, death=runner.kill(),
                        error="the program's process replied before it was asked (a forged or stale reply)")
@@ -169,7 +177,7 @@ def _call(runner: Runner, index: int, call: dict, blobs: dict[str, bytes]) -> tu
         return message, out, True
     default = f"the program's process sent a malformed message ({str(header.get('type'))[:40]!r})"
     message.update(status="error", error=str(header.get("error") or default)[:500],
-                   traceback=str(header.get("traceback", ""))[-1500:])
+                   traceback=str(header.get("traceback", ""))[-1500:], limit=_limit(header))
     return message, {}, True
 
 

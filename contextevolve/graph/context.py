@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from contextevolve.evaluation.limits import SandboxLimits
-from contextevolve.memory.records import ROLES, Role
+from contextevolve.roles import ROLES, Role
 
 SANDBOX_DEFAULTS = SandboxLimits()
 """The sandbox's default limits: the ``eval_*`` fields below take theirs from here (one place)."""
@@ -56,6 +56,12 @@ def setting_names() -> set[str]:
 class RunContext:
     """Settings of one evolution run. All fields have defaults; see the README for the CLI flags.
 
+    Flat on purpose: the field names are the keywords of ``evolve()``, the keys of ``run.json`` and
+    of a ``langgraph dev`` context, and map one to one onto CLI flags (``cli.run_settings``); the
+    groups below (stop conditions, models, search, parallelism, ablations, memory, sandbox,
+    observation) are sections of the class, and the sandbox group is also one
+    :class:`SandboxLimits` (:meth:`sandbox_limits`).
+
     Raises (on construction):
         UnknownSettingError: an unknown keyword (checked in ``__new__``, before the dataclass ``__init__``).
         ValueError: a value out of range (``__post_init__``).
@@ -96,10 +102,11 @@ class RunContext:
     """First backoff wait between retries, seconds; it doubles per retry (up to 60 s) plus up to
     ``retry_wait_s`` of random jitter."""
 
-    # --- the agents --------------------------------------------------------------------------
+    # --- the search: agents, context, repair -------------------------------------------------
     parent_selection: Literal["tournament", "best", "random"] = "tournament"
     """How select_parent picks c_p among ok programs."""
     tournament_size: int = 3
+    """Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``)."""
     num_trajectories: int = 4
     """m: parent->child steps shown to the Navigator."""
     category_weights: dict[str, float] = field(
@@ -127,28 +134,6 @@ class RunContext:
     prechecks: bool = True
     """Check that a child compiles, has the entry function's signature and survives a smoke run on one
     small case before its full evaluation (a failure goes straight to repair)."""
-    eval_timeout_s: float | None = None
-    """Wall-clock limit of one evaluation; ``None`` = the task's default."""
-    eval_cpu_s: float | None = None
-    """CPU-time limit per candidate process, seconds; ``None`` = the wall-clock limit."""
-    eval_memory_mb: int = SANDBOX_DEFAULTS.memory_mb
-    """Memory cap of a candidate (per process; per tree where a memory cgroup exists), MiB."""
-    eval_max_processes: int = SANDBOX_DEFAULTS.max_processes
-    """Processes + threads a candidate's tree may hold at once."""
-    eval_output_kb: int = SANDBOX_DEFAULTS.output_kb
-    """Cap on a candidate's stdout and on its stderr, KiB."""
-    eval_files_mb: int = SANDBOX_DEFAULTS.files_mb
-    """Cap on any file and on all files a candidate writes, MiB."""
-    eval_allow_network: bool = SANDBOX_DEFAULTS.allow_network
-    """Let candidates use the network (off: new network namespace + Landlock TCP rules)."""
-    seed: int = 0
-    """Seeds parent selection and trajectory sampling (per iteration, so resume is reproducible)."""
-    log_prompts: bool = False
-    """Keep every prompt and reply in ``run_dir/prompts.jsonl`` (:mod:`contextevolve.llm.transcript`)."""
-    review_guidance: bool = False
-    """Human in the loop: every lane pauses before ``generate`` with a LangGraph ``interrupt``
-    showing its guidance; resume with ``Command(resume=text)`` to replace the guidance (an empty
-    text or None keeps it). Needs a checkpointer (``langgraph dev`` or ``build_graph(saver)``)."""
 
     # --- parallelism -----------------------------------------------------------------------------
     lanes: int = 1
@@ -179,6 +164,32 @@ class RunContext:
     # --- memory -----------------------------------------------------------------------------
     chroma_url: str | None = None
     """``http://host:port`` of a Chroma server; ``None`` = PersistentClient in run_dir."""
+
+    # --- sandbox (defaults: SANDBOX_DEFAULTS, evaluation/limits.py) ------------------------------
+    eval_timeout_s: float | None = None
+    """Wall-clock limit of one evaluation; ``None`` = the task's default."""
+    eval_cpu_s: float | None = None
+    """CPU-time limit per candidate process, seconds; ``None`` = the wall-clock limit."""
+    eval_memory_mb: int = SANDBOX_DEFAULTS.memory_mb
+    """Memory cap of a candidate (per process; per tree where a memory cgroup exists), MiB."""
+    eval_max_processes: int = SANDBOX_DEFAULTS.max_processes
+    """Processes + threads a candidate's tree may hold at once."""
+    eval_output_kb: int = SANDBOX_DEFAULTS.output_kb
+    """Cap on a candidate's stdout and on its stderr, KiB."""
+    eval_files_mb: int = SANDBOX_DEFAULTS.files_mb
+    """Cap on any file and on all files a candidate writes, MiB."""
+    eval_allow_network: bool = SANDBOX_DEFAULTS.allow_network
+    """Let candidates use the network (off: new network namespace + Landlock TCP rules)."""
+
+    # --- reproducibility and observation ---------------------------------------------------------
+    seed: int = 0
+    """Seeds parent selection and trajectory sampling (per iteration, so resume is reproducible)."""
+    log_prompts: bool = False
+    """Keep every prompt and reply in ``run_dir/prompts.jsonl`` (:mod:`contextevolve.llm.transcript`)."""
+    review_guidance: bool = False
+    """Human in the loop: every lane pauses before ``generate`` with a LangGraph ``interrupt``
+    showing its guidance; resume with ``Command(resume=text)`` to replace the guidance (an empty
+    text or None keeps it). Needs a checkpointer (``langgraph dev`` or ``build_graph(saver)``)."""
 
     def __new__(cls, *args: Any, **kwargs: Any) -> RunContext:
         check_setting_names(kwargs)

@@ -16,14 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Annotated
 
+from langgraph.types import Overwrite
 from typing_extensions import TypedDict
 
-from contextevolve.memory.records import TokenUsage, add_usage
+from contextevolve.roles import TokenUsage, add_usage
 
 
-def merge_usage(left: TokenUsage, right: TokenUsage | None) -> TokenUsage:
-    """Reducer of ``iteration_usage``: sum role by role; ``None`` resets to empty."""
-    return {} if right is None else add_usage(left, right)
+def merge_usage(left: TokenUsage, right: TokenUsage) -> TokenUsage:
+    """Reducer of ``iteration_usage``: sum role by role."""
+    return add_usage(left, right)
 
 
 class LaneResult(TypedDict):
@@ -51,10 +52,9 @@ class LaneResult(TypedDict):
     """The exemplars the Generator saw."""
 
 
-def merge_lanes(left: list[LaneResult], right: list[LaneResult] | None) -> list[LaneResult]:
-    """Reducer of ``lane_results``: collect the lanes of a round (replacing a replayed lane); ``None`` resets."""
-    if right is None:
-        return []
+def merge_lanes(left: list[LaneResult], right: list[LaneResult]) -> list[LaneResult]:
+    """Reducer of ``lane_results`` and ``lanes``: collect the lanes of a round (replacing a replayed
+    lane). A node empties them with LangGraph's ``Overwrite([])``, which bypasses the reducer."""
     done = {r["lane"]: r for r in left}
     done.update({r["lane"]: r for r in right})
     return [done[k] for k in sorted(done)]
@@ -117,20 +117,22 @@ class LaneState:
     """The run's task and run directory (from :class:`EvolveState`), checked by each phase."""
     parent_id: str | None = None
     """c_p of this lane (chosen by select_parent)."""
-    parent_score: float | None = None
-    """s_p, the parent's combined score."""
     trajectory_ids: list[str] = field(default_factory=list)
-    """Child ids of the parent->child steps shown to the Navigator."""
+    """Child ids of the parent->child steps shown to the Navigator (for the user: no phase reads it)."""
     guidance: str = ""
     """g: the Navigator's directional guidance (empty when ablated)."""
     candidate_ids: list[str] = field(default_factory=list)
-    """Programs retrieved for the Sampler (relevance + diversity, failed ones included)."""
+    """Programs retrieved for the Sampler (relevance + diversity, failed ones included; for the user:
+    no phase reads it)."""
     exemplar_ids: list[str] = field(default_factory=list)
-    """E_ctx: the k exemplars chosen for the Generator."""
+    """E_ctx: the k exemplars the Sampler chose for the Generator (written by sample only)."""
+    context_exemplar_ids: list[str] = field(default_factory=list)
+    """The exemplars that fit in the context budget, in the Sampler's order (written by compose; what
+    the Generator sees and the child's record keeps)."""
     exemplar_code_ids: list[str] = field(default_factory=list)
-    """Exemplars whose code fits in the context budget (the others are shown as abstracts)."""
+    """Exemplars whose code fits in the context budget (the others are shown as abstracts; written by compose)."""
     context_tokens: int = 0
-    """Estimated tokens of the composed generator context Φ."""
+    """Estimated tokens of the composed generator context Φ (for the user: no phase reads it)."""
     child_id: str | None = None
     """Id of this lane's child (deterministic from its iteration number)."""
     child_status: str | None = None
@@ -153,11 +155,13 @@ REDUCERS = {"iteration_usage": merge_usage, "lane_results": merge_lanes, "lanes"
 
 def apply_update(state, update: dict):
     """``state`` (an :class:`EvolveState` or :class:`LaneState`) with a node's ``update`` applied as
-    LangGraph applies it: keys with a reducer (:data:`REDUCERS`) merged, the others replaced.
+    LangGraph applies it: keys with a reducer (:data:`REDUCERS`) merged, the others replaced, and an
+    ``Overwrite(value)`` replacing whatever the key's reducer.
 
     Raises:
         TypeError: ``update`` names a key the state does not have.
     """
-    merged = {key: REDUCERS[key](getattr(state, key), value) if key in REDUCERS else value
+    merged = {key: value.value if isinstance(value, Overwrite)
+              else REDUCERS[key](getattr(state, key), value) if key in REDUCERS else value
               for key, value in update.items()}
     return replace(state, **merged)

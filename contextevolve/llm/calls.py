@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from contextevolve.llm import models, transcript
 from contextevolve.llm.faults import EndpointUnavailable, MalformedReply
-from contextevolve.memory.records import Role, TokenUsage, add_usage
+from contextevolve.roles import Role, TokenUsage, add_usage
 
 if TYPE_CHECKING:
     from langchain_core.messages import AIMessage, BaseMessage

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from contextevolve.memory.records import TokenUsage
+from contextevolve.roles import TokenUsage
 
 
 def describe(base_url: str | None, role: str) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from contextevolve.memory.records import Role
+from contextevolve.roles import Role
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -72,7 +72,7 @@ def use_chat_models(**models: BaseChatModel) -> Iterator[None]:
     Example: ``with use_chat_models(generator=ChatAnthropic(...)): evolve(...)``.
     Unit tests pass LangChain fake chat models this way.
     """
-    from contextevolve.memory.records import ROLES
+    from contextevolve.roles import ROLES
 
     unknown = set(models) - set(ROLES)
     if unknown:
@@ -90,7 +90,7 @@ def use_chat_models(**models: BaseChatModel) -> Iterator[None]:
 
 def needs_embedded(ctx: RunContext) -> bool:
     """True when some role has neither an override nor a configured endpoint (so uses the embedded LLM)."""
-    from contextevolve.memory.records import ROLES
+    from contextevolve.roles import ROLES
 
     with _overrides_lock:
         overridden = set(_overrides)

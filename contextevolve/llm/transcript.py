@@ -20,7 +20,7 @@ from pathlib import Path
 
 from langchain_core.messages import BaseMessage
 
-from contextevolve.memory.records import TokenUsage
+from contextevolve.roles import TokenUsage
 
 TRANSCRIPT_FILE = "prompts.jsonl"
 _lock = threading.Lock()

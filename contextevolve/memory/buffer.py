@@ -13,7 +13,8 @@ import threading
 import uuid
 from pathlib import Path
 
-from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage
+from contextevolve.roles import TokenUsage, add_usage
+from contextevolve.memory.records import ProgramRecord
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS programs (
@@ -28,6 +29,24 @@ CREATE TABLE IF NOT EXISTS programs (
 CREATE INDEX IF NOT EXISTS programs_committed ON programs(committed, combined_score);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+def stored_run_id(path: str | Path) -> str | None:
+    """The run id kept in the buffer at ``path``, read without writing anything (read-only SQLite
+    URI): None if there is no such file, it is not an Evolve Buffer, or no id was drawn yet.
+    Lets a thread check another run directory's identity without creating or changing it."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE key = 'run_id'").fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    return row[0] if row else None
 
 
 class EvolveBuffer:

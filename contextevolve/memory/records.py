@@ -1,4 +1,4 @@
-"""Records kept in the Evolve Buffer, and token-usage bookkeeping."""
+"""Records kept in the Evolve Buffer (token bookkeeping lives in :mod:`contextevolve.roles`)."""
 
 from __future__ import annotations
 
@@ -6,40 +6,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Role = Literal["summarizer", "navigator", "sampler", "generator"]
-ROLES: tuple[Role, ...] = ("summarizer", "navigator", "sampler", "generator")
-"""The four agents, each with its own chat model."""
-USAGE_ROLES: tuple[str, ...] = (*ROLES, "repair")
-"""Rows of every token table: the four agents plus ``repair`` (Generator calls that fix a failed child)."""
-
-TokenUsage = dict[str, dict[str, int]]
-"""Tokens by role: ``{"generator": {"prompt": 1200, "completion": 480}, ...}``."""
+from contextevolve.roles import TokenUsage
 
 ProgramStatus = Literal["pending", "ok", "invalid", "failed", "timeout"]
-
-
-def add_usage(left: TokenUsage | None, right: TokenUsage | None) -> TokenUsage:
-    """Sum two :data:`TokenUsage` maps role by role (``None`` counts as empty)."""
-    out: TokenUsage = {role: dict(v) for role, v in (left or {}).items()}
-    for role, counts in (right or {}).items():
-        slot = out.setdefault(role, {"prompt": 0, "completion": 0})
-        for kind in ("prompt", "completion"):
-            slot[kind] = slot.get(kind, 0) + int(counts.get(kind, 0))
-    return out
-
-
-def booked_as(usage: TokenUsage, role: str) -> TokenUsage:
-    """``usage`` with every role's counts summed under ``role`` (e.g. Generator tokens spent on a repair)."""
-    merged = {"prompt": 0, "completion": 0}
-    for counts in (usage or {}).values():
-        for kind in merged:
-            merged[kind] += int(counts.get(kind, 0))
-    return {role: merged} if usage else {}
-
-
-def total_tokens(usage: TokenUsage | None) -> int:
-    """Prompt plus completion tokens over all roles."""
-    return sum(c.get("prompt", 0) + c.get("completion", 0) for c in (usage or {}).values())
 
 
 def program_id(iteration: int) -> str:

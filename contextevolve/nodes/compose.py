@@ -5,17 +5,20 @@ enter as abstracts; each working exemplar's code is added, in the Sampler's orde
 while the estimated prompt stays within ``RunContext.context_token_budget``. Failed
 exemplars are shown as abstract + error only: they contribute their idea (paper,
 takeaway c), while their code was seen to be copied bug for bug by a small model. If even the abstracts
-do not fit, exemplars are dropped from the end. State keeps only the resulting ids; the
-Generator re-renders the same messages with :func:`load` and :func:`render`.
+do not fit, exemplars are dropped from the end. State keeps only the resulting ids
+(``context_exemplar_ids``, ``exemplar_code_ids``); the Generator renders the messages from them
+with :func:`load` and :func:`render`, and the buffer records them on the child.
 """
 
 from __future__ import annotations
+
+import math
 
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
-from contextevolve.llm.calls import estimate_tokens
+from contextevolve.llm.calls import CHARS_PER_TOKEN, estimate_tokens
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.resources import memory_of, task_of
@@ -23,14 +26,18 @@ from contextevolve.prompts import generator as prompt
 from contextevolve.tasks.base import Task
 
 
+def _section(n: int, ex: ProgramRecord, with_code: bool) -> str:
+    return prompt.exemplar_section(n, prompt.Exemplar(
+        status=ex.status, score=ex.combined_score, abstract=ex.abstract, reason=ex.reason,
+        code=ex.source if with_code and ex.source else None))
+
+
 def render(ctx: RunContext, task: Task, parent: ProgramRecord, guidance: str, exemplars: list[ProgramRecord],
            code_ids: set[str]) -> list:
     """Generator messages for this parent, guidance and exemplars (code only for ids in ``code_ids``)."""
     parent_text = prompt.parent_section(parent.source, parent.abstract, parent.combined_score, parent.metrics,
                                         parent.diagnostics)
-    sections = [prompt.exemplar_section(n, prompt.Exemplar(
-        status=ex.status, score=ex.combined_score, abstract=ex.abstract, reason=ex.reason,
-        code=ex.source if ex.id in code_ids and ex.source else None)) for n, ex in enumerate(exemplars, 1)]
+    sections = [_section(n, ex, ex.id in code_ids) for n, ex in enumerate(exemplars, 1)]
     return prompt.messages(task.description, parent_text, guidance, sections, ctx.generation_mode,
                            task.higher_is_better, parent_source=parent.source)
 
@@ -40,31 +47,39 @@ def load(memory: RunMemory, parent_id: str, exemplar_ids: list[str]) -> tuple[Pr
     return memory.buffer.require(parent_id), [memory.buffer.require(pid) for pid in exemplar_ids]
 
 
-def _tokens(messages: list) -> int:
-    return sum(estimate_tokens(str(m.content)) for m in messages)
-
-
 def compose(state: LaneState, runtime: Runtime[RunContext]) -> dict:
-    """Decide which exemplars (and which exemplars' code) fit in the context budget."""
+    """Decide which exemplars (and which exemplars' code) fit in the context budget.
+
+    Measures once: the prompt without exemplars is rendered once and each exemplar's section once
+    with and once without code; a choice's size is then a sum of their lengths, exactly
+    :func:`~contextevolve.llm.calls.estimate_tokens` summed over the messages :func:`render` builds.
+    Writes ``context_exemplar_ids`` (the Sampler's ``exemplar_ids`` stay its own).
+    """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     budget = ctx.context_token_budget
     parent, exemplars = load(memory, state.parent_id, state.exemplar_ids)
+    system, request = (str(m.content) for m in render(ctx, task, parent, state.guidance, [], set()))
+    plain = [_section(n, ex, False) for n, ex in enumerate(exemplars, 1)]
+    coded = [_section(n, ex, True) for n, ex in enumerate(exemplars, 1)]
 
-    def size(chosen: list[ProgramRecord], code: set[str]) -> int:
-        return _tokens(render(ctx, task, parent, state.guidance, chosen, code))
+    def size(count: int, code: set[int]) -> int:
+        sections = [coded[i] if i in code else plain[i] for i in range(count)]
+        extra = len(prompt.exemplars_part(sections))
+        return estimate_tokens(system) + math.ceil((len(request) + (extra + 2 if extra else 0)) / CHARS_PER_TOKEN)
 
-    tokens = size(exemplars, set())
-    while exemplars and tokens > budget:
-        exemplars.pop()
-        tokens = size(exemplars, set())
-    with_code: set[str] = set()
-    for exemplar in exemplars:
-        if exemplar.status != "ok" or not exemplar.source:  # failed programs lend ideas, not buggy code
+    count = len(exemplars)
+    tokens = size(count, set())
+    while count and tokens > budget:
+        count -= 1
+        tokens = size(count, set())
+    with_code: set[int] = set()
+    for i in range(count):
+        if exemplars[i].status != "ok" or not exemplars[i].source:  # failed programs lend ideas, not buggy code
             continue
-        trial = size(exemplars, with_code | {exemplar.id})
+        trial = size(count, with_code | {i})
         if trial <= budget:
-            with_code.add(exemplar.id)
+            with_code.add(i)
             tokens = trial
-    return {"exemplar_ids": [e.id for e in exemplars],
-            "exemplar_code_ids": [e.id for e in exemplars if e.id in with_code], "context_tokens": tokens}
+    return {"context_exemplar_ids": [e.id for e in exemplars[:count]],
+            "exemplar_code_ids": [exemplars[i].id for i in sorted(with_code)], "context_tokens": tokens}

@@ -25,7 +25,8 @@ from contextevolve.editing import EditError, build_child, normalized_code
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import MalformedReply, Reply, call_role
-from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage, program_id
+from contextevolve.roles import TokenUsage, add_usage
+from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
@@ -89,11 +90,11 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
-    parent, exemplars = load(memory, state.parent_id, state.exemplar_ids)
+    parent, exemplars = load(memory, state.parent_id, state.context_exemplar_ids)
     messages = render(ctx, task, parent, state.guidance, exemplars, set(state.exemplar_code_ids))
     child_id = program_id(state.iteration + 1)
     record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id,
-                           guidance=state.guidance, exemplar_ids=list(state.exemplar_ids))
+                           guidance=state.guidance, exemplar_ids=list(state.context_exemplar_ids))
     usage: TokenUsage = {}
     for ask in range(2):
         reason, text, twin = "", "", None

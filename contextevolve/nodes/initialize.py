@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
-from contextevolve.memory.records import ProgramRecord, add_usage, program_id, total_tokens
+from contextevolve.roles import add_usage, total_tokens
+from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.evaluate import run_evaluation
-from contextevolve.nodes.resources import (ThreadMismatchError, check_identity, memory_of, round_size,
-                                           run_identity, stop_reason, task_of)
+from contextevolve.nodes.identity import ThreadMismatchError, check_identity, run_identity
+from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.nodes.stopping import round_size, stop_reason
 from contextevolve.nodes.summarize import abstract_for
 
 
@@ -68,8 +71,8 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "round_size": round_size(ctx, iteration),
         # a round abandoned by new input on the thread (its pending sends dropped) is forgotten: its
         # children were never committed, so the next round makes those iterations again
-        "lane_results": None,
-        "lanes": None,
+        "lane_results": Overwrite([]),
+        "lanes": Overwrite([]),
         "run_identity": run_identity(ctx),
         "stop_reason": stop_reason(ctx, task, iteration, best.combined_score, total_tokens(usage)),
     }

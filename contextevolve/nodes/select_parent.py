@@ -6,6 +6,7 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
+from contextevolve.memory.records import program_id
 from contextevolve.nodes.resources import memory_of, rng_for, task_of
 
 
@@ -22,7 +23,7 @@ def select_parent(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     pool = [r for r in memory.buffer.committed() if r.status == "ok"]
     rng = rng_for(ctx, state.iteration, "parent")
     if not pool:
-        parent = memory.buffer.require(state.initial_id or "it00000")
+        parent = memory.buffer.require(state.initial_id or program_id(0))
     elif ctx.parent_selection == "best":
         parent = memory.buffer.best(task.higher_is_better)
     elif ctx.parent_selection == "random":
@@ -30,4 +31,4 @@ def select_parent(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     else:
         entrants = rng.sample(pool, min(ctx.tournament_size, len(pool)))
         parent = max(entrants, key=lambda r: r.combined_score if task.higher_is_better else -r.combined_score)
-    return {"parent_id": parent.id, "parent_score": parent.combined_score}
+    return {"parent_id": parent.id}

@@ -15,7 +15,8 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneResult, LaneState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import clip_to_sentence
-from contextevolve.memory.records import ProgramRecord, TokenUsage, add_usage
+from contextevolve.roles import TokenUsage, add_usage
+from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import summarizer as prompt
 from contextevolve.tasks.base import Task
@@ -85,5 +86,5 @@ def summarize(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     report = LaneResult(lane=state.lane, child_id=child.id, status=child.status, score=child.combined_score,
                         usage=add_usage(state.iteration_usage, usage), reason=child.reason,
                         repairs=len(child.attempts), parent_id=state.parent_id or "", guidance=state.guidance,
-                        exemplar_ids=list(state.exemplar_ids))
+                        exemplar_ids=list(state.context_exemplar_ids))
     return {"iteration_usage": usage, "lane_results": [report]}

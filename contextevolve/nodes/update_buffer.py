@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
-from contextevolve.memory.records import add_usage, total_tokens
-from contextevolve.nodes.resources import check_identity, memory_of, round_size, stop_reason, task_of
+from contextevolve.roles import add_usage, total_tokens
+from contextevolve.nodes.identity import check_identity
+from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.nodes.stopping import round_size, stop_reason
 
 
 def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
@@ -44,8 +47,8 @@ def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "child_status": child.status if child else state.child_status,
         "child_score": child.combined_score if child else state.child_score,
         "total_usage": usage,
-        "lane_results": None,
-        "lanes": None,
+        "lane_results": Overwrite([]),
+        "lanes": Overwrite([]),
         "round_size": round_size(ctx, iteration),
         "last_round": round_results or state.last_round,
         "stop_reason": stop_reason(ctx, task, iteration, best_score, total_tokens(usage)),

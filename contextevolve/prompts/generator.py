@@ -122,6 +122,12 @@ def exemplar_section(n: int, ex: Exemplar) -> str:
     return f"{head}\nAbstract: {ex.abstract}\n{code}"
 
 
+def exemplars_part(sections: list[str]) -> str:
+    """The Generator prompt's part that shows the reference programs (pre-rendered sections, in
+    order); empty when there are none. :func:`messages` joins it to the other parts with a blank line."""
+    return "## Reference programs\n" + "\n".join(sections) if sections else ""
+
+
 def messages(task_description: str, parent: str, guidance: str, exemplars: list[str], mode: str,
              higher_is_better: bool = True, parent_source: str = "") -> list:
     """Assemble the Generator messages from pre-rendered sections (see :mod:`contextevolve.nodes.compose`).
@@ -134,7 +140,7 @@ def messages(task_description: str, parent: str, guidance: str, exemplars: list[
     if guidance:
         parts.append(f"## Direction\n{guidance}")
     if exemplars:
-        parts.append("## Reference programs\n" + "\n".join(exemplars))
+        parts.append(exemplars_part(exemplars))
     if mode == "diff":
         ask = (f"Edit the current program so that it {goal}, following the direction. Edit only inside the "
                "EVOLVE-BLOCK. Each SEARCH part must match the current program exactly. " + edit_format(parent_source))

@@ -15,7 +15,7 @@ import base64
 import datetime as dt
 from pathlib import Path
 
-from contextevolve.memory.records import total_tokens
+from contextevolve.roles import total_tokens
 from contextevolve.report.data import ReportError, RunData, load_run
 from contextevolve.report.figures import STATUS_COLOURS, pareto_figure, scores_figure, tokens_figure
 

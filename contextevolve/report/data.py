@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextevolve.memory.buffer import EvolveBuffer
-from contextevolve.memory.records import USAGE_ROLES, ProgramRecord, TokenUsage, add_usage, total_tokens
+from contextevolve.roles import USAGE_ROLES, TokenUsage, add_usage, total_tokens
+from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import BUFFER_FILE
 from contextevolve.tasks.base import Task
 from contextevolve.tasks.registry import get_task

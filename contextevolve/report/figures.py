@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contextevolve.memory.records import total_tokens
+from contextevolve.roles import total_tokens
 from contextevolve.report.data import RunData
 
 STATUS_COLOURS = {"ok": "#2e7d32", "invalid": "#ef6c00", "failed": "#c62828", "timeout": "#6a1b9a",

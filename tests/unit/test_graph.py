@@ -320,8 +320,9 @@ def test_a_thread_refuses_settings_of_another_run_and_a_run_dir_refuses_a_second
     from langgraph.checkpoint.memory import InMemorySaver
 
     from contextevolve.graph.context import RunContext
-    from contextevolve.memory.store import close_memory, open_memory
-    from contextevolve.nodes.resources import ThreadMismatchError
+    from contextevolve.memory.buffer import EvolveBuffer, stored_run_id
+    from contextevolve.memory.store import BUFFER_FILE, close_memory, open_memory
+    from contextevolve.nodes.identity import ThreadMismatchError
 
     ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=1, max_retries=0, repair_attempts=0)
     graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
@@ -331,6 +332,12 @@ def test_a_thread_refuses_settings_of_another_run_and_a_run_dir_refuses_a_second
         with pytest.raises(ThreadMismatchError, match=f"drives the model_placement run in {ctx.run_dir}"):
             graph.invoke(None, config, context=RunContext(run_dir=str(tmp_path / "default"), max_retries=0))
         assert not (tmp_path / "default").exists()
+        # another run directory's buffer is only read: no abstract index made there, no run id drawn
+        EvolveBuffer(tmp_path / "other" / BUFFER_FILE).close()
+        with pytest.raises(ThreadMismatchError, match="but the run settings name the model_placement run in"):
+            graph.invoke(None, config, context=RunContext(run_dir=str(tmp_path / "other"), max_retries=0))
+        assert all(p.name.startswith(BUFFER_FILE) for p in (tmp_path / "other").iterdir())
+        assert stored_run_id(tmp_path / "other" / BUFFER_FILE) is None
         with pytest.raises(ThreadMismatchError, match="but the run settings name the eplb run"):
             graph.invoke(None, config, context=RunContext(run_dir=ctx.run_dir, task="eplb", max_retries=0))
         graph.invoke(None, config, context=ctx)

@@ -7,7 +7,8 @@ from dataclasses import replace
 import pytest
 
 from contextevolve.memory.records import ProgramRecord, program_id
-from contextevolve.nodes.compose import compose
+from contextevolve.llm.calls import estimate_tokens
+from contextevolve.nodes.compose import compose, load, render
 from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate
 from contextevolve.nodes.initialize import initialize
@@ -156,11 +157,16 @@ def test_compose_fits_budget(seeded, ctx):
     state = replace(state, parent_id="it00000", guidance="g", exemplar_ids=["it00001", "it00002"])
     roomy = run_node(compose, state, replace(ctx, context_token_budget=10_000))
     assert roomy["exemplar_code_ids"] == ["it00001", "it00002"]
+    # measured once, by parts: the same estimate as the rendered prompt the Generator gets
+    parent, exemplars = load(memory, "it00000", roomy["context_exemplar_ids"])
+    rendered = render(ctx, TASK, parent, "g", exemplars, set(roomy["exemplar_code_ids"]))
+    assert roomy["context_tokens"] == sum(estimate_tokens(str(m.content)) for m in rendered)
     tight = run_node(compose, state, replace(ctx, context_token_budget=roomy["context_tokens"] - 200))
-    assert tight["exemplar_ids"] == ["it00001", "it00002"] and len(tight["exemplar_code_ids"]) == 1
+    assert tight["context_exemplar_ids"] == ["it00001", "it00002"] and len(tight["exemplar_code_ids"]) == 1
     assert tight["context_tokens"] <= roomy["context_tokens"] - 200
     starved = run_node(compose, state, replace(ctx, context_token_budget=10))
-    assert starved["exemplar_ids"] == [] and starved["exemplar_code_ids"] == []
+    assert starved["context_exemplar_ids"] == [] and starved["exemplar_code_ids"] == []
+    assert "exemplar_ids" not in starved  # the Sampler's choice has one writer
 
 
 def test_generate_writes_pending_child(seeded, ctx, models):
@@ -207,7 +213,7 @@ def test_evaluate_summarize_update_buffer_commit_the_child(seeded, seeded_run, c
     assert state.lane_results == [{"lane": 0, "child_id": "it00001", "status": "ok", "score": state.child_score,
                                    "usage": state.iteration_usage, "reason": "", "repairs": 0,
                                    "parent_id": "it00000", "guidance": state.guidance,
-                                   "exemplar_ids": state.exemplar_ids}]
+                                   "exemplar_ids": state.context_exemplar_ids}]
     update = run_node(update_buffer, run, ctx)
     child = memory.buffer.require("it00001")
     assert child.committed and child.abstract and memory.index.count() == 2
@@ -215,7 +221,7 @@ def test_evaluate_summarize_update_buffer_commit_the_child(seeded, seeded_run, c
                             "summarizer": {"prompt": 300, "completion": 40}}
     assert update["iteration"] == 1 and update["best_id"] == "it00001"
     assert update["total_usage"]["summarizer"] == {"prompt": 600, "completion": 80}
-    assert update["lane_results"] is None and update["stop_reason"] is None
+    assert apply(run, update).lane_results == [] and apply(run, update).lanes == [] and update["stop_reason"] is None
     assert update["last_round"] == state.lane_results  # readable from the thread's state
     # idempotent replay after a crash
     assert run_node(update_buffer, run, ctx) == update and memory.buffer.count() == 2
@@ -261,7 +267,7 @@ def test_compose_shows_failed_exemplars_without_code(seeded, ctx):
     add_program(memory, 2, status="failed", score=0.0)
     state = replace(state, parent_id="it00000", exemplar_ids=["it00002", "it00001"])
     update = run_node(compose, state, replace(ctx, context_token_budget=10_000))
-    assert update["exemplar_ids"] == ["it00002", "it00001"] and update["exemplar_code_ids"] == ["it00001"]
+    assert update["context_exemplar_ids"] == ["it00002", "it00001"] and update["exemplar_code_ids"] == ["it00001"]
 
 
 def test_lower_is_better_task_orients_rollout_prompts_and_failures():

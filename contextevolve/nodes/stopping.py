@@ -1,0 +1,26 @@
+"""When the loop stops, and how many lanes the next round gets (paper Alg. 1's budget, plus the
+target-score and token-budget stops)."""
+
+from __future__ import annotations
+
+from contextevolve.graph.context import RunContext
+from contextevolve.tasks.base import Task
+
+
+def round_size(ctx: RunContext, iteration: int) -> int:
+    """Lanes of the next round: ``ctx.lanes``, cut to the iterations left (at least 1), so a round
+    never overshoots the iteration budget."""
+    return max(1, min(ctx.lanes, ctx.max_iterations - iteration))
+
+
+def stop_reason(ctx: RunContext, task: Task, iteration: int, best_score: float | None,
+                tokens_used: int) -> str | None:
+    """Why the loop should stop now, or None. Checks iteration budget, target score, token budget."""
+    if iteration >= ctx.max_iterations:
+        return f"iteration budget reached ({iteration}/{ctx.max_iterations})"
+    if ctx.target_score is not None and best_score is not None and (
+            best_score == ctx.target_score or task.better(best_score, ctx.target_score)):
+        return f"target score reached ({best_score:.6g})"
+    if ctx.token_budget is not None and tokens_used >= ctx.token_budget:
+        return f"token budget reached ({tokens_used}/{ctx.token_budget})"
+    return None

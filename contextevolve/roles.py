@@ -1,0 +1,43 @@
+"""The agents' roles and token-usage bookkeeping: the one place tokens are summed.
+
+A schema module at the bottom of the import layers (``tests/unit/test_layers.py``): state,
+records, the LLM layer, the nodes and the reports all book tokens through it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Role = Literal["summarizer", "navigator", "sampler", "generator"]
+ROLES: tuple[Role, ...] = ("summarizer", "navigator", "sampler", "generator")
+"""The four agents, each with its own chat model."""
+USAGE_ROLES: tuple[str, ...] = (*ROLES, "repair")
+"""Rows of every token table: the four agents plus ``repair`` (Generator calls that fix a failed child)."""
+
+TokenUsage = dict[str, dict[str, int]]
+"""Tokens by role: ``{"generator": {"prompt": 1200, "completion": 480}, ...}``."""
+
+
+
+def add_usage(left: TokenUsage | None, right: TokenUsage | None) -> TokenUsage:
+    """Sum two :data:`TokenUsage` maps role by role (``None`` counts as empty)."""
+    out: TokenUsage = {role: dict(v) for role, v in (left or {}).items()}
+    for role, counts in (right or {}).items():
+        slot = out.setdefault(role, {"prompt": 0, "completion": 0})
+        for kind in ("prompt", "completion"):
+            slot[kind] = slot.get(kind, 0) + int(counts.get(kind, 0))
+    return out
+
+
+def booked_as(usage: TokenUsage, role: str) -> TokenUsage:
+    """``usage`` with every role's counts summed under ``role`` (e.g. Generator tokens spent on a repair)."""
+    merged = {"prompt": 0, "completion": 0}
+    for counts in (usage or {}).values():
+        for kind in merged:
+            merged[kind] += int(counts.get(kind, 0))
+    return {role: merged} if usage else {}
+
+
+def total_tokens(usage: TokenUsage | None) -> int:
+    """Prompt plus completion tokens over all roles."""
+    return sum(c.get("prompt", 0) + c.get("completion", 0) for c in (usage or {}).values())
