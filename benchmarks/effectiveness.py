@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextevolve.roles import USAGE_ROLES, total_tokens  # noqa: E402
+from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
 
 RESULT_FILE = "effectiveness.json"
@@ -52,7 +52,7 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
     by_role: dict[str, int] = {}
     for child in children:
         for role, counts in child.get("tokens", {}).items():
-            by_role[role] = by_role.get(role, 0) + counts.get("prompt", 0) + counts.get("completion", 0)
+            by_role[role] = by_role.get(role, 0) + role_tokens(counts)
     tokens = sum(total_tokens(c.get("tokens")) for c in children)
     n = max(len(children), 1)
     return {

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from contextevolve.evaluation.executors import executor_for
-from contextevolve.graph.context import RunContext, UnknownSettingError, check_setting_names
+from contextevolve.graph.context import DEFAULT_TASK, RunContext, UnknownSettingError, check_setting_names
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
-from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.memory.records import program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
+from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.registry import get_task
 
 SETTINGS_FILE = "run.json"
@@ -133,7 +133,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     if not (root / BUFFER_FILE).exists():
         raise RunDirError(f"{root} holds no run (no {BUFFER_FILE})")
     settings = json.loads((root / SETTINGS_FILE).read_text()) if (root / SETTINGS_FILE).exists() else {}
-    task = get_task(settings.get("task", "model_placement"))
+    task = get_task(settings.get("task", DEFAULT_TASK))
     buffer = EvolveBuffer(root / BUFFER_FILE)
     try:
         records = buffer.committed()

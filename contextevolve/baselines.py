@@ -45,9 +45,9 @@ def one_shot(task: Task, ctx: RunContext, initial: Evaluation | None = None) -> 
     """
     from contextevolve.editing import EditError, build_child
     from contextevolve.llm.calls import MalformedReply, call_role
-    from contextevolve.roles import total_tokens
     from contextevolve.nodes.generate import whole_program
     from contextevolve.prompts import generator as prompt
+    from contextevolve.roles import total_tokens
 
     initial = initial or task.evaluate(task.initial_program)
     parent = prompt.parent_section(task.initial_program, "the task's initial program", initial.combined_score,

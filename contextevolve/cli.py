@@ -24,8 +24,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from contextevolve.evaluation.executors import ExecutorError
+from contextevolve.graph.context import DEFAULT_TASK
 from contextevolve.llm.faults import EndpointUnavailable
-from contextevolve.roles import USAGE_ROLES, total_tokens
+from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
 
 EXIT_BAD_INPUT = 2
 """Exit code for bad input (nothing was written)."""
@@ -52,7 +53,7 @@ def _tokens_table(tokens: dict) -> Table:
     for role in [*USAGE_ROLES, *sorted(set(tokens) - set(USAGE_ROLES))]:
         c = tokens.get(role, {})
         table.add_row(role, str(c.get("prompt", 0)), str(c.get("completion", 0)),
-                      str(c.get("prompt", 0) + c.get("completion", 0)))
+                      str(role_tokens(c)))
     return table
 
 
@@ -277,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run or resume an evolution")
-    run.add_argument("--task", help="task to evolve (default model_placement; on --resume: the run's own)")
+    run.add_argument("--task", help=f"task to evolve (default {DEFAULT_TASK}; on --resume: the run's own)")
     run.add_argument("--iterations", type=int,
                      help="iteration budget of the whole run (default 10; on --resume: the run's own)")
     run.add_argument("--run-dir", help="run directory (default runs/TASK-TIMESTAMP)")

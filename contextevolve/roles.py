@@ -38,6 +38,11 @@ def booked_as(usage: TokenUsage, role: str) -> TokenUsage:
     return {role: merged} if usage else {}
 
 
+def role_tokens(counts: dict[str, int] | None) -> int:
+    """Prompt plus completion tokens of one role's counts (``{"prompt": 1200, "completion": 480}``)."""
+    return int((counts or {}).get("prompt", 0)) + int((counts or {}).get("completion", 0))
+
+
 def total_tokens(usage: TokenUsage | None) -> int:
     """Prompt plus completion tokens over all roles."""
-    return sum(c.get("prompt", 0) + c.get("completion", 0) for c in (usage or {}).values())
+    return sum(role_tokens(c) for c in (usage or {}).values())

@@ -275,12 +275,10 @@ def _supervise(private: Path, work: Path, lib: Path, token: str, limits: Sandbox
     config = _config(work, limits, group, host.landlock_abi)
     job_bytes = _job_frame(job, config)
     out_path, err_path = private / "stdout.txt", private / "stderr.txt"
-    output_cap = limits.output_kb * 1024
     disk_cap = limits.files_mb * 2**20 + _tree_size(work)  # what the candidate writes, beyond its inputs
     report_r, report_w = os.pipe()
     job_r, job_w = os.pipe()
     start = time.perf_counter()
-    killed_for = None
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         try:
             command = _command(host, limits, report_w, work=work, lib=lib, cgroup_dirs=config["cgroups"])
@@ -302,25 +300,7 @@ def _supervise(private: Path, work: Path, lib: Path, token: str, limits: Sandbox
         waiter = threading.Thread(target=lambda: (proc.wait(), exited.set()), daemon=True)
         waiter.start()
         try:
-            deadline = start + limits.wall_s
-            next_disk_check = start
-            while not exited.wait(_POLL_S):
-                now = time.perf_counter()
-                if now >= deadline:
-                    killed_for = "timeout"
-                    break
-                if max(_size(out_path), _size(err_path)) > output_cap:
-                    killed_for = f"output limit exceeded: more than {limits.output_kb} KiB on stdout or stderr"
-                    break
-                if now >= next_disk_check:
-                    next_disk_check = now + 0.25
-                    try:
-                        if _tree_size(work) > disk_cap:
-                            killed_for = f"disk limit exceeded: more than {limits.files_mb} MiB written"
-                            break
-                    except _TooManyEntries:
-                        killed_for = f"disk limit exceeded: more than {MAX_ENTRIES} files and directories"
-                        break
+            killed_for = _watch(exited, start, limits, (out_path, err_path), work, disk_cap)
         finally:
             _kill_group(proc)  # nothing the candidate spawned in its group survives
             waiter.join()
@@ -340,6 +320,28 @@ def _supervise(private: Path, work: Path, lib: Path, token: str, limits: Sandbox
         return failed(f"malformed report from the sandbox: {reader.error}")
     return _read_report(reader.frames, len(job.calls), limits, group, stdout_tail, stderr_tail, seconds,
                         proc.returncode)
+
+
+def _watch(exited: threading.Event, start: float, limits: SandboxLimits, outputs: tuple[Path, Path], work: Path,
+           disk_cap: int) -> str | None:
+    """Wait for the candidate's tree to exit while enforcing the limits only the host can watch:
+    wall clock, stdout/stderr size, bytes and entries written under ``work``. Returns why the tree
+    must be killed (``"timeout"`` or a reason), or None once it exited by itself."""
+    deadline, next_disk_check = start + limits.wall_s, start
+    while not exited.wait(_POLL_S):
+        now = time.perf_counter()
+        if now >= deadline:
+            return "timeout"
+        if max(_size(path) for path in outputs) > limits.output_kb * 1024:
+            return f"output limit exceeded: more than {limits.output_kb} KiB on stdout or stderr"
+        if now >= next_disk_check:
+            next_disk_check = now + 0.25
+            try:
+                if _tree_size(work) > disk_cap:
+                    return f"disk limit exceeded: more than {limits.files_mb} MiB written"
+            except _TooManyEntries:
+                return f"disk limit exceeded: more than {MAX_ENTRIES} files and directories"
+    return None
 
 
 def _read_report(frames: list, n_calls: int, limits: SandboxLimits, group: cgroups.EvalCgroup | None,

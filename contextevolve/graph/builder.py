@@ -37,8 +37,8 @@ from contextevolve.graph.state import EvolveState, LaneState, apply_update
 from contextevolve.memory.records import program_id
 from contextevolve.nodes.compose import compose
 from contextevolve.nodes.evaluate import evaluate
-from contextevolve.nodes.identity import check_identity
 from contextevolve.nodes.generate import generate
+from contextevolve.nodes.identity import check_identity
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import navigate
 from contextevolve.nodes.repair import after_evaluate, after_repair, repair

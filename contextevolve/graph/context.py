@@ -16,6 +16,8 @@ from typing import Any, Literal
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.roles import ROLES, Role
 
+DEFAULT_TASK = "model_placement"
+"""The task of a run that names none (and of a run directory whose run.json does not say)."""
 SANDBOX_DEFAULTS = SandboxLimits()
 """The sandbox's default limits: the ``eval_*`` fields below take theirs from here (one place)."""
 #: Default upper bound on completion tokens per role (the embedded model decodes ~36 tok/s).
@@ -67,7 +69,7 @@ class RunContext:
         ValueError: a value out of range (``__post_init__``).
     """
 
-    task: str = "model_placement"
+    task: str = DEFAULT_TASK
     """Registered task name (``contextevolve tasks`` lists them)."""
     run_dir: str = "runs/default"
     """Directory holding the Evolve Buffer, the Chroma index, checkpoints and run.json."""

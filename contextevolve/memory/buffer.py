@@ -13,8 +13,8 @@ import threading
 import uuid
 from pathlib import Path
 
-from contextevolve.roles import TokenUsage, add_usage
 from contextevolve.memory.records import ProgramRecord
+from contextevolve.roles import TokenUsage, add_usage
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS programs (

@@ -25,12 +25,12 @@ from contextevolve.editing import EditError, build_child, normalized_code
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import MalformedReply, Reply, call_role
-from contextevolve.roles import TokenUsage, add_usage
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts.generator import edit_format, mutation_for
+from contextevolve.roles import TokenUsage, add_usage
 
 REPLY_EXCERPT = 600
 """Characters of a failed reply kept in the record's diagnostics."""

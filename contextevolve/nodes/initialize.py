@@ -12,13 +12,13 @@ from langgraph.types import Overwrite
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
-from contextevolve.roles import add_usage, total_tokens
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.evaluate import run_evaluation
 from contextevolve.nodes.identity import ThreadMismatchError, check_identity, run_identity
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.nodes.stopping import round_size, stop_reason
 from contextevolve.nodes.summarize import abstract_for
+from contextevolve.roles import add_usage, total_tokens
 
 
 def _thread_id() -> str | None:

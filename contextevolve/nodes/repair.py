@@ -30,11 +30,11 @@ from contextevolve.fixes import add_import, missing_import
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import MalformedReply, call_role
-from contextevolve.roles import TokenUsage, booked_as
 from contextevolve.memory.records import RepairAttempt
 from contextevolve.nodes.generate import REPLY_EXCERPT, find_twin, repairable, twin_reason, whole_program
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import repair as prompt
+from contextevolve.roles import TokenUsage, booked_as
 
 REPAIR_HOTTER = 0.2
 """Temperature added per repair after the first."""

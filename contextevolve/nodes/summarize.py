@@ -15,10 +15,10 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneResult, LaneState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import clip_to_sentence
-from contextevolve.roles import TokenUsage, add_usage
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import summarizer as prompt
+from contextevolve.roles import TokenUsage, add_usage
 from contextevolve.tasks.base import Task
 
 RAW_ABSTRACT_CHARS = 1500

@@ -7,10 +7,10 @@ from langgraph.types import Overwrite
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import EvolveState
-from contextevolve.roles import add_usage, total_tokens
 from contextevolve.nodes.identity import check_identity
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.nodes.stopping import round_size, stop_reason
+from contextevolve.roles import add_usage, total_tokens
 
 
 def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:

@@ -15,9 +15,9 @@ import base64
 import datetime as dt
 from pathlib import Path
 
-from contextevolve.roles import total_tokens
 from contextevolve.report.data import ReportError, RunData, load_run
 from contextevolve.report.figures import STATUS_COLOURS, pareto_figure, scores_figure, tokens_figure
+from contextevolve.roles import total_tokens
 
 __all__ = ["ReportError", "RunData", "load_run", "write_report", "REPORT_FILE"]
 

@@ -11,10 +11,11 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contextevolve.graph.context import DEFAULT_TASK
 from contextevolve.memory.buffer import EvolveBuffer
-from contextevolve.roles import USAGE_ROLES, TokenUsage, add_usage, total_tokens
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import BUFFER_FILE
+from contextevolve.roles import USAGE_ROLES, TokenUsage, add_usage, total_tokens
 from contextevolve.tasks.base import Task
 from contextevolve.tasks.registry import get_task
 
@@ -102,7 +103,7 @@ def load_run(run_dir: str | Path) -> RunData:
     if not programs:
         raise ReportError(f"{root} holds no committed program yet (the initial program is scored first)")
     try:
-        task = get_task(settings.get("task", "model_placement"))
+        task = get_task(settings.get("task", DEFAULT_TASK))
     except KeyError as exc:
         raise ReportError(f"{root}/run.json names a task that is not registered: {exc}") from None
     data = RunData(root, task, settings, programs)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from contextevolve.roles import total_tokens
 from contextevolve.report.data import RunData
+from contextevolve.roles import role_tokens, total_tokens
 
 STATUS_COLOURS = {"ok": "#2e7d32", "invalid": "#ef6c00", "failed": "#c62828", "timeout": "#6a1b9a",
                   "pending": "#757575"}
@@ -70,7 +70,7 @@ def scores_figure(data: RunData, path: Path) -> Path:
 def tokens_figure(data: RunData, path: Path) -> Path:
     """Cumulative tokens (prompt + completion) by role over the iterations. Returns ``path``."""
     plt = _pyplot()
-    roles = [r for r, v in data.tokens_by_role().items() if v["prompt"] + v["completion"]]
+    roles = [r for r, v in data.tokens_by_role().items() if role_tokens(v)]
     iterations = [p.iteration for p in data.programs]
     series = []
     for role in roles:

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.llm.calls import estimate_tokens
+from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.compose import compose, load, render
 from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate

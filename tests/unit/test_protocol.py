@@ -63,3 +63,20 @@ def test_overflowing_and_deeply_nested_numbers_are_refused():
         with pytest.raises(protocol.ProtocolError):
             protocol.read_frame(fd, max_header=1 << 20, max_blobs=0)
         os.close(fd)
+
+
+def test_raised_limits_come_from_the_exception_not_its_text():
+    import errno
+
+    from contextevolve.evaluation.isolation import _resource_reason
+    from contextevolve.evaluation.limits import SandboxLimits
+
+    assert protocol.raised_limit(MemoryError()) == "memory"
+    assert protocol.raised_limit(OSError(errno.EFBIG, "File too large")) == "file_size"
+    # a candidate's own message that merely mentions a limit is not a limit
+    assert protocol.raised_limit(ValueError("MemoryError: [Errno 27] File too large")) is None
+    assert protocol.raised_limit(OSError(errno.ENOSPC, "No space left on device")) is None
+    limits = SandboxLimits(memory_mb=512, files_mb=8)
+    assert _resource_reason("ValueError: MemoryError", None, limits) == "ValueError: MemoryError"
+    assert _resource_reason("MemoryError: ", "memory", limits).startswith("memory limit of 512 MiB exceeded")
+    assert _resource_reason("OSError: [Errno 27]", "file_size", limits).startswith("file-size limit of 8 MiB")
