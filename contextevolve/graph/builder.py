@@ -33,7 +33,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send, interrupt
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState, LaneState, apply_update
+from contextevolve.graph.state import EvolveState, LaneState, apply_update, lane_from
 from contextevolve.memory.records import program_id
 from contextevolve.nodes.compose import compose
 from contextevolve.nodes.evaluate import evaluate
@@ -111,7 +111,7 @@ def lane_node(name: str) -> Callable[[LaneState | dict, Runtime[RunContext]], Co
     fn, destinations, route = _LANE_NODES[name]
 
     def run(state: LaneState | dict, runtime: Runtime[RunContext]) -> Command:
-        lane = state if isinstance(state, LaneState) else LaneState(**state)  # a Send delivers a plain dict
+        lane = state if isinstance(state, LaneState) else lane_from(state)  # a Send delivers a plain dict
         check_identity(lane.run_identity, runtime.context)
         if name == "generate" and runtime.context.review_guidance:
             lane = replace(lane, guidance=review(lane))

@@ -13,7 +13,7 @@ paused run shows what its lanes decided. Lanes report a :class:`LaneResult`; the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Annotated
 
 from langgraph.types import Overwrite
@@ -147,6 +147,14 @@ class LaneState:
     """Tokens spent in this lane, by role."""
     lane_results: Annotated[list[LaneResult], merge_lanes] = field(default_factory=list)
     """The lane's report (set by its last phase, summarize), handed to the run's state for the buffer update."""
+
+
+def lane_from(payload: dict) -> LaneState:
+    """The :class:`LaneState` a ``Send`` delivered as a plain dict. Keys that are no longer fields
+    (e.g. ``parent_score``, in checkpoints written before it was removed) are dropped, so a run
+    checkpointed mid-round by an older version resumes."""
+    names = {f.name for f in fields(LaneState)}
+    return LaneState(**{key: value for key, value in payload.items() if key in names})
 
 
 REDUCERS = {"iteration_usage": merge_usage, "lane_results": merge_lanes, "lanes": merge_lanes}

@@ -293,3 +293,12 @@ def test_lower_is_better_task_orients_rollout_prompts_and_failures():
     rejected = sak.rejected("failed", "boom")
     assert rejected.combined_score == 1.0 and rejected.metrics == {"density": 1.0, "error": 1.0}
     assert sak.better(0.1, rejected.combined_score) and not sak.better(rejected.combined_score, 0.1)
+
+
+def test_a_lane_sent_by_an_older_version_is_read_without_its_removed_fields():
+    from contextevolve.graph.state import LaneState, lane_from
+
+    lane = lane_from({"iteration": 3, "parent_id": "it00002", "parent_score": 21.9, "guidance": "g"})
+    assert lane == LaneState(iteration=3, parent_id="it00002", guidance="g")
+    with pytest.raises(TypeError):
+        LaneState(parent_score=21.9)
