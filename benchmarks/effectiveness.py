@@ -118,7 +118,7 @@ def main() -> int:
     parser.add_argument("--repair-attempts", type=int, default=None, help="default: RunContext's")
     parser.add_argument("--mode", choices=["full", "diff"], default=None, help="default: RunContext's")
     parser.add_argument("--no-restart", action="store_true",
-                        help="every repair fixes the failing program (RunContext.repair_restart = False)")
+                        help="every repair fixes the failing program (SearchSettings.repair_restart = False)")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--run-dir", help="default runs/eff-TASK-R-MODE-seedS")
@@ -130,10 +130,10 @@ def main() -> int:
         return 0
 
     from contextevolve.api import evolve
-    from contextevolve.graph.context import RunContext
+    from contextevolve.graph.context import SearchSettings, flat_settings
 
-    repair = RunContext.repair_attempts if args.repair_attempts is None else args.repair_attempts
-    mode = args.mode or RunContext.generation_mode
+    repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
+    mode = args.mode or SearchSettings.generation_mode
     fix_only = "-fixonly" if args.no_restart else ""
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}-seed{args.seed}")
     marks: dict[str, float] = {}
@@ -147,7 +147,7 @@ def main() -> int:
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
            generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
            on_update=on_update)
-    settings = json.loads((run_dir / "run.json").read_text())
+    settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))

@@ -73,7 +73,7 @@ def cases(run_dirs: list[Path]) -> list[Case]:
 
 def score(ctx: RunContext, source: str) -> Evaluation:
     """Our verdict on ``source``: the pre-checks, then the full evaluation when they pass."""
-    return precheck(get_task(ctx.task), source, ctx.sandbox_limits()) or run_evaluation(ctx, source)
+    return precheck(get_task(ctx.task), source, ctx.sandbox) or run_evaluation(ctx, source)
 
 
 def repair_once(ctx: RunContext, case: Case, failure: Evaluation, mode: str) -> tuple[str, int, float]:

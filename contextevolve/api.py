@@ -260,7 +260,8 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         raise ValueError("review_guidance pauses every lane for a person's answer, which evolve() cannot give: "
                          "drive build_graph(checkpointer) yourself and resume with Command(resume=...), or use "
                          "langgraph dev")
-    executor_for(ctx.executor, ctx.eval_workers, ctx.ray_address)  # fail before writing if Ray is unreachable
+    where = ctx.parallelism
+    executor_for(where.executor, where.eval_workers, where.ray_address)  # fail before writing if Ray is unreachable
     root.mkdir(parents=True, exist_ok=True)
     _write_json(root / SETTINGS_FILE, ctx.to_json())
     started = time.perf_counter()
@@ -270,7 +271,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
             embedded.shared_server()
         graph = build_graph(SqliteSaver(conn))
         config = {"configurable": {"thread_id": THREAD_ID},
-                  "recursion_limit": (ctx.max_iterations + 2) * (10 + 2 * ctx.repair_attempts)}
+                  "recursion_limit": (ctx.max_iterations + 2) * (10 + 2 * ctx.search.repair_attempts)}
         pending = graph.get_state(config).next if resume else ()
         unknown = sorted(set(pending) - set(graph.nodes))
         if unknown:

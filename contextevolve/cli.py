@@ -80,13 +80,14 @@ API_ONLY_SETTINGS = frozenset({
     "temperatures", "max_tokens", "request_timeout_s", "parent_selection", "tournament_size",
     "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
 })
-"""RunContext fields without a ``run`` flag (set them from Python, or in ``langgraph dev``'s context)."""
+"""Run settings (flat names, ``graph.context.flat_setting_names``) without a ``run`` flag (set them from
+Python, or in ``langgraph dev``'s context)."""
 
 
 def run_settings(args: argparse.Namespace) -> dict:
-    """The RunContext fields a ``run`` command line sets (None: not given; run.json's or the default).
+    """The run settings (flat names) a ``run`` command line sets (None: not given; run.json's or the default).
 
-    Every key is a RunContext field, and every field is either here or in :data:`API_ONLY_SETTINGS`
+    Every key is a setting's flat name, and every setting is either here or in :data:`API_ONLY_SETTINGS`
     (checked by ``tests/unit/test_cli.py``).
     """
     settings = dict(
@@ -195,7 +196,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _limit_settings(args: argparse.Namespace) -> dict:
-    """RunContext sandbox fields from the shared --eval-* flags (unset flags omitted)."""
+    """Sandbox settings (flat ``eval_*`` names) from the shared --eval-* flags (unset flags omitted)."""
     pairs = {"eval_cpu_s": args.eval_cpu, "eval_memory_mb": args.eval_memory_mb,
              "eval_max_processes": args.eval_max_processes, "eval_output_kb": args.eval_output_kb,
              "eval_files_mb": args.eval_files_mb, "eval_allow_network": args.eval_allow_network or None}
@@ -227,7 +228,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ValueError(f"cannot read program file {path}: {exc}") from None
     from contextevolve.graph.context import RunContext
 
-    limits = RunContext(eval_timeout_s=args.timeout, **_limit_settings(args)).sandbox_limits()
+    limits = RunContext(eval_timeout_s=args.timeout, **_limit_settings(args)).sandbox
     result = task.evaluate(source, limits=limits)
     print(json.dumps({"task": task.name, "file": str(path), **result.model_dump()}, indent=2))
     return 0 if result.status == "ok" else 1

@@ -14,7 +14,7 @@ class SandboxLimits(BaseModel):
     Defaults suit the bundled tasks on a laptop-class machine.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, use_attribute_docstrings=True)
 
     wall_s: float | None = Field(default=None, gt=0)
     """Wall-clock limit of the whole evaluation, seconds; ``None`` = the task's ``timeout_s``."""

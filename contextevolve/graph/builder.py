@@ -16,8 +16,8 @@ hands the updated lane state to the next phase with a ``Send`` and copies it int
 ``EvolveState.lanes``. The last phase, summarize, hands the lane's report to ``update_buffer``,
 which commits the round once all its lanes reported (an earlier call waits: it writes nothing).
 
-With ``RunContext.lanes = 1`` a round is one iteration of Algorithm 1, in the paper's order.
-``repair`` (issue 10) runs only for a child that failed, at most ``RunContext.repair_attempts``
+With ``RunContext.parallelism.lanes = 1`` a round is one iteration of Algorithm 1, in the paper's order.
+``repair`` (issue 10) runs only for a child that failed, at most ``RunContext.search.repair_attempts``
 times; with 0 the lane is exactly the paper's phases 1-7.
 """
 

@@ -1,80 +1,152 @@
 """Typed run settings (LangGraph ``context_schema``): everything a run is configured by.
 
-Nodes read these through ``runtime.context``; they are not checkpointed, so the CLI
-saves them to ``RUN_DIR/run.json`` (secrets excluded) for ``--resume``. Unknown setting
-names are refused everywhere a ``RunContext`` is built (keywords, ``from_json``, the
-context dict of a ``langgraph dev`` run) with :class:`UnknownSettingError`.
+A :class:`RunContext` holds a few run-wide fields (task, run directory, stop conditions, memory,
+seed, observation) and five groups: ``llm`` (:class:`ModelSettings`), ``search``
+(:class:`SearchSettings`), ``parallelism``, ``ablations`` and ``sandbox``
+(:class:`SandboxLimits`). Nodes read them through ``runtime.context`` (``ctx.search.repair_attempts``).
+
+Every setting also has one *flat name*, the vocabulary of ``evolve()`` keywords, CLI flags and
+older run.json files: a group field's own name (``repair_attempts``, ``lanes``), or ``eval_*`` for
+a sandbox limit (``eval_memory_mb`` = ``sandbox.memory_mb``). :class:`RunContext` accepts flat
+names and groups (objects or dicts) alike, so ``dataclasses.replace(ctx, lanes=2)`` works.
+Settings are not checkpointed: the CLI saves them to ``RUN_DIR/run.json`` (secrets excluded) for
+``--resume``. Unknown names are refused everywhere a ``RunContext`` is built (keywords,
+``from_json``, the context dict of a ``langgraph dev`` run) with :class:`UnknownSettingError`.
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
+from typing import Any
+
+import pydantic
 
 from contextevolve.evaluation.limits import SandboxLimits
-from contextevolve.roles import ROLES, Role
+from contextevolve.graph.settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURES, SCHEMA_CONFIG, Ablations,
+                                          ModelSettings, Parallelism, SearchSettings)
+from contextevolve.roles import ROLES
+
+__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TASK", "DEFAULT_TEMPERATURES", "GROUPS", "SANDBOX_DEFAULTS",
+           "SETTINGS", "Ablations", "ModelSettings", "Parallelism", "RunContext", "SearchSettings",
+           "UnknownSettingError", "check_setting_names", "flat_setting_names", "flat_settings", "setting_names"]
 
 DEFAULT_TASK = "model_placement"
 """The task of a run that names none (and of a run directory whose run.json does not say)."""
 SANDBOX_DEFAULTS = SandboxLimits()
-"""The sandbox's default limits: the ``eval_*`` fields below take theirs from here (one place)."""
-#: Default upper bound on completion tokens per role (the embedded model decodes ~36 tok/s).
-DEFAULT_MAX_TOKENS: dict[str, int] = {"summarizer": 200, "navigator": 160, "sampler": 80, "generator": 1400}
-#: Default sampling temperature per role: creative generator, steady context agents.
-DEFAULT_TEMPERATURES: dict[str, float] = {"summarizer": 0.2, "navigator": 0.7, "sampler": 0.2, "generator": 0.8}
+"""The sandbox's default limits (their one place is :class:`SandboxLimits`)."""
+
+GROUPS: dict[str, type] = {"llm": ModelSettings, "search": SearchSettings, "parallelism": Parallelism,
+                           "ablations": Ablations, "sandbox": SandboxLimits}
+"""Group field of :class:`RunContext` -> its type."""
+_SANDBOX_FLAT = {"eval_timeout_s": "wall_s", "eval_cpu_s": "cpu_s", "eval_memory_mb": "memory_mb",
+                 "eval_max_processes": "max_processes", "eval_output_kb": "output_kb",
+                 "eval_files_mb": "files_mb", "eval_allow_network": "allow_network"}
+
+
+def _group_fields(kind: type) -> list[str]:
+    return list(kind.model_fields) if isinstance(kind, type) and issubclass(kind, pydantic.BaseModel) \
+        else [f.name for f in fields(kind)]
+
+
+SETTINGS: dict[str, tuple[str, str]] = {
+    **{name: (group, name) for group, kind in GROUPS.items() if group != "sandbox" for name in _group_fields(kind)},
+    **{flat: ("sandbox", name) for flat, name in _SANDBOX_FLAT.items()},
+}
+"""Flat name of every grouped setting -> (group, field): ``"lanes" -> ("parallelism", "lanes")``."""
 
 
 class UnknownSettingError(ValueError, TypeError):
-    """Run settings name a field :class:`RunContext` does not have (a ``ValueError`` for the API
+    """Run settings name a setting :class:`RunContext` does not have (a ``ValueError`` for the API
     and CLI, and a ``TypeError`` like any unexpected keyword argument)."""
 
 
-def check_setting_names(names: Iterable[str]) -> None:
-    """Refuse names that are not :class:`RunContext` fields, suggesting the nearest valid one.
-
-    Raises:
-        UnknownSettingError: e.g. ``unknown run setting 'max_retry' (did you mean 'max_retries'?)``.
-    """
-    known = setting_names()
-    unknown = sorted(set(names) - known)
+def _refuse(unknown: Iterable[str], known: Iterable[str], where: str) -> None:
+    unknown = sorted(set(unknown))
     if not unknown:
         return
     parts = []
     for name in unknown:
         near = difflib.get_close_matches(name, sorted(known), n=1)
         parts.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
-    raise UnknownSettingError(f"unknown run setting{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; "
-                              "the settings are the fields of contextevolve.graph.context.RunContext")
+    raise UnknownSettingError(f"unknown {where}{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; "
+                              "the settings are described by contextevolve.graph.context.RunContext")
+
+
+def check_setting_names(names: Iterable[str]) -> None:
+    """Refuse names that are neither a flat setting name, a run-wide field nor a group.
+
+    Raises:
+        UnknownSettingError: e.g. ``unknown run setting 'max_retry' (did you mean 'max_retries'?)``.
+    """
+    known = setting_names()
+    _refuse(set(names) - known, known, "run setting")
 
 
 def setting_names() -> set[str]:
-    """Names of all :class:`RunContext` fields."""
-    return {f.name for f in fields(RunContext)}
+    """Every name a :class:`RunContext` accepts: run-wide fields, groups and flat names."""
+    return {f.name for f in fields(RunContext)} | set(SETTINGS)
 
 
-@dataclass(kw_only=True)
+def flat_setting_names() -> set[str]:
+    """One name per setting: the run-wide fields and the flat names of the grouped ones (the
+    vocabulary of ``evolve()`` and of the CLI)."""
+    return ({f.name for f in fields(RunContext)} - set(GROUPS)) | set(SETTINGS)
+
+
+def flat_settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings as saved in a run.json (grouped, or flat as older runs wrote them) keyed by flat
+    names: ``{"search": {"lanes": 2}}`` -> ``{"lanes": 2}``; a name the data does not hold is absent."""
+    flat = {key: value for key, value in data.items() if key not in GROUPS}
+    for name, (group, field_name) in SETTINGS.items():
+        if isinstance(data.get(group), Mapping) and field_name in data[group]:
+            flat[name] = data[group][field_name]
+    return flat
+
+
+def _group(name: str, value: Any, updates: dict[str, Any]) -> Any:
+    """The ``name`` group from ``value`` (None, an instance, or a dict of its fields) with ``updates``.
+
+    Raises:
+        UnknownSettingError: a dict names a field the group does not have.
+        pydantic.ValidationError: a sandbox limit out of range.
+    """
+    kind = GROUPS[name]
+    if value is None:
+        current: dict[str, Any] = {}
+    elif isinstance(value, kind):
+        current = value.model_dump() if isinstance(value, pydantic.BaseModel) else \
+            {f.name: getattr(value, f.name) for f in fields(value)}
+    elif isinstance(value, Mapping):
+        current = dict(value)
+        _refuse(set(current) - set(_group_fields(kind)), _group_fields(kind), f"{name} setting")
+    else:
+        raise ValueError(f"invalid run settings: {name} must be a {kind.__name__} or a dict, "
+                         f"not {type(value).__name__}")
+    return kind(**{**current, **updates})
+
+
+@dataclass(kw_only=True, init=False)
 class RunContext:
     """Settings of one evolution run. All fields have defaults; see the README for the CLI flags.
 
-    Flat on purpose: the field names are the keywords of ``evolve()``, the keys of ``run.json`` and
-    of a ``langgraph dev`` context, and map one to one onto CLI flags (``cli.run_settings``); the
-    groups below (stop conditions, models, search, parallelism, ablations, memory, sandbox,
-    observation) are sections of the class, and the sandbox group is also one
-    :class:`SandboxLimits` (:meth:`sandbox_limits`).
+    ``RunContext(task="eplb", repair_attempts=0, search=SearchSettings(lanes=...))``: keywords
+    are run-wide fields, groups (instances or dicts) or flat names of grouped settings
+    (:data:`SETTINGS`); a flat name overrides the same field of a group given alongside.
 
     Raises (on construction):
-        UnknownSettingError: an unknown keyword (checked in ``__new__``, before the dataclass ``__init__``).
-        ValueError: a value out of range (``__post_init__``).
+        UnknownSettingError: an unknown keyword, or an unknown field in a group's dict.
+        ValueError: a value out of range.
     """
+
+    __pydantic_config__ = SCHEMA_CONFIG
 
     task: str = DEFAULT_TASK
     """Registered task name (``contextevolve tasks`` lists them)."""
     run_dir: str = "runs/default"
     """Directory holding the Evolve Buffer, the Chroma index, checkpoints and run.json."""
 
-    # --- stop conditions -------------------------------------------------------------------
     max_iterations: int = 10
     """Stop once this many iterations (children) have been completed in the run."""
     target_score: float | None = None
@@ -82,108 +154,19 @@ class RunContext:
     token_budget: int | None = None
     """Stop once prompt + completion tokens over all roles reach this."""
 
-    # --- models ----------------------------------------------------------------------------
-    base_url: str | None = None
-    """OpenAI-compatible endpoint for every role; ``None`` = environment, else the embedded LLM."""
-    api_key: str | None = field(default=None, repr=False)
-    """API key for ``base_url``; ``None`` = environment. Never written to run.json."""
-    model: str | None = None
-    """Model name for every role without its own entry in ``models``."""
-    models: dict[str, str] = field(default_factory=dict)
-    """Model per role, e.g. ``{"generator": "qwen2.5-coder-32b"}``."""
-    temperatures: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TEMPERATURES))
-    """Sampling temperature per role."""
-    max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
-    """Completion-token cap per role."""
-    request_timeout_s: float = 600.0
-    """Timeout of one LLM request, seconds."""
-    max_retries: int = 4
-    """Retries of an LLM request on connection, rate-limit and 5xx errors and on malformed replies
-    (non-JSON body, no choices, empty or truncated completion)."""
-    retry_wait_s: float = 1.0
-    """First backoff wait between retries, seconds; it doubles per retry (up to 60 s) plus up to
-    ``retry_wait_s`` of random jitter."""
+    llm: ModelSettings = field(default_factory=ModelSettings)
+    """Endpoints, models, sampling and retries of the agents' LLM calls."""
+    search: SearchSettings = field(default_factory=SearchSettings)
+    """Parent selection, context agents' inputs, generation mode, repair and pre-checks."""
+    parallelism: Parallelism = field(default_factory=Parallelism)
+    """Lanes per round, evaluation workers and the executor (local or Ray)."""
+    ablations: Ablations = field(default_factory=Ablations)
+    """Agents switched off and the paper's takeaway variants."""
+    sandbox: SandboxLimits = field(default_factory=SandboxLimits)
+    """Limits of every candidate evaluation (``wall_s`` None = the task's own timeout)."""
 
-    # --- the search: agents, context, repair -------------------------------------------------
-    parent_selection: Literal["tournament", "best", "random"] = "tournament"
-    """How select_parent picks c_p among ok programs."""
-    tournament_size: int = 3
-    """Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``)."""
-    num_trajectories: int = 4
-    """m: parent->child steps shown to the Navigator."""
-    category_weights: dict[str, float] = field(
-        default_factory=lambda: {"improvement": 0.5, "mixed": 0.3, "decline": 0.2})
-    """p(Δs): sampling weight of each trajectory category."""
-    num_exemplars: int = 2
-    """k: exemplars the Sampler hands to the Generator."""
-    candidate_pool: int = 6
-    """Candidates retrieved (MMR) for the Sampler agent to choose from."""
-    failed_candidates: int = 2
-    """Of those, how many slots are reserved for failed/invalid programs."""
-    context_token_budget: int = 3500
-    """Token budget of the composed generator context Φ (parent code included)."""
-    generation_mode: Literal["full", "diff"] = "full"
-    """Generator writes a whole program, or SEARCH/REPLACE diffs against the parent. ``full`` by
-    evidence: with the embedded model it made twice the valid children per iteration (README,
-    "Every attempt counts")."""
-    repair_attempts: int = 2
-    """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
-    Generator with its error and traceback for a minimal fix; 0 = the paper's algorithm (no repair)."""
-    repair_restart: bool = True
-    """With ``repair_attempts >= 2``, the last repair writes the child again from its parent, told the
-    error the failed version met, instead of fixing the failing program (issue 10; False: every
-    repair is a fix)."""
-    prechecks: bool = True
-    """Check that a child compiles, has the entry function's signature and survives a smoke run on one
-    small case before its full evaluation (a failure goes straight to repair)."""
-
-    # --- parallelism -----------------------------------------------------------------------------
-    lanes: int = 1
-    """Children produced in parallel per round, each lane with its own parent, guidance and
-    exemplars; 1 = the paper's sequential algorithm."""
-    eval_workers: int = 1
-    """Evaluations running at once (local processes, or Ray tasks in flight)."""
-    executor: Literal["local", "ray"] = "local"
-    """Where evaluations run: sandboxed processes on this machine, or Ray tasks on a cluster."""
-    ray_address: str | None = None
-    """Ray cluster address for ``executor="ray"`` (``HOST:PORT``, ``ray://...``, ``auto``);
-    ``None`` starts a local Ray instance."""
-
-    # --- ablations and the paper's takeaway variants -----------------------------------------------
-    summarizer_enabled: bool = True
-    """False: no Summarizer; a program's 'abstract' is its truncated source."""
-    navigator_enabled: bool = True
-    """False: no Navigator; the Generator gets no guidance."""
-    sampler_enabled: bool = True
-    """False: no Sampler agent; exemplars are the k best-scoring programs."""
-    summary_variant: Literal["inherited", "novel_only"] = "inherited"
-    """``novel_only``: the Summarizer describes only what is new (paper takeaway a, -12.6%)."""
-    guidance_variant: Literal["directional", "implementation"] = "directional"
-    """``implementation``: the Navigator prescribes concrete steps (takeaway b, -32.7%)."""
-    sampling_variant: Literal["informative", "top_score"] = "informative"
-    """``top_score``: candidates are only the highest-scoring programs (takeaway c, -27.8%)."""
-
-    # --- memory -----------------------------------------------------------------------------
     chroma_url: str | None = None
     """``http://host:port`` of a Chroma server; ``None`` = PersistentClient in run_dir."""
-
-    # --- sandbox (defaults: SANDBOX_DEFAULTS, evaluation/limits.py) ------------------------------
-    eval_timeout_s: float | None = None
-    """Wall-clock limit of one evaluation; ``None`` = the task's default."""
-    eval_cpu_s: float | None = None
-    """CPU-time limit per candidate process, seconds; ``None`` = the wall-clock limit."""
-    eval_memory_mb: int = SANDBOX_DEFAULTS.memory_mb
-    """Memory cap of a candidate (per process; per tree where a memory cgroup exists), MiB."""
-    eval_max_processes: int = SANDBOX_DEFAULTS.max_processes
-    """Processes + threads a candidate's tree may hold at once."""
-    eval_output_kb: int = SANDBOX_DEFAULTS.output_kb
-    """Cap on a candidate's stdout and on its stderr, KiB."""
-    eval_files_mb: int = SANDBOX_DEFAULTS.files_mb
-    """Cap on any file and on all files a candidate writes, MiB."""
-    eval_allow_network: bool = SANDBOX_DEFAULTS.allow_network
-    """Let candidates use the network (off: new network namespace + Landlock TCP rules)."""
-
-    # --- reproducibility and observation ---------------------------------------------------------
     seed: int = 0
     """Seeds parent selection and trajectory sampling (per iteration, so resume is reproducible)."""
     log_prompts: bool = False
@@ -193,64 +176,64 @@ class RunContext:
     showing its guidance; resume with ``Command(resume=text)`` to replace the guidance (an empty
     text or None keeps it). Needs a checkpointer (``langgraph dev`` or ``build_graph(saver)``)."""
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> RunContext:
-        check_setting_names(kwargs)
-        return super().__new__(cls)
+    def __init__(self, **settings: Any) -> None:
+        check_setting_names(settings)
+        updates: dict[str, dict[str, Any]] = {name: {} for name in GROUPS}
+        for flat, (group, name) in SETTINGS.items():
+            if flat in settings:
+                updates[group][name] = settings.pop(flat)
+        for f in fields(self):
+            if f.name in GROUPS:
+                try:
+                    value = _group(f.name, settings.get(f.name), updates[f.name])
+                except pydantic.ValidationError as exc:
+                    raise ValueError(f"invalid run settings: {f.name}: {exc}".replace("\n", " ")) from None
+            elif f.name in settings:
+                value = settings[f.name]
+            else:
+                value = f.default if f.default is not MISSING else f.default_factory()
+            setattr(self, f.name, value)
+        self._check()
 
-    def __post_init__(self) -> None:
+    def _check(self) -> None:
+        """Raises ValueError naming every value out of range."""
         problems = []
+        search, llm = self.search, self.llm
         if self.max_iterations < 0:
             problems.append("max_iterations must be >= 0")
-        if self.max_retries < 0 or self.retry_wait_s < 0:
+        if llm.max_retries < 0 or llm.retry_wait_s < 0:
             problems.append("max_retries and retry_wait_s must be >= 0")
-        if self.repair_attempts < 0:
+        if search.repair_attempts < 0:
             problems.append("repair_attempts must be >= 0")
-        if self.num_exemplars < 0 or self.num_trajectories < 0:
+        if search.num_exemplars < 0 or search.num_trajectories < 0:
             problems.append("num_exemplars and num_trajectories must be >= 0")
-        unknown = (set(self.models) | set(self.temperatures) | set(self.max_tokens)) - set(ROLES)
+        unknown = (set(llm.models) | set(llm.temperatures) | set(llm.max_tokens)) - set(ROLES)
         if unknown:
             problems.append(f"unknown roles {sorted(unknown)}; roles are {', '.join(ROLES)}")
-        if set(self.category_weights) - {"improvement", "mixed", "decline"} or any(
-                w < 0 for w in self.category_weights.values()):
+        if set(search.category_weights) - {"improvement", "mixed", "decline"} or any(
+                w < 0 for w in search.category_weights.values()):
             problems.append("category_weights takes non-negative weights for improvement, mixed, decline")
-        if self.lanes < 1 or self.eval_workers < 1:
+        if self.parallelism.lanes < 1 or self.parallelism.eval_workers < 1:
             problems.append("lanes and eval_workers must be >= 1")
-        if self.executor not in ("local", "ray"):
-            problems.append(f"executor must be local or ray, not {self.executor!r}")
-        try:
-            self.sandbox_limits()
-        except ValueError as exc:
-            problems.append(f"sandbox limits: {exc}".replace("\n", " "))
+        if self.parallelism.executor not in ("local", "ray"):
+            problems.append(f"executor must be local or ray, not {self.parallelism.executor!r}")
         if problems:
             raise ValueError("invalid run settings: " + "; ".join(problems))
 
-    def sandbox_limits(self) -> SandboxLimits:
-        """The sandbox limits of every evaluation in this run (``wall_s`` None = the task's timeout).
-
-        Raises:
-            pydantic.ValidationError (a ValueError): a limit out of range.
-        """
-        return SandboxLimits(wall_s=self.eval_timeout_s, cpu_s=self.eval_cpu_s, memory_mb=self.eval_memory_mb,
-                             max_processes=self.eval_max_processes, output_kb=self.eval_output_kb,
-                             files_mb=self.eval_files_mb, allow_network=self.eval_allow_network)
-
-    def temperature_for(self, role: Role) -> float:
-        """Sampling temperature of ``role`` (configured, else :data:`DEFAULT_TEMPERATURES`)."""
-        return self.temperatures.get(role, DEFAULT_TEMPERATURES[role])
-
-    def max_tokens_for(self, role: Role) -> int:
-        """Completion-token cap of ``role`` (configured, else :data:`DEFAULT_MAX_TOKENS`)."""
-        return self.max_tokens.get(role, DEFAULT_MAX_TOKENS[role])
-
     def to_json(self) -> dict[str, Any]:
-        """Settings as a JSON-able dict, without the API key."""
-        data = asdict(self)
-        data.pop("api_key", None)
+        """Settings as a JSON-able dict of run-wide fields and groups, without the API key."""
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            data[f.name] = value.model_dump() if isinstance(value, pydantic.BaseModel) else \
+                asdict(value) if is_dataclass(value) else value
+        data["llm"].pop("api_key", None)
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any], **overrides: Any) -> RunContext:
-        """Rebuild from :meth:`to_json` output; ``overrides`` (non-None values) win.
+        """Rebuild from :meth:`to_json` output (or an older run.json with flat names);
+        ``overrides`` (flat names, non-None values) win.
 
         Raises:
             UnknownSettingError: ``data`` or ``overrides`` name an unknown setting.

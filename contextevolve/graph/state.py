@@ -94,7 +94,7 @@ class EvolveState:
     """The task and run directory this thread drives (set by initialize); every later node refuses
     run settings that name another (``ThreadMismatchError``), e.g. a thread resumed without its context."""
     round_size: int = 0
-    """Lanes of the round in progress (or the next): min(``RunContext.lanes``, iterations left), set by
+    """Lanes of the round in progress (or the next): min(``RunContext.parallelism.lanes``, iterations left), set by
     initialize and the buffer update. The buffer update commits the round once this many lanes reported."""
     lanes: Annotated[list[dict], merge_lanes] = field(default_factory=list)
     """The lanes of the round in progress, one dict each: the lane's :class:`LaneState` fields as its
@@ -140,7 +140,7 @@ class LaneState:
     child_score: float | None = None
     """The child's combined score once evaluated."""
     repairs: int = 0
-    """Repair attempts made on this lane's child so far (at most ``RunContext.repair_attempts``)."""
+    """Repair attempts made on this lane's child so far (at most ``RunContext.search.repair_attempts``)."""
     repair_due: bool = False
     """Set by generate/evaluate/repair: the child failed in a way a repair may fix and attempts are left."""
     iteration_usage: Annotated[TokenUsage, merge_usage] = field(default_factory=dict)

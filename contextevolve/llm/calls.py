@@ -1,7 +1,7 @@
 """One agent call: messages in, text and token usage out, with retries on endpoint faults.
 
-Errors (see :mod:`contextevolve.llm.faults`), each after ``ctx.max_retries`` retries with
-exponential backoff and jitter (first wait ``ctx.retry_wait_s``, doubling up to 60 s):
+Errors (see :mod:`contextevolve.llm.faults`), each after ``ctx.llm.max_retries`` retries with
+exponential backoff and jitter (first wait ``ctx.llm.retry_wait_s``, doubling up to 60 s):
 
 * connection errors, 429 and 5xx → :class:`EndpointUnavailable` (the run stops); a 4xx
   other than 429 raises it at once (retrying cannot help);
@@ -177,9 +177,9 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception_type((*_retryable(), MalformedReply)),
-        stop=tenacity.stop_after_attempt(ctx.max_retries + 1), reraise=True,
-        wait=tenacity.wait_exponential(multiplier=ctx.retry_wait_s, max=MAX_WAIT_S)
-        + tenacity.wait_random(0, ctx.retry_wait_s))
+        stop=tenacity.stop_after_attempt(ctx.llm.max_retries + 1), reraise=True,
+        wait=tenacity.wait_exponential(multiplier=ctx.llm.retry_wait_s, max=MAX_WAIT_S)
+        + tenacity.wait_random(0, ctx.llm.retry_wait_s))
     try:
         reply = retrying(attempt, messages)
     except MalformedReply as exc:

@@ -2,12 +2,12 @@
 
 Resolution order for each role (first that is set wins):
 
-* endpoint: ``RunContext.base_url`` → ``CONTEXTEVOLVE_<ROLE>_BASE_URL`` →
+* endpoint: ``RunContext.llm.base_url`` → ``CONTEXTEVOLVE_<ROLE>_BASE_URL`` →
   ``CONTEXTEVOLVE_BASE_URL`` → ``OPENAI_BASE_URL`` → the embedded local LLM;
-* API key: ``RunContext.api_key`` → ``CONTEXTEVOLVE_<ROLE>_API_KEY`` →
+* API key: ``RunContext.llm.api_key`` → ``CONTEXTEVOLVE_<ROLE>_API_KEY`` →
   ``CONTEXTEVOLVE_API_KEY`` → ``OPENAI_API_KEY``;
-* model: ``RunContext.models[role]`` → ``CONTEXTEVOLVE_<ROLE>_MODEL`` →
-  ``RunContext.model`` → ``CONTEXTEVOLVE_MODEL``.
+* model: ``RunContext.llm.models[role]`` → ``CONTEXTEVOLVE_<ROLE>_MODEL`` →
+  ``RunContext.llm.model`` → ``CONTEXTEVOLVE_MODEL``.
 
 An endpoint is only used when a base URL is configured, so an ``OPENAI_API_KEY`` lying
 in the environment never sends a run to a paid API by accident. Python callers can
@@ -55,9 +55,9 @@ def _env(role: Role, suffix: str, *fallbacks: str) -> str | None:
 
 def resolve_endpoint(role: Role, ctx: RunContext) -> Endpoint:
     """The endpoint ``role`` uses under ``ctx`` and the environment (see module docstring)."""
-    base_url = ctx.base_url or _env(role, "BASE_URL", "CONTEXTEVOLVE_BASE_URL", "OPENAI_BASE_URL")
-    api_key = ctx.api_key or _env(role, "API_KEY", "CONTEXTEVOLVE_API_KEY", "OPENAI_API_KEY")
-    model = ctx.models.get(role) or _env(role, "MODEL") or ctx.model or os.environ.get("CONTEXTEVOLVE_MODEL")
+    base_url = ctx.llm.base_url or _env(role, "BASE_URL", "CONTEXTEVOLVE_BASE_URL", "OPENAI_BASE_URL")
+    api_key = ctx.llm.api_key or _env(role, "API_KEY", "CONTEXTEVOLVE_API_KEY", "OPENAI_API_KEY")
+    model = ctx.llm.models.get(role) or _env(role, "MODEL") or ctx.llm.model or os.environ.get("CONTEXTEVOLVE_MODEL")
     return Endpoint(base_url, api_key, model)
 
 
@@ -139,5 +139,5 @@ def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:
     # The run seed is passed on as the OpenAI `seed` for endpoints that honour it. (Two fresh
     # embedded runs without it produced identical first iterations; llama.cpp's server keeps one
     # RNG stream, so repeated requests still differ within a run.)
-    return _chat_openai(base_url, api_key, model, ctx.temperature_for(role), ctx.max_tokens_for(role),
-                        ctx.request_timeout_s, ctx.seed)
+    return _chat_openai(base_url, api_key, model, ctx.llm.temperature_for(role), ctx.llm.max_tokens_for(role),
+                        ctx.llm.request_timeout_s, ctx.seed)

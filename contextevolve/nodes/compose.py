@@ -2,12 +2,12 @@
 
 The parent's code, abstract and scores and the guidance are always included. Exemplars
 enter as abstracts; each working exemplar's code is added, in the Sampler's order, only
-while the estimated prompt stays within ``RunContext.context_token_budget``. Failed
+while the estimated prompt stays within ``RunContext.search.context_token_budget``. Failed
 exemplars are shown as abstract + error only: they contribute their idea (paper,
 takeaway c), while their code was seen to be copied bug for bug by a small model. If even the abstracts
 do not fit, exemplars are dropped from the end. State keeps only the resulting ids
 (``context_exemplar_ids``, ``exemplar_code_ids``); the Generator renders the messages from them
-with :func:`load` and :func:`render`, and the buffer records them on the child.
+with :func:`load` and :func:`render`; the child's record keeps ``context_exemplar_ids`` as its exemplars.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def render(ctx: RunContext, task: Task, parent: ProgramRecord, guidance: str, ex
     parent_text = prompt.parent_section(parent.source, parent.abstract, parent.combined_score, parent.metrics,
                                         parent.diagnostics)
     sections = [_section(n, ex, ex.id in code_ids) for n, ex in enumerate(exemplars, 1)]
-    return prompt.messages(task.description, parent_text, guidance, sections, ctx.generation_mode,
+    return prompt.messages(task.description, parent_text, guidance, sections, ctx.search.generation_mode,
                            task.higher_is_better, parent_source=parent.source)
 
 
@@ -57,7 +57,7 @@ def compose(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
-    budget = ctx.context_token_budget
+    budget = ctx.search.context_token_budget
     parent, exemplars = load(memory, state.parent_id, state.exemplar_ids)
     system, request = (str(m.content) for m in render(ctx, task, parent, state.guidance, [], set()))
     plain = [_section(n, ex, False) for n, ex in enumerate(exemplars, 1)]

@@ -1,6 +1,6 @@
 """Phase 6, Evaluate: s_c = E(c_c), in a sandboxed process tree (see contextevolve.evaluation).
 
-The evaluation goes through the run's executor (``RunContext.executor``): a local pool
+The evaluation goes through the run's executor (``RunContext.parallelism.executor``): a local pool
 of ``eval_workers`` or a Ray cluster; parallel lanes therefore evaluate concurrently. The
 pre-checks (:mod:`contextevolve.tasks.prechecks`) run on this machine: they are short.
 """
@@ -35,8 +35,9 @@ def run_evaluation(ctx: RunContext, source: str) -> Evaluation:
     """
     task = task_of(ctx)
     try:
-        executor = executor_for(ctx.executor, ctx.eval_workers, ctx.ray_address)
-        result = executor.evaluate(ctx.task, source, limits=ctx.sandbox_limits())
+        where = ctx.parallelism
+        executor = executor_for(where.executor, where.eval_workers, where.ray_address)
+        result = executor.evaluate(ctx.task, source, limits=ctx.sandbox)
     except Exception as exc:  # noqa: BLE001 - see docstring
         _log.exception("evaluation failed unexpectedly")
         return task.rejected("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:300]}")
@@ -50,7 +51,7 @@ def run_evaluation(ctx: RunContext, source: str) -> Evaluation:
 
 
 def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
-    """Score the pending child: pre-checks first (``ctx.prechecks``), then the task's full evaluation.
+    """Score the pending child: pre-checks first (``ctx.search.prechecks``), then the task's full evaluation.
 
     A child that failed generation keeps its worst score. A pre-check failure costs no full
     evaluation. Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets
@@ -61,11 +62,11 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
-    attempts_left = state.repairs < ctx.repair_attempts
+    attempts_left = state.repairs < ctx.search.repair_attempts
     if child.status != "pending":  # generation failed, or a replay after a crash: the outcome is recorded
         return {"child_status": child.status, "child_score": child.combined_score,
                 "repair_due": attempts_left and child.status in ("failed", "invalid") and repairable(child.reason)}
-    result = precheck(task, child.source, ctx.sandbox_limits()) if ctx.prechecks else None
+    result = precheck(task, child.source, ctx.sandbox) if ctx.search.prechecks else None
     changes = {}
     if result is not None:
         changes["prechecks_failed"] = child.prechecks_failed + 1

@@ -4,7 +4,7 @@ LLM output is untrusted: anything that cannot become a compiling program (no cod
 a truncated reply, a diff that does not apply, a syntax error) is a *failed* child with
 its reason, never an exception. Endpoint faults — an unreadable or empty response, or a
 completion cut off at the token cap before a whole program — are retried first
-(``ctx.max_retries``); if they persist the child is failed with the endpoint problem as
+(``ctx.llm.max_retries``); if they persist the child is failed with the endpoint problem as
 its reason and the run goes on. (An endpoint that is down raises
 :class:`~contextevolve.llm.faults.EndpointUnavailable` and stops the run.) The child id is
 derived from the iteration number, so replaying this node after a crash overwrites the same record.
@@ -99,7 +99,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     for ask in range(2):
         reason, text, twin = "", "", None
         try:
-            mode = "diff" if ask else ctx.generation_mode  # the second ask wants edits (REASK_FORMAT)
+            mode = "diff" if ask else ctx.search.generation_mode  # the second ask wants edits (REASK_FORMAT)
             reply = call_role("generator", messages, ctx, check=whole_program(parent.source, mode))
             usage, text = add_usage(usage, reply.usage), reply.text
             record.source = build_child(parent.source, reply.text, mode, truncated=reply.truncated)
@@ -118,8 +118,8 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
             f"That program is the same as {twin} apart from comments and docstrings, so it would teach the "
             f"search nothing. Change how the program computes its result: "
             f"{mutation_for(ctx.seed, state.iteration)}. {REASK_FORMAT}{edit_format(parent.source)}")]
-        ctx = replace(ctx, seed=ctx.seed + 1 + state.iteration,
-                      temperatures={**ctx.temperatures, "generator": ctx.temperature_for("generator") + REASK_HOTTER})
+        hotter = ctx.llm.temperature_for("generator") + REASK_HOTTER
+        ctx = replace(ctx, seed=ctx.seed + 1 + state.iteration, temperatures={**ctx.llm.temperatures, "generator": hotter})
     if twin is not None:
         reason, record.source = twin_reason(twin), ""
     if reason:
@@ -129,5 +129,4 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         record.diagnostics = text[:REPLY_EXCERPT]
     memory.buffer.put(record)
     return {"child_id": child_id, "child_status": record.status, "child_score": None, "repairs": 0,
-            "repair_due": bool(reason) and repairable(reason) and ctx.repair_attempts > 0,
-            "iteration_usage": usage}
+            "iteration_usage": usage}  # evaluate, always next, decides repair_due

@@ -9,7 +9,7 @@ reads the same everywhere). Categories over the task's metrics:
 * ``mixed``: some better and some worse, or no change (mixed fluctuation).
 
 m steps are drawn without replacement: each draw picks a non-empty category with
-probability proportional to ``RunContext.category_weights`` (p(Δs) of Eq. 5), then a step in it.
+probability proportional to ``RunContext.search.category_weights`` (p(Δs) of Eq. 5), then a step in it.
 
 A reply the endpoint keeps garbling (unreadable, empty) after the retries means no guidance
 this iteration, as when the Navigator is ablated; the run goes on.
@@ -91,12 +91,12 @@ def sample_steps(steps: list[Step], m: int, weights: dict[str, float], rng: rand
 def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Produce the directional guidance g for this iteration (empty when the Navigator is ablated)."""
     ctx = runtime.context
-    if not ctx.navigator_enabled:
+    if not ctx.ablations.navigator_enabled:
         return {"guidance": "", "trajectory_ids": []}
     task, memory = task_of(ctx), memory_of(ctx)
     parent = memory.buffer.require(state.parent_id)
-    steps = sample_steps(rollout(memory.buffer.committed(), task), ctx.num_trajectories, ctx.category_weights,
-                         rng_for(ctx, state.iteration, "navigate"))
+    steps = sample_steps(rollout(memory.buffer.committed(), task), ctx.search.num_trajectories,
+                         ctx.search.category_weights, rng_for(ctx, state.iteration, "navigate"))
     metric_names = ", ".join(f"{m.name} {'higher' if m.higher_is_better else 'lower'} is better"
                              for m in task.metrics)
     summary = f"score {parent.combined_score:.4g}" + (f", {parent.status}" if parent.status != "ok" else "")
@@ -104,7 +104,7 @@ def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         task.description, metric_names, parent.abstract, summary,
         [{"category": s.category, "parent": s.parent.abstract, "child": s.child.abstract,
           "delta": s.delta_text()} for s in steps],
-        ctx.guidance_variant)
+        ctx.ablations.guidance_variant)
     try:
         reply = call_role("navigator", messages, ctx)
     except MalformedReply as exc:

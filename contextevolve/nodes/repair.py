@@ -1,6 +1,6 @@
 """Repair (issue 10, between phases 6 and 7): a failed child goes back to the Generator with its error.
 
-Not in the paper's Algorithm 1 (``RunContext.repair_attempts = 0`` restores it). A child that
+Not in the paper's Algorithm 1 (``RunContext.search.repair_attempts = 0`` restores it). A child that
 failed — it does not compile, raises, fails a pre-check, returns invalid output, or the
 Generator's edit could not be applied — is shown to the Generator's model with the evaluator's
 reason and the traceback frames of its own file (line numbers in the child), and the model
@@ -70,31 +70,31 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     number = state.repairs + 1
     done = [a for a in child.attempts if a.attempt == number]
     if done:  # replayed after a crash: this repair was already stored
-        due = child.status != "pending" and repairable(child.reason) and number < ctx.repair_attempts
+        due = child.status != "pending" and repairable(child.reason) and number < ctx.search.repair_attempts
         return {"repairs": number, "child_status": child.status, "repair_due": due,
                 "iteration_usage": done[0].tokens}
     line = missing_import(f"{child.reason}\n{child.traceback}") if child.source else None
-    restart = (ctx.repair_restart and number == ctx.repair_attempts >= 2 and bool(child.source)
+    restart = (ctx.search.repair_restart and number == ctx.search.repair_attempts >= 2 and bool(child.source)
                and not (line and line not in child.source.splitlines()))
     base = child.source if child.source and not restart else parent.source  # no source: the edit never applied
     if restart:
         messages = prompt.restart_messages(task.description, base, child.reason, child.traceback,
-                                           ctx.generation_mode, idea=child.guidance)
+                                           ctx.search.generation_mode, idea=child.guidance)
     else:
-        messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.generation_mode,
+        messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.search.generation_mode,
                                    unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)
-    hotter = ctx.temperature_for("generator") + (0.0 if restart else REPAIR_HOTTER * (number - 1))
+    hotter = ctx.llm.temperature_for("generator") + (0.0 if restart else REPAIR_HOTTER * (number - 1))
     call_ctx = replace(ctx, seed=ctx.seed + REPAIR_SEED_STRIDE * number + state.iteration,
-                       temperatures={**ctx.temperatures, "generator": hotter})
+                       temperatures={**ctx.llm.temperatures, "generator": hotter})
     usage: TokenUsage = {}
     fixed, problem, text, unchanged = "", "", "", False
     try:
         if line and not restart and line not in base.splitlines():  # no model needed (contextevolve.fixes)
             fixed = add_import(base, line)
         else:
-            reply = call_role("generator", messages, call_ctx, check=whole_program(base, ctx.generation_mode))
+            reply = call_role("generator", messages, call_ctx, check=whole_program(base, ctx.search.generation_mode))
             usage, text = booked_as(reply.usage, "repair"), reply.text
-            fixed = build_child(base, reply.text, ctx.generation_mode, truncated=reply.truncated)
+            fixed = build_child(base, reply.text, ctx.search.generation_mode, truncated=reply.truncated)
     except MalformedReply as exc:
         usage, text, problem = booked_as(exc.usage, "repair"), exc.text, f"endpoint fault during repair {number}: {exc}"
     except EditError as exc:
@@ -117,5 +117,5 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         changes.update(source=fixed, diagnostics="", traceback="")
     changes.update(status=status, reason=reason)
     memory.buffer.update(child.id, **changes)
-    due = status != "pending" and repairable(reason) and number < ctx.repair_attempts
+    due = status != "pending" and repairable(reason) and number < ctx.search.repair_attempts
     return {"repairs": number, "child_status": status, "repair_due": due, "iteration_usage": usage}

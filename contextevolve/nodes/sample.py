@@ -38,10 +38,10 @@ def top_scoring(memory: RunMemory, task: Task, n: int, exclude: set[str]) -> lis
 
 def retrieve(memory: RunMemory, query: str, ctx: RunContext, exclude: set[str]) -> list[Candidate]:
     """Candidates for the Sampler: MMR among ok programs, plus MMR among failed ones."""
-    failed_slots = min(ctx.failed_candidates, ctx.candidate_pool)
+    failed_slots = min(ctx.search.failed_candidates, ctx.search.candidate_pool)
     query_emb = memory.index.embed(query)  # embedded once, used by both retrievals
     failed = memory.index.retrieve(query_emb, k=failed_slots, where={"status": {"$ne": "ok"}}, exclude=exclude)
-    ok = memory.index.retrieve(query_emb, k=ctx.candidate_pool - len(failed), where={"status": "ok"},
+    ok = memory.index.retrieve(query_emb, k=ctx.search.candidate_pool - len(failed), where={"status": "ok"},
                                exclude=exclude)
     return ok + failed
 
@@ -70,13 +70,13 @@ def sample(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     exclude = {state.parent_id}
-    k = ctx.num_exemplars
-    if not ctx.sampler_enabled:
+    k = ctx.search.num_exemplars
+    if not ctx.ablations.sampler_enabled:
         chosen = top_scoring(memory, task, k, exclude)
         return {"candidate_ids": [c.id for c in chosen], "exemplar_ids": [c.id for c in chosen]}
     parent = memory.buffer.require(state.parent_id)
-    if ctx.sampling_variant == "top_score":
-        candidates = top_scoring(memory, task, ctx.candidate_pool, exclude)
+    if ctx.ablations.sampling_variant == "top_score":
+        candidates = top_scoring(memory, task, ctx.search.candidate_pool, exclude)
     else:
         candidates = retrieve(memory, f"{parent.abstract}\n{state.guidance}", ctx, exclude)
     ids = [c.id for c in candidates]

@@ -8,9 +8,9 @@ from contextevolve.tasks.base import Task
 
 
 def round_size(ctx: RunContext, iteration: int) -> int:
-    """Lanes of the next round: ``ctx.lanes``, cut to the iterations left (at least 1), so a round
+    """Lanes of the next round: ``ctx.parallelism.lanes``, cut to the iterations left (at least 1), so a round
     never overshoots the iteration budget."""
-    return max(1, min(ctx.lanes, ctx.max_iterations - iteration))
+    return max(1, min(ctx.parallelism.lanes, ctx.max_iterations - iteration))
 
 
 def stop_reason(ctx: RunContext, task: Task, iteration: int, best_score: float | None,

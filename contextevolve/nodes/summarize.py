@@ -40,11 +40,11 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
     Raises:
         contextevolve.llm.faults.EndpointUnavailable: the summarizer's endpoint is down.
     """
-    if not ctx.summarizer_enabled:
+    if not ctx.ablations.summarizer_enabled:
         return source[:RAW_ABSTRACT_CHARS], {}
     try:
-        reply = call_role("summarizer", prompt.messages(task.title, source, parent_abstract, ctx.summary_variant),
-                          ctx)
+        messages = prompt.messages(task.title, source, parent_abstract, ctx.ablations.summary_variant)
+        reply = call_role("summarizer", messages, ctx)
     except MalformedReply as exc:
         return EMPTY_ABSTRACT, exc.usage
     text = clip_to_sentence(reply.text, ABSTRACT_CHARS, truncated=reply.truncated)

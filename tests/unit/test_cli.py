@@ -123,12 +123,10 @@ def test_log_prompts_keeps_every_request_and_reply(tmp_path, models):
 
 
 def test_run_flags_and_run_settings_agree():
-    """Every ``run`` flag sets a RunContext field; every field has a flag or is listed as API-only;
-    the sandbox flags' help states the defaults the run actually uses."""
-    from dataclasses import fields
-
+    """Every ``run`` flag sets a run setting (flat name); every setting has a flag or is listed as
+    API-only; the sandbox flags' help states the defaults the run actually uses."""
     from contextevolve.cli import API_ONLY_SETTINGS, build_parser, run_settings
-    from contextevolve.graph.context import SANDBOX_DEFAULTS, RunContext, check_setting_names
+    from contextevolve.graph.context import SANDBOX_DEFAULTS, RunContext, check_setting_names, flat_setting_names
 
     everything = ["run", "--base-url", "http://h/v1", "--model", "m", "--role-model", "generator=g",
                   "--max-retries", "1", "--retry-wait", "0.5", "--seed", "3", "--target-score", "30",
@@ -142,7 +140,7 @@ def test_run_flags_and_run_settings_agree():
     settings = run_settings(build_parser().parse_args(everything))
     check_setting_names(settings)  # raises on a key that is not a RunContext field
     assert all(value is not None for value in settings.values())  # each flag reached its field
-    assert set(settings) | API_ONLY_SETTINGS == {f.name for f in fields(RunContext)}
+    assert set(settings) | API_ONLY_SETTINGS == flat_setting_names()
     assert not set(settings) & API_ONLY_SETTINGS
     RunContext(**settings)  # and the values are valid
     help_text = " ".join(build_parser().parse_args(["run"]).parser.format_help().split())
@@ -150,4 +148,4 @@ def test_run_flags_and_run_settings_agree():
                           ("--eval-output-kb", SANDBOX_DEFAULTS.output_kb),
                           ("--eval-max-processes", SANDBOX_DEFAULTS.max_processes)):
         assert f"(default {default})" in help_text.split(flag)[-1][:200]
-    assert RunContext().eval_memory_mb == SANDBOX_DEFAULTS.memory_mb
+    assert RunContext().sandbox.memory_mb == SANDBOX_DEFAULTS.memory_mb

@@ -226,7 +226,7 @@ def test_sigkill_mid_round_with_two_lanes_then_resume(tmp_path, models):
     assert result.iterations == 6 and status["iterations"] == 6 and status["programs"] == 7
     assert [json.loads(line)["id"] for line in (run_dir / "programs.jsonl").read_text().splitlines()] == [
         f"it{n:05d}" for n in range(7)]
-    assert json.loads((run_dir / "run.json").read_text())["lanes"] == 2
+    assert json.loads((run_dir / "run.json").read_text())["parallelism"]["lanes"] == 2
 
 
 def test_hostile_children_are_failed_and_the_run_goes_on(tmp_path):

@@ -84,9 +84,9 @@ def test_a_served_run_pauses_before_generate_shows_the_guidance_and_completes(se
     client = get_sync_client(url=server, timeout=120)
     thread = client.threads.create()["thread_id"]
     run_dir = tmp_path / "run"
-    context = {"run_dir": str(run_dir), "max_iterations": lanes, "lanes": lanes, "eval_workers": lanes,
-               "base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"}, "max_retries": 0,
-               "repair_attempts": 0}
+    context = {"run_dir": str(run_dir), "max_iterations": lanes, "parallelism": {"lanes": lanes, "eval_workers": lanes},
+               "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"}, "max_retries": 0},
+               "search": {"repair_attempts": 0}}
     client.runs.wait(thread, "contextevolve", input={}, context=context, interrupt_before=["generate"])
     paused = client.threads.get_state(thread)
     assert paused["next"] == ["generate"] * lanes
@@ -116,8 +116,8 @@ def test_a_served_thread_refuses_another_runs_settings_and_a_run_dir_refuses_a_s
 
     client = get_sync_client(url=server, timeout=120)
     thread = client.threads.create()["thread_id"]
-    context = {"run_dir": str(tmp_path / "run"), "max_iterations": 1, "base_url": endpoint.url, "model": "ctx",
-               "models": {"generator": "gen"}, "max_retries": 0, "repair_attempts": 0}
+    context = {"run_dir": str(tmp_path / "run"), "max_iterations": 1, "search": {"repair_attempts": 0},
+               "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"}, "max_retries": 0}}
     client.runs.wait(thread, "contextevolve", input={}, context=context)
     other = {**context, "run_dir": str(tmp_path / "default")}
     refused = client.runs.wait(thread, "contextevolve", input={}, context=other, raise_error=False)["__error__"]

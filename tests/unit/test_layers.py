@@ -20,7 +20,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "contextevolve"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("contextevolve.graph.context", "contextevolve.graph.state", "contextevolve.evaluation.limits",
+    (0, ("contextevolve.graph.context", "contextevolve.graph.settings", "contextevolve.graph.state", "contextevolve.evaluation.limits",
          "contextevolve.memory.records", "contextevolve.roles", "contextevolve.editing")),
     (1, ("contextevolve.memory", "contextevolve.llm", "contextevolve.prompts", "contextevolve.evaluation",
          "contextevolve.fixes")),

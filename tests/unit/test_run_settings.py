@@ -25,6 +25,58 @@ def test_run_context_refuses_unknown_fields_naming_the_nearest():
         RunContext(max_retry=1)
 
 
+def test_settings_are_grouped_and_flat_names_reach_their_group():
+    from dataclasses import replace
+
+    from contextevolve.graph.context import SearchSettings
+
+    flat = RunContext(lanes=2, repair_attempts=0, eval_memory_mb=512, base_url="http://h/v1", summarizer_enabled=False)
+    grouped = RunContext(parallelism={"lanes": 2}, search=SearchSettings(repair_attempts=0), sandbox={"memory_mb": 512},
+                         llm={"base_url": "http://h/v1"}, ablations={"summarizer_enabled": False})
+    assert flat == grouped
+    assert (flat.parallelism.lanes, flat.search.repair_attempts, flat.sandbox.memory_mb, flat.llm.base_url) == \
+        (2, 0, 512, "http://h/v1") and flat.ablations.summarizer_enabled is False
+    # a flat name overrides that field of a group given alongside; the group's other fields stay
+    both = RunContext(search=SearchSettings(repair_attempts=0, num_exemplars=1), repair_attempts=3)
+    assert (both.search.repair_attempts, both.search.num_exemplars) == (3, 1)
+    moved = replace(flat, lanes=3, seed=7)
+    assert (moved.parallelism.lanes, moved.search.repair_attempts, moved.seed) == (3, 0, 7)
+    assert flat.parallelism.lanes == 2  # replace copies, the original keeps its groups
+    with pytest.raises(UnknownSettingError, match=r"unknown search setting 'repair_attempt' \(did you mean 'repair_attempts'\?\)"):
+        RunContext(search={"repair_attempt": 1})
+    with pytest.raises(ValueError, match="invalid run settings: sandbox: .*memory_mb"):
+        RunContext(eval_memory_mb=1)
+
+
+def test_run_json_is_grouped_and_an_older_flat_one_still_loads():
+    from dataclasses import replace
+
+    from contextevolve.graph.context import flat_settings
+
+    ctx = RunContext(task="eplb", lanes=2, repair_attempts=1, eval_timeout_s=9.0, api_key=API_KEY, max_iterations=4)
+    saved = ctx.to_json()
+    assert saved["parallelism"]["lanes"] == 2 and saved["search"]["repair_attempts"] == 1
+    assert saved["sandbox"]["wall_s"] == 9.0 and "api_key" not in saved["llm"] and "lanes" not in saved
+    assert RunContext.from_json(json.loads(json.dumps(saved))) == replace(ctx, api_key=None)
+    older = {"task": "eplb", "lanes": 2, "repair_attempts": 1, "eval_timeout_s": 9.0, "max_iterations": 4}
+    assert RunContext.from_json(older) == RunContext.from_json(saved)
+    assert RunContext.from_json(saved, lanes=3).parallelism.lanes == 3  # an override by flat name wins
+    assert flat_settings(saved)["lanes"] == 2 and flat_settings(older)["eval_timeout_s"] == 9.0
+    assert "repair_restart" not in flat_settings(older)  # absent stays absent
+
+
+def test_context_schema_describes_every_setting_for_studio():
+    schema = build_graph().get_context_jsonschema()
+    groups = {"llm", "search", "parallelism", "ablations", "sandbox"}
+    assert groups <= set(schema["properties"])
+    assert all(prop.get("description") for prop in schema["properties"].values())
+    defs = schema["$defs"]
+    described = {name: all(p.get("description") for p in d["properties"].values()) for name, d in defs.items()
+                 if name in ("ModelSettings", "SearchSettings", "Parallelism", "Ablations", "SandboxLimits")}
+    assert described == dict.fromkeys(("ModelSettings", "SearchSettings", "Parallelism", "Ablations",
+                                       "SandboxLimits"), True)
+
+
 def test_run_json_with_an_unknown_key_is_a_clear_error(tmp_path):
     data = RunContext().to_json() | {"max_iteration": 3}
     with pytest.raises(ValueError, match=r"'max_iteration' \(did you mean 'max_iterations'\?\)"):

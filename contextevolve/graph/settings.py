@@ -1,0 +1,143 @@
+"""The groups of a run's settings (issue 13): models, search, parallelism, ablations.
+
+Each group is a dataclass whose every field has its default and a docstring here (the one place
+both are written); :class:`contextevolve.graph.context.RunContext` holds one of each, plus the
+sandbox's :class:`contextevolve.evaluation.limits.SandboxLimits`. The field docstrings are also
+the descriptions LangGraph Studio shows for the context schema (pydantic reads them:
+``use_attribute_docstrings``). Values are checked by ``RunContext`` as a whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import ConfigDict
+
+from contextevolve.roles import Role
+
+#: Default upper bound on completion tokens per role (the embedded model decodes ~36 tok/s).
+DEFAULT_MAX_TOKENS: dict[str, int] = {"summarizer": 200, "navigator": 160, "sampler": 80, "generator": 1400}
+#: Default sampling temperature per role: creative generator, steady context agents.
+DEFAULT_TEMPERATURES: dict[str, float] = {"summarizer": 0.2, "navigator": 0.7, "sampler": 0.2, "generator": 0.8}
+
+SCHEMA_CONFIG = ConfigDict(use_attribute_docstrings=True)
+"""Pydantic config of every settings class: field docstrings become JSON-schema descriptions."""
+
+
+@dataclass(kw_only=True)
+class ModelSettings:
+    """Where each agent's LLM is and how it is called (``RunContext.llm``).
+
+    Resolution order per role (endpoint, key, model): :mod:`contextevolve.llm.models`.
+    """
+
+    __pydantic_config__ = SCHEMA_CONFIG
+
+    base_url: str | None = None
+    """OpenAI-compatible endpoint for every role; ``None`` = environment, else the embedded LLM."""
+    api_key: str | None = field(default=None, repr=False)
+    """API key for ``base_url``; ``None`` = environment. Never written to run.json."""
+    model: str | None = None
+    """Model name for every role without its own entry in ``models``."""
+    models: dict[str, str] = field(default_factory=dict)
+    """Model per role, e.g. ``{"generator": "qwen2.5-coder-32b"}``."""
+    temperatures: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TEMPERATURES))
+    """Sampling temperature per role."""
+    max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
+    """Completion-token cap per role."""
+    request_timeout_s: float = 600.0
+    """Timeout of one LLM request, seconds."""
+    max_retries: int = 4
+    """Retries of an LLM request on connection, rate-limit and 5xx errors and on malformed replies
+    (non-JSON body, no choices, empty or truncated completion)."""
+    retry_wait_s: float = 1.0
+    """First backoff wait between retries, seconds; it doubles per retry (up to 60 s) plus up to
+    ``retry_wait_s`` of random jitter."""
+
+    def temperature_for(self, role: Role) -> float:
+        """Sampling temperature of ``role`` (configured, else :data:`DEFAULT_TEMPERATURES`)."""
+        return self.temperatures.get(role, DEFAULT_TEMPERATURES[role])
+
+    def max_tokens_for(self, role: Role) -> int:
+        """Completion-token cap of ``role`` (configured, else :data:`DEFAULT_MAX_TOKENS`)."""
+        return self.max_tokens.get(role, DEFAULT_MAX_TOKENS[role])
+
+
+@dataclass(kw_only=True)
+class SearchSettings:
+    """How the search runs: parent selection, the context agents' inputs, generation and repair
+    (``RunContext.search``)."""
+
+    __pydantic_config__ = SCHEMA_CONFIG
+
+    parent_selection: Literal["tournament", "best", "random"] = "tournament"
+    """How select_parent picks c_p among ok programs."""
+    tournament_size: int = 3
+    """Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``)."""
+    num_trajectories: int = 4
+    """m: parent->child steps shown to the Navigator."""
+    category_weights: dict[str, float] = field(
+        default_factory=lambda: {"improvement": 0.5, "mixed": 0.3, "decline": 0.2})
+    """p(Δs): sampling weight of each trajectory category."""
+    num_exemplars: int = 2
+    """k: exemplars the Sampler hands to the Generator."""
+    candidate_pool: int = 6
+    """Candidates retrieved (MMR) for the Sampler agent to choose from."""
+    failed_candidates: int = 2
+    """Of those, how many slots are reserved for failed/invalid programs."""
+    context_token_budget: int = 3500
+    """Token budget of the composed generator context Φ (parent code included)."""
+    generation_mode: Literal["full", "diff"] = "full"
+    """Generator writes a whole program, or SEARCH/REPLACE diffs against the parent. ``full`` by
+    evidence: with the embedded model it made twice the valid children per iteration (README,
+    "Every attempt counts")."""
+    repair_attempts: int = 2
+    """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
+    Generator with its error and traceback for a minimal fix; 0 = the paper's algorithm (no repair)."""
+    repair_restart: bool = True
+    """With ``repair_attempts >= 2``, the last repair writes the child again from its parent, told the
+    error the failed version met, instead of fixing the failing program (issue 10; False: every
+    repair is a fix)."""
+    prechecks: bool = True
+    """Check that a child compiles, has the entry function's signature and survives a smoke run on one
+    small case before its full evaluation (a failure goes straight to repair)."""
+
+
+@dataclass(kw_only=True)
+class Parallelism:
+    """How many children and evaluations are in flight, and where evaluations run
+    (``RunContext.parallelism``)."""
+
+    __pydantic_config__ = SCHEMA_CONFIG
+
+    lanes: int = 1
+    """Children produced in parallel per round, each lane with its own parent, guidance and
+    exemplars; 1 = the paper's sequential algorithm."""
+    eval_workers: int = 1
+    """Evaluations running at once (local processes, or Ray tasks in flight)."""
+    executor: Literal["local", "ray"] = "local"
+    """Where evaluations run: sandboxed processes on this machine, or Ray tasks on a cluster."""
+    ray_address: str | None = None
+    """Ray cluster address for ``executor="ray"`` (``HOST:PORT``, ``ray://...``, ``auto``);
+    ``None`` starts a local Ray instance."""
+
+
+@dataclass(kw_only=True)
+class Ablations:
+    """The paper's ablations (an agent switched off) and takeaway variants (``RunContext.ablations``)."""
+
+    __pydantic_config__ = SCHEMA_CONFIG
+
+    summarizer_enabled: bool = True
+    """False: no Summarizer; a program's 'abstract' is its truncated source."""
+    navigator_enabled: bool = True
+    """False: no Navigator; the Generator gets no guidance."""
+    sampler_enabled: bool = True
+    """False: no Sampler agent; exemplars are the k best-scoring programs."""
+    summary_variant: Literal["inherited", "novel_only"] = "inherited"
+    """``novel_only``: the Summarizer describes only what is new (paper takeaway a, -12.6%)."""
+    guidance_variant: Literal["directional", "implementation"] = "directional"
+    """``implementation``: the Navigator prescribes concrete steps (takeaway b, -32.7%)."""
+    sampling_variant: Literal["informative", "top_score"] = "informative"
+    """``top_score``: candidates are only the highest-scoring programs (takeaway c, -27.8%)."""
