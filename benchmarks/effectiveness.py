@@ -119,6 +119,7 @@ def main() -> int:
     parser.add_argument("--mode", choices=["full", "diff"], default=None, help="default: RunContext's")
     parser.add_argument("--no-restart", action="store_true",
                         help="every repair fixes the failing program (SearchSettings.repair_restart = False)")
+    parser.add_argument("--log-prompts", action="store_true", help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--run-dir", help="default runs/eff-TASK-R-MODE-seedS")
@@ -146,7 +147,7 @@ def main() -> int:
 
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
            generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
-           on_update=on_update)
+           log_prompts=args.log_prompts or None, on_update=on_update)
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit}
