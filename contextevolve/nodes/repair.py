@@ -13,9 +13,9 @@ At most ``repair_attempts`` repairs per child. A fix that is the parent or a buf
 again (normalised code) ends the repairs: the child is a failed duplicate. A reply that gives
 the failing program back unchanged counts as an attempt; the next one sees the same error.
 With ``repair_restart`` (default) and R >= 2, the last repair does not fix the failing program but
-makes the child again from its parent: one named mutation as SEARCH/REPLACE edits, told the error
-the failed version met (:func:`contextevolve.prompts.repair.restart_messages`: fixes of the model's
-own rewrites almost never worked with the embedded model).
+writes the child again from its parent, told the error the failed version met
+(:func:`contextevolve.prompts.repair.restart_messages`: fixes of the model's own rewrites almost
+never worked with the embedded model).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from contextevolve.memory.records import RepairAttempt
 from contextevolve.nodes.generate import REPLY_EXCERPT, find_twin, repairable, twin_reason, whole_program
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import repair as prompt
-from contextevolve.prompts.generator import mutation_for
 from contextevolve.roles import TokenUsage, booked_as
 
 REPAIR_HOTTER = 0.2
@@ -78,12 +77,11 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     restart = (ctx.search.repair_restart and number == ctx.search.repair_attempts >= 2 and bool(child.source)
                and not (line and line not in child.source.splitlines()))
     base = child.source if child.source and not restart else parent.source  # no source: the edit never applied
-    mode = "diff" if restart else ctx.search.generation_mode  # a restart is one named edit of the parent
     if restart:
-        messages = prompt.restart_messages(task.description, base, child.reason, child.traceback, mode,
-                                           idea=child.guidance, mutation=mutation_for(ctx.seed, state.iteration + number))
+        messages = prompt.restart_messages(task.description, base, child.reason, child.traceback,
+                                           ctx.search.generation_mode, idea=child.guidance)
     else:
-        messages = prompt.messages(task.description, base, child.reason, child.traceback, mode,
+        messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.search.generation_mode,
                                    unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)
     hotter = ctx.llm.temperature_for("generator") + (0.0 if restart else REPAIR_HOTTER * (number - 1))
     call_ctx = replace(ctx, seed=ctx.seed + REPAIR_SEED_STRIDE * number + state.iteration,
@@ -94,9 +92,9 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         if line and not restart and line not in base.splitlines():  # no model needed (contextevolve.fixes)
             fixed = add_import(base, line)
         else:
-            reply = call_role("generator", messages, call_ctx, check=whole_program(base, mode))
+            reply = call_role("generator", messages, call_ctx, check=whole_program(base, ctx.search.generation_mode))
             usage, text = booked_as(reply.usage, "repair"), reply.text
-            fixed = build_child(base, reply.text, mode, truncated=reply.truncated)
+            fixed = build_child(base, reply.text, ctx.search.generation_mode, truncated=reply.truncated)
     except MalformedReply as exc:
         usage, text, problem = booked_as(exc.usage, "repair"), exc.text, f"endpoint fault during repair {number}: {exc}"
     except EditError as exc:

@@ -53,7 +53,7 @@ def messages(task_description: str, program: str, reason: str, traceback: str, m
 
 
 def restart_messages(task_description: str, parent: str, reason: str, traceback: str, mode: str, *,
-                     idea: str = "", mutation: str = "") -> list:
+                     idea: str = "") -> list:
     """Messages asking for the child again, written from its (valid) parent, with the error the failed
     version met as a warning (the last repair when ``repair_attempts >= 2``, issue 10).
 
@@ -62,10 +62,8 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
     0/12), the failures being the rewrite's own inventions (a stub ``class Workload`` with other
     attribute names, ``Model`` objects indexed like tuples), which a fix of that program keeps; 5 of
     the 16 MP children were valid as first generated from their parent. The failing program is
-    therefore not shown, only its error. Restarts asked to write the program again did not do better:
-    0 of 10 (MP 0/3, EPLB 0/7), and on TS 4 of 6 gave the parent back unchanged; so a restart now
-    names one concrete ``mutation`` (:data:`contextevolve.prompts.generator.MUTATIONS`), a small step
-    from a program known to work, asked as SEARCH/REPLACE edits.
+    therefore not shown, only its error. Restarts have not been shown to do better yet: 0 of 10
+    (MP 0/3, EPLB 0/7, five of the EPLB ones a copy of the parent or of an earlier failed child).
 
     Args:
         task_description: the task's prose.
@@ -73,17 +71,14 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
         reason: the failed version's reason; traceback: its frames (may be empty).
         mode: ``"diff"`` (edits against ``parent``) or ``"full"`` (the whole program).
         idea: the direction the failed version was following.
-        mutation: one concrete change to make (empty: write the program again following ``idea``).
     """
     parts = [f"## Task\n{task_description}", f"## Program\n```python\n{parent}```"]
     if idea:
         parts.append(f"## Direction\n{idea}")
     parts.append(_error_section("## A previous attempt failed\nAn earlier version written from this program failed: ",
                                 reason, traceback, "that version"))
-    step = (f"Make one concrete change to the program above: {mutation}. Avoid that error."
-            if mutation else "Write the improved program again, starting from the program above and following "
-            "the direction, without that error.")
-    parts.append(f"## Your job\n{step} Use the inputs exactly as the task describes them, and do not define "
-                 "stand-ins for them. Keep the function name and signature. "
+    parts.append("## Your job\nWrite the improved program again, starting from the program above and following "
+                 "the direction, without that error. Use the inputs exactly as the task describes them, and do "
+                 "not define stand-ins for them. Keep the function name and signature. "
                  + (ASK_DIFF + edit_format(parent) if mode == "diff" else ASK_FULL))
     return [SystemMessage(SYSTEM_RESTART), HumanMessage("\n\n".join(parts))]
