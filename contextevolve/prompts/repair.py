@@ -63,7 +63,10 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
     attribute names, ``Model`` objects indexed like tuples), which a fix of that program keeps; 5 of
     the 16 MP children were valid as first generated from their parent. The failing program is
     therefore not shown, only its error. Restarts have not been shown to do better yet: 0 of 10
-    (MP 0/3, EPLB 0/7, five of the EPLB ones a copy of the parent or of an earlier failed child).
+    (MP 0/3, EPLB 0/7, five of the EPLB ones a copy of the parent or of an earlier failed child);
+    on TS (e1da787) 4 of 6 gave the parent back. Tried and reverted (2026-11-25): a restart asking
+    for one named mutation of the parent as SEARCH/REPLACE edits made TS worse, 0/8 valid children
+    against 2/8 (its edits deleted definitions the rest used: ``txns``, ``sample_size``).
 
     Args:
         task_description: the task's prose.

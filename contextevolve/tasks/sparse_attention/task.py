@@ -101,7 +101,9 @@ mask: bool [H, Q, T], True = key kept; no future keys. weights (optional): float
 importance weight of each kept key (e.g. 1/p for keys sampled with probability p).
 Sparse output = sum over kept j of w_j exp(s_j) v_j / sum of w_j exp(s_j), s_j = q.k_j / sqrt(d).
 density = kept / allowed keys; error = mean over rows of min(1, |o_sparse - o_dense| / |o_dense|).
-Score = (density + error) / 2; LOWER is better. One call per layer; keep each call < {CASE_TIMEOUT_S:g} s:
+Score = (density + error) / 2; LOWER is better. Density and error weigh the same: keeping more keys
+lowers the error but raises the density, and pays only if the error falls by more than the density
+rises. One call per layer; keep each call < {CASE_TIMEOUT_S:g} s:
 a call that raises or overruns counts density 1 and error 1 for its layer.
 """
 
