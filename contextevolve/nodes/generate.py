@@ -72,7 +72,7 @@ def find_twin(memory: RunMemory, source: str, parent: ProgramRecord) -> str | No
 
 def twin_reason(twin: str) -> str:
     """Reason of a child not evaluated because it is the same program as ``twin``."""
-    return f"duplicate of {twin} (the same code apart from comments and docstrings); not evaluated"
+    return f"duplicate of {twin} (the same code apart from comments, docstrings and unused imports); not evaluated"
 
 
 def repairable(reason: str) -> bool:
@@ -115,7 +115,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         # Once more, hotter and with another seed, asked for one named edit: a small model told only
         # "make a real change" tends to copy the program again.
         messages = [*messages, AIMessage(text), HumanMessage(
-            f"That program is the same as {twin} apart from comments and docstrings, so it would teach the "
+            f"That program is the same as {twin} apart from comments, docstrings and unused imports, so it would teach the "
             f"search nothing. Change how the program computes its result: "
             f"{mutation_for(ctx.seed, state.iteration)}. {REASK_FORMAT}{edit_format(parent.source)}")]
         hotter = ctx.llm.temperature_for("generator") + REASK_HOTTER

@@ -170,3 +170,23 @@ def test_a_fragment_is_not_taken_for_the_whole_program():
         build_child(PARENT, "```python\n    return a * X\n```", "diff")
     assert raised.value.source == ""  # nothing to repair from: a repair starts from the parent
     assert "return a * X" in build_child(PARENT, "```python\ndef f(a):\n    return a * X\n```", "full")
+
+
+def test_novelty_ignores_comments_docstrings_and_unused_imports_but_not_code():
+    from contextevolve.editing import normalized_code
+
+    base = 'import math\n\ndef f(x):\n    """Doc."""\n    return math.sqrt(x)\n'
+    same = [
+        "import math\n\ndef f(x):\n    # a comment\n    return math.sqrt(x)\n",
+        'import math\nimport pandas as pd\n\ndef f(x):\n    """Other doc."""\n    return math.sqrt(x)\n',
+        "import math, heapq\nfrom typing import List\n\ndef f(x):\n    import random\n    return math.sqrt(x)\n",
+    ]
+    assert {normalized_code(s) for s in same} == {normalized_code(base)}
+    different = [
+        "import math\n\ndef f(x):\n    return math.sqrt(x) + 1\n",
+        "import math\nimport heapq\n\ndef f(x):\n    heapq.heapify([])\n    return math.sqrt(x)\n",  # used: kept
+        "from math import *\n\ndef f(x):\n    return sqrt(x)\n",
+    ]
+    assert normalized_code(base) not in {normalized_code(s) for s in different}
+    assert len({normalized_code(s) for s in different}) == 3
+    assert normalized_code("def (:\n") is None
