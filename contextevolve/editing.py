@@ -314,18 +314,37 @@ def _strip_unused_imports(tree: ast.AST) -> ast.AST:
     return tree
 
 
-def normalized_code(source: str) -> str | None:
+def _strip_dead_definitions(tree: ast.Module, entry: str) -> ast.Module:
+    """Drop top-level functions and classes (undecorated) whose name the program never reads, other
+    than ``entry``, until none is left: code that cannot run. (A name read only through a string,
+    ``globals()["f"]``, is not seen; no task's harness reaches a program that way.)"""
+    while True:
+        used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+        dead = [stmt for stmt in tree.body
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                and not stmt.decorator_list and stmt.name != entry and stmt.name not in used]
+        if not dead:
+            return tree
+        tree.body = [stmt for stmt in tree.body if stmt not in dead] or [ast.Pass()]
+
+
+def normalized_code(source: str, entry: str | None = None) -> str | None:
     """A digest of ``source``'s AST without docstrings and unused imports (hex SHA-256), or None if
-    it does not parse.
+    it does not parse; given the task's ``entry`` function, also without top-level functions and
+    classes nothing calls (:func:`_strip_dead_definitions`).
 
     The identity used for novelty (issue 10): comments never reach the AST, so two programs that
-    differ only in comments, docstrings, blank lines, formatting or an import nothing reads have
-    the same digest (measured: an LLM-SQL child that only added ``import pandas as pd`` was
-    evaluated as new and, 4 ms faster, became the run's best).
+    differ only in comments, docstrings, blank lines, formatting, an import nothing reads or a
+    helper nothing calls have the same digest (measured: an LLM-SQL child that only added
+    ``import pandas as pd`` was evaluated as new and, 4 ms faster, became the run's best; salvaged
+    transaction-scheduling children kept only classes the model added and never used).
     """
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
-    dump = ast.dump(_strip_unused_imports(_strip_docstrings(tree)), annotate_fields=False, include_attributes=False)
+    tree = _strip_docstrings(tree)
+    if entry is not None:
+        tree = _strip_dead_definitions(tree, entry)
+    dump = ast.dump(_strip_unused_imports(tree), annotate_fields=False, include_attributes=False)
     return hashlib.sha256(dump.encode()).hexdigest()

@@ -21,10 +21,14 @@ def program_id(iteration: int) -> str:
 
 
 class RepairAttempt(BaseModel):
-    """One failed version of a child that the Generator was asked to fix (issue 10)."""
+    """One failed version of a child and how the next version was made from it (issue 10)."""
 
     attempt: int
-    """1 for the first repair, 2 for the second, ..."""
+    """1 for the first repair, 2 for the second, ... (a salvage takes the next number)."""
+    method: Literal["model", "import", "restart", "salvage"] = "model"
+    """How the next version was made: the model fixed this one (``model``), the missing import was
+    added without a model (``import``), the model wrote the child again from its parent
+    (``restart``), or part of a failed version's change was kept (``salvage``, :mod:`contextevolve.hunks`)."""
     status: ProgramStatus
     """How the version being repaired ended (failed | invalid | timeout)."""
     reason: str

@@ -58,21 +58,23 @@ def whole_program(parent_source: str, mode: str) -> Callable[[Reply], None]:
     return check
 
 
-def find_twin(memory: RunMemory, source: str, parent: ProgramRecord) -> str | None:
+def find_twin(memory: RunMemory, source: str, parent: ProgramRecord, entry: str | None = None) -> str | None:
     """Id of the parent or a committed program whose normalised code equals ``source``'s, else None
-    (:func:`~contextevolve.editing.normalized_code`: AST without docstrings and comments)."""
-    digest = normalized_code(source)
+    (:func:`~contextevolve.editing.normalized_code`: AST without docstrings, comments, unused
+    imports and, given the task's ``entry`` function name, helpers nothing calls)."""
+    digest = normalized_code(source, entry)
     if digest is None:
         return None
     for record in [parent, *memory.buffer.committed()]:
-        if record.source and normalized_code(record.source) == digest:
+        if record.source and normalized_code(record.source, entry) == digest:
             return record.id
     return None
 
 
 def twin_reason(twin: str) -> str:
     """Reason of a child not evaluated because it is the same program as ``twin``."""
-    return f"duplicate of {twin} (the same code apart from comments, docstrings and unused imports); not evaluated"
+    return (f"duplicate of {twin} (the same code apart from comments, docstrings, unused imports and "
+            f"uncalled helpers); not evaluated")
 
 
 def repairable(reason: str) -> bool:
@@ -103,7 +105,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
             reply = call_role("generator", messages, ctx, check=whole_program(parent.source, mode))
             usage, text = add_usage(usage, reply.usage), reply.text
             record.source = build_child(parent.source, reply.text, mode, truncated=reply.truncated)
-            twin = find_twin(memory, record.source, parent)
+            twin = find_twin(memory, record.source, parent, task.job().entry)
         except MalformedReply as exc:  # the endpoint's fault, after the retries
             usage, text, reason = add_usage(usage, exc.usage), exc.text, f"endpoint fault: {exc}"
         except EditError as exc:  # the model's fault
@@ -115,7 +117,8 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         # Once more, hotter and with another seed, asked for one named edit: a small model told only
         # "make a real change" tends to copy the program again.
         messages = [*messages, AIMessage(text), HumanMessage(
-            f"That program is the same as {twin} apart from comments, docstrings and unused imports, so it would teach the "
+            f"That program is the same as {twin} apart from comments, docstrings, unused imports and uncalled helpers, "
+            f"so it would teach the "
             f"search nothing. Change how the program computes its result: "
             f"{mutation_for(ctx.seed, state.iteration)}. {REASK_FORMAT}{edit_format(parent.source)}")]
         hotter = ctx.llm.temperature_for("generator") + REASK_HOTTER

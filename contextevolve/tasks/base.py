@@ -96,6 +96,10 @@ class Task(ABC):
     worst_score: float = 0.0
     """``combined_score`` of a rejected program: the worst end of the score's range (0 when
     higher is better; a lower-is-better task sets its maximum)."""
+    score_tolerance: float = 0.0
+    """Least difference of ``combined_score`` that counts as better (:meth:`better`): 0 for a task
+    whose score is deterministic; a task whose score has a timing term sets the change that term
+    makes for timing noise, so a copy that ran a few milliseconds faster is not a new best."""
 
     baseline_files: dict[str, str] = {}
     """Table 1 baselines shipped with the task: label -> file in the task's package
@@ -212,9 +216,10 @@ class Task(ABC):
         return ""
 
     def better(self, a: float | None, b: float | None) -> bool:
-        """True when combined score ``a`` is strictly better than ``b`` (``None`` is worst)."""
+        """True when combined score ``a`` is better than ``b`` by more than :attr:`score_tolerance`
+        (``None`` is worst)."""
         if a is None:
             return False
         if b is None:
             return True
-        return a > b if self.higher_is_better else a < b
+        return a - b > self.score_tolerance if self.higher_is_better else b - a > self.score_tolerance

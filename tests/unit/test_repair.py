@@ -66,7 +66,7 @@ def test_repairs_stop_at_r(tmp_path):
     generator = scripted(broken, reply(fenced(NAME_ERROR.replace("pq.heapify", "pq2.heapify")), 900, 400),
                          reply(fenced(NAME_ERROR.replace("pq.heapify", "pq3.heapify")), 900, 400),
                          reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2, salvage=False)
     child = records[1]
     assert len(generator.seen) == 3  # the generation and R = 2 repairs; the 4th (good) reply is never asked for
     assert child["status"] == "failed" and len(child["attempts"]) == 2 and "pq3" in child["reason"]
@@ -114,7 +114,7 @@ def test_without_restart_every_repair_fixes_the_failing_program(tmp_path):
 def test_a_restart_that_copies_the_parent_is_a_failed_duplicate(tmp_path):
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
                          reply(fenced(INITIAL), 1100, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2, salvage=False)
     assert records[1]["status"] == "failed" and records[1]["reason"].startswith("duplicate of it00000")
 
 

@@ -156,6 +156,9 @@ class Eplb(Task):
         MetricSpec(name="speed", description="min(1, 0.02 / mean seconds of rebalance_experts)"),
     ]
     higher_is_better = True
+    score_tolerance = 5e-4
+    """About the speed term's change for a 20 % slower or faster call at the initial program's
+    0.38 s (0.05 × 0.02 / 0.38 × 0.2); three evaluations of it spread 0.00002 on a quiet machine."""
     timeout_s = 120.0
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
