@@ -4,8 +4,7 @@ Runs ContextEvolve on one task for N iterations (the embedded model unless ``--b
 the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the run stored:
 
 * valid-child rate: children with status ``ok`` / children;
-* repairs attempted / children they turned ``ok`` (issue 10), salvages found / children they turned
-  ``ok``, pre-check stops, duplicates;
+* repairs attempted / children they turned ``ok`` (issue 10), pre-check stops, duplicates;
 * improvements of the best (children that beat the best-so-far), initial vs best score;
 * tokens per iteration by role, completion tokens of the Generator and repairs per iteration
   ("code tokens", what a generation mode costs), tokens per valid child;
@@ -17,7 +16,7 @@ markdown table over several such runs (no LLM needed).
 
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
-        [--repair-attempts R] [--no-restart] [--no-salvage] [--mode full|diff] [--base-url URL --model NAME] [--run-dir DIR]
+        [--repair-attempts R] [--no-restart] [--mode full|diff] [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
 """
 
@@ -36,13 +35,8 @@ from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens  # noqa: 
 from contextevolve.tasks.registry import get_task  # noqa: E402
 
 RESULT_FILE = "effectiveness.json"
-COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "salvages ok/found",
-           "pre-check stops", "duplicates",
+COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "pre-check stops", "duplicates",
            "improvements", "initial", "best", "tokens/iter", "code tokens/iter", "tokens/valid child", "s/iter")
-
-
-def _method(attempt: dict) -> str:
-    return attempt.get("method", "model")  # runs before salvage recorded no method
 
 
 def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) -> dict:
@@ -66,13 +60,8 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
         "repair_restart": settings.get("repair_restart", False),  # runs before the setting only fixed
         "mode": settings.get("generation_mode"), "seed": settings.get("seed"), "iterations": len(children),
         "valid": valid, "valid_rate": valid / n,
-        "repairs_attempted": sum(_method(a) != "salvage" for c in children for a in c.get("attempts", [])),
-        "repairs_succeeded": sum(1 for c in children if c.get("attempts") and c["status"] == "ok"
-                                 and _method(c["attempts"][-1]) != "salvage"),
-        "salvages_found": sum(_method(a) == "salvage" for c in children for a in c.get("attempts", [])),
-        "salvages_succeeded": sum(1 for c in children if c.get("attempts") and c["status"] == "ok"
-                                  and _method(c["attempts"][-1]) == "salvage"),
-        "salvage": bool(settings.get("salvage")) and (settings.get("repair_attempts") or 0) >= 1,
+        "repairs_attempted": sum(len(c.get("attempts", [])) for c in children),
+        "repairs_succeeded": sum(1 for c in children if c.get("attempts") and c["status"] == "ok"),
         "precheck_stops": sum(c.get("prechecks_failed", 0) for c in children),
         "duplicates": sum(c["reason"].startswith("duplicate of") for c in children),
         "improvements": improvements, "initial": initial["combined_score"], "best": best,
@@ -97,7 +86,6 @@ def row(f: dict) -> list[str]:
                                            and not f.get("repair_restart") else "")
     return [f["task"], repairs, str(f["mode"]), str(f["iterations"]), str(f["valid"]),
             f"{100 * f['valid_rate']:.0f} %", f"{f['repairs_succeeded']}/{f['repairs_attempted']}",
-            f"{f.get('salvages_succeeded', 0)}/{f.get('salvages_found', 0)}" if f.get("salvage") else "-",
             str(f["precheck_stops"]), str(f["duplicates"]), str(f["improvements"]), f"{f['initial']:.6g}",
             f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}", "-" if code is None else f"{code:,.0f}",
             per_valid, secs]
@@ -109,7 +97,7 @@ def table(results: list[dict]) -> str:
     children = sum(f["iterations"] for f in results)
     valid = sum(f["valid"] for f in results)
     if len(results) > 1 and children:
-        better = sum(get_task(f["task"]).better(f["best"], f["initial"]) for f in results)
+        better = sum(get_task(f["task"]).better(f["best"], f["initial"]) for f in results)  # with its tolerance
         lines.append(f"\nover these runs: valid-child rate {100 * valid / children:.0f} % ({valid}/{children}); "
                      f"best > initial in {better}/{len(results)} runs")
     return "\n".join(lines)
@@ -130,8 +118,6 @@ def main() -> int:
     parser.add_argument("--mode", choices=["full", "diff"], default=None, help="default: RunContext's")
     parser.add_argument("--no-restart", action="store_true",
                         help="every repair fixes the failing program (SearchSettings.repair_restart = False)")
-    parser.add_argument("--no-salvage", action="store_true",
-                        help="no salvage of children still failed after their repairs (SearchSettings.salvage = False)")
     parser.add_argument("--log-prompts", action="store_true", help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
@@ -148,7 +134,7 @@ def main() -> int:
 
     repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
     mode = args.mode or SearchSettings.generation_mode
-    fix_only = ("-fixonly" if args.no_restart else "") + ("-nosalvage" if args.no_salvage else "")
+    fix_only = "-fixonly" if args.no_restart else ""
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
@@ -159,7 +145,7 @@ def main() -> int:
             marks["start"] = time.perf_counter()
 
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
-           generation_mode=mode, repair_restart=not args.no_restart, salvage=not args.no_salvage, base_url=args.base_url, model=args.model,
+           generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
            log_prompts=args.log_prompts or None, on_update=on_update)
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None

@@ -95,7 +95,7 @@ def run_settings(args: argparse.Namespace) -> dict:
         max_retries=args.max_retries, retry_wait_s=args.retry_wait, seed=args.seed,
         target_score=args.target_score, token_budget=args.token_budget,
         generation_mode=args.mode, repair_attempts=args.repair_attempts,
-        repair_restart=False if args.no_repair_restart else None, salvage=False if args.no_salvage else None,
+        repair_restart=False if args.no_repair_restart else None,
         prechecks=False if args.no_prechecks else None, log_prompts=True if args.log_prompts else None,
         eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
         num_trajectories=args.trajectories, context_token_budget=args.context_budget,
@@ -304,9 +304,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-repair-restart", action="store_true",
                      help="every repair fixes the failing program (default: with R >= 2 the last one writes the "
                           "child again from its parent, told the error)")
-    run.add_argument("--no-salvage", action="store_true",
-                     help="a child still failed after its repairs is not salvaged (default: the largest part of "
-                          "its change that passes the pre-checks is kept and evaluated)")
     run.add_argument("--no-prechecks", action="store_true",
                      help="skip the compile/signature/smoke-run checks before a child's full evaluation")
     run.add_argument("--eval-timeout", type=float, help="seconds per evaluation")

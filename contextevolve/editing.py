@@ -317,7 +317,10 @@ def _strip_unused_imports(tree: ast.AST) -> ast.AST:
 def _strip_dead_definitions(tree: ast.Module, entry: str) -> ast.Module:
     """Drop top-level functions and classes (undecorated) whose name the program never reads, other
     than ``entry``, until none is left: code that cannot run. (A name read only through a string,
-    ``globals()["f"]``, is not seen; no task's harness reaches a program that way.)"""
+    ``globals()["f"]``, is not seen; no task's harness reaches a program that way.) A program that
+    does not define ``entry`` by a ``def`` keeps everything: what its harness reaches is unknown."""
+    if not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == entry for s in tree.body):
+        return tree
     while True:
         used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
         dead = [stmt for stmt in tree.body

@@ -4,11 +4,9 @@
 
     START -> initialize -> dispatch ─Send×L─> select_parent -> navigate -> sample -> compose
                               ^                 -> generate -> evaluate ⇄ repair -> summarize
-                              |                                   evaluate ⇄ salvage -> summarize
                               |                                                       |
                               └──────────────────── update_buffer <───────────────────┘
                                                 (loop until a stop condition)
-                                                (repair may also go to salvage)
 
 Every phase is a node of this one graph, so a run can be interrupted before or after any of
 them by name (``interrupt_before=["generate"]``, in Python or from ``langgraph dev``) and its
@@ -20,8 +18,7 @@ which commits the round once all its lanes reported (an earlier call waits: it w
 
 With ``RunContext.parallelism.lanes = 1`` a round is one iteration of Algorithm 1, in the paper's order.
 ``repair`` (issue 10) runs only for a child that failed, at most ``RunContext.search.repair_attempts``
-times, and ``salvage`` at most once, for a child still failed after its repairs; with
-``repair_attempts = 0`` the lane is exactly the paper's phases 1-7.
+times; with 0 the lane is exactly the paper's phases 1-7.
 """
 
 from __future__ import annotations
@@ -45,7 +42,6 @@ from contextevolve.nodes.identity import check_identity
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import navigate
 from contextevolve.nodes.repair import after_evaluate, after_repair, repair
-from contextevolve.nodes.salvage import after_salvage, salvage
 from contextevolve.nodes.sample import sample
 from contextevolve.nodes.select_parent import select_parent
 from contextevolve.nodes.summarize import summarize
@@ -55,8 +51,8 @@ LANE_PHASES = ("select_parent", "navigate", "sample", "compose", "generate", "ev
 """Phases 1-7 of Algorithm 1, run by each lane, in order."""
 PHASES = (*LANE_PHASES, "update_buffer")
 """The eight phases of Algorithm 1, in order (phase 8 joins the lanes)."""
-NODES = (*PHASES, "repair", "salvage")
-"""Every node a run passes through: the eight phases, ``repair`` and ``salvage`` (between evaluate and summarize)."""
+NODES = (*PHASES, "repair")
+"""Every node a run passes through: the eight phases and ``repair`` (between evaluate and summarize)."""
 
 _LANE_NODES: dict[str, tuple[Callable, tuple[str, ...], Callable[[LaneState], str] | None]] = {
     "select_parent": (select_parent, ("navigate",), None),
@@ -64,14 +60,13 @@ _LANE_NODES: dict[str, tuple[Callable, tuple[str, ...], Callable[[LaneState], st
     "sample": (sample, ("compose",), None),
     "compose": (compose, ("generate",), None),
     "generate": (generate, ("evaluate",), None),
-    "evaluate": (evaluate, ("repair", "salvage", "summarize"), after_evaluate),
-    "repair": (repair, ("evaluate", "repair", "salvage", "summarize"), after_repair),
-    "salvage": (salvage, ("evaluate", "summarize"), after_salvage),
+    "evaluate": (evaluate, ("repair", "summarize"), after_evaluate),
+    "repair": (repair, ("evaluate", "repair", "summarize"), after_repair),
     "summarize": (summarize, ("update_buffer",), None),
 }
 """Per lane node: its function, the nodes it may go to, and the router choosing among them (None: the only one)."""
 LANE_NODES = tuple(_LANE_NODES)
-"""The nodes a lane passes through: phases 1-7, ``repair`` and ``salvage``."""
+"""The nodes a lane passes through: phases 1-7 and ``repair``."""
 
 
 def dispatch(state: EvolveState) -> list[Send] | Literal["__end__"]:

@@ -99,10 +99,6 @@ class SearchSettings:
     """With ``repair_attempts >= 2``, the last repair writes the child again from its parent, told the
     error the failed version met, instead of fixing the failing program (issue 10; False: every
     repair is a fix)."""
-    salvage: bool = True
-    """With ``repair_attempts >= 1``: a child still failed after its repairs keeps the largest part of
-    a failed version's change that passes the pre-checks, found without a model
-    (:mod:`contextevolve.hunks`), and that part is evaluated."""
     prechecks: bool = True
     """Check that a child compiles, has the entry function's signature and survives a smoke run on one
     small case before its full evaluation (a failure goes straight to repair)."""

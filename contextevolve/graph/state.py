@@ -143,10 +143,6 @@ class LaneState:
     """Repair attempts made on this lane's child so far (at most ``RunContext.search.repair_attempts``)."""
     repair_due: bool = False
     """Set by generate/evaluate/repair: the child failed in a way a repair may fix and attempts are left."""
-    salvage_due: bool = False
-    """Set by evaluate/repair: the child is still failed, no repair is due, and salvage has not run."""
-    salvaged: bool = False
-    """Salvage ran on this lane's child (it runs at most once)."""
     iteration_usage: Annotated[TokenUsage, merge_usage] = field(default_factory=dict)
     """Tokens spent in this lane, by role."""
     lane_results: Annotated[list[LaneResult], merge_lanes] = field(default_factory=list)

@@ -24,11 +24,10 @@ class RepairAttempt(BaseModel):
     """One failed version of a child and how the next version was made from it (issue 10)."""
 
     attempt: int
-    """1 for the first repair, 2 for the second, ... (a salvage takes the next number)."""
-    method: Literal["model", "import", "restart", "salvage"] = "model"
+    """1 for the first repair, 2 for the second, ..."""
+    method: Literal["model", "import", "restart"] = "model"
     """How the next version was made: the model fixed this one (``model``), the missing import was
-    added without a model (``import``), the model wrote the child again from its parent
-    (``restart``), or part of a failed version's change was kept (``salvage``, :mod:`contextevolve.hunks`)."""
+    added without a model (``import``), or the model wrote the child again from its parent (``restart``)."""
     status: ProgramStatus
     """How the version being repaired ended (failed | invalid | timeout)."""
     reason: str

@@ -17,7 +17,6 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.nodes.generate import repairable
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.nodes.salvage import salvage_due
 from contextevolve.tasks.base import Evaluation
 from contextevolve.tasks.prechecks import precheck
 
@@ -65,9 +64,8 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     child = memory.buffer.require(state.child_id)
     attempts_left = state.repairs < ctx.search.repair_attempts
     if child.status != "pending":  # generation failed, or a replay after a crash: the outcome is recorded
-        due = attempts_left and child.status in ("failed", "invalid") and repairable(child.reason)
-        return {"child_status": child.status, "child_score": child.combined_score, "repair_due": due,
-                "salvage_due": salvage_due(ctx, state, child, child.status, due)}
+        return {"child_status": child.status, "child_score": child.combined_score,
+                "repair_due": attempts_left and child.status in ("failed", "invalid") and repairable(child.reason)}
     result = precheck(task, child.source, ctx.sandbox) if ctx.search.prechecks else None
     changes = {}
     if result is not None:
@@ -78,6 +76,5 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
                          combined_score=result.combined_score, reason=result.reason,
                          diagnostics=result.diagnostics, traceback=result.traceback,
                          eval_seconds=child.eval_seconds + result.seconds, **changes)
-    due = attempts_left and result.status in ("failed", "invalid")
-    return {"child_status": result.status, "child_score": result.combined_score, "repair_due": due,
-            "salvage_due": salvage_due(ctx, state, child, result.status, due)}
+    return {"child_status": result.status, "child_score": result.combined_score,
+            "repair_due": attempts_left and result.status in ("failed", "invalid")}

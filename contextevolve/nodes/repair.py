@@ -33,7 +33,6 @@ from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.memory.records import RepairAttempt
 from contextevolve.nodes.generate import REPLY_EXCERPT, find_twin, repairable, twin_reason, whole_program
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.nodes.salvage import salvage_due
 from contextevolve.prompts import repair as prompt
 from contextevolve.roles import TokenUsage, booked_as
 
@@ -43,18 +42,17 @@ REPAIR_SEED_STRIDE = 1000
 """Seed offset per repair, so no two repair requests of a run share a seed."""
 
 
-def after_evaluate(state: LaneState) -> Literal["repair", "salvage", "summarize"]:
-    """Route a child that failed with repair attempts left to :func:`repair`, one still failed after
-    them to salvage (:mod:`contextevolve.nodes.salvage`, once), any other to summarize."""
-    return "repair" if state.repair_due else "salvage" if state.salvage_due else "summarize"
+def after_evaluate(state: LaneState) -> Literal["repair", "summarize"]:
+    """Route a child that failed with repair attempts left to :func:`repair`, any other to summarize."""
+    return "repair" if state.repair_due else "summarize"
 
 
-def after_repair(state: LaneState) -> Literal["evaluate", "repair", "salvage", "summarize"]:
+def after_repair(state: LaneState) -> Literal["evaluate", "repair", "summarize"]:
     """A fix goes to evaluate; a repair that produced none goes to the next repair while attempts are
-    left, else to salvage (once) or summarize."""
+    left, else to summarize."""
     if state.child_status == "pending":
         return "evaluate"
-    return "repair" if state.repair_due else "salvage" if state.salvage_due else "summarize"
+    return "repair" if state.repair_due else "summarize"
 
 
 def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
@@ -74,7 +72,7 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     if done:  # replayed after a crash: this repair was already stored
         due = child.status != "pending" and repairable(child.reason) and number < ctx.search.repair_attempts
         return {"repairs": number, "child_status": child.status, "repair_due": due,
-                "salvage_due": salvage_due(ctx, state, child, child.status, due), "iteration_usage": done[0].tokens}
+                "iteration_usage": done[0].tokens}
     line = missing_import(f"{child.reason}\n{child.traceback}") if child.source else None
     restart = (ctx.search.repair_restart and number == ctx.search.repair_attempts >= 2 and bool(child.source)
                and not (line and line not in child.source.splitlines()))
@@ -121,5 +119,4 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     changes.update(status=status, reason=reason)
     memory.buffer.update(child.id, **changes)
     due = status != "pending" and repairable(reason) and number < ctx.search.repair_attempts
-    return {"repairs": number, "child_status": status, "repair_due": due,
-            "salvage_due": salvage_due(ctx, state, child, status, due), "iteration_usage": usage}
+    return {"repairs": number, "child_status": status, "repair_due": due, "iteration_usage": usage}

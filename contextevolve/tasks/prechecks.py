@@ -69,36 +69,25 @@ def static_check(task: Task, source: str) -> str:
     return ""
 
 
-def smoke_run(task: Task, source: str, limits: SandboxLimits) -> tuple[Evaluation | None, list | None]:
-    """Run ``task.smoke_job()`` on ``source`` in the sandbox: ``(failure, values)``.
-
-    ``failure`` is a ``failed`` Evaluation if it raised or died, else None (timeouts pass, see module
-    doc); ``values`` are the calls' harness values when every call returned (None after a timeout or
-    a failure), for comparing what two programs do on the smoke case (the harness's own serialised
-    output, not trusted for a score). Never raises for a bad candidate.
-    """
+def smoke_check(task: Task, source: str, limits: SandboxLimits) -> Evaluation | None:
+    """Run ``task.smoke_job()`` on ``source`` in the sandbox; a ``failed`` Evaluation if it raised or
+    died, else None (timeouts pass, see module doc). Never raises for a bad candidate."""
     job = task.smoke_job()
     wall = min(SMOKE_WALL_S, limits.wall_s or task.timeout_s)
     small = limits.model_copy(update={"wall_s": wall, "cpu_s": min(limits.cpu_s or wall, wall)})
     run = run_candidate(source, job, limits=small)
     if run.status == "timeout":
-        return None, None
+        return None
     if run.status != "ok":
         return task.rejected("failed", PREFIX + run.reason, seconds=run.seconds,
-                             traceback=candidate_excerpt(run.traceback)), None
+                             traceback=candidate_excerpt(run.traceback))
     for call in run.calls:
         if call.status in ("error", "crashed"):
             return task.rejected("failed", f"{PREFIX}smoke run: {call.error}"[:500], seconds=run.seconds,
-                                 traceback=candidate_excerpt(call.traceback)), None
+                                 traceback=candidate_excerpt(call.traceback))
         if call.status == "ok" and (why := task.smoke_refusal(call.value)):
-            return task.rejected("failed", f"{PREFIX}smoke run: {why}"[:500], seconds=run.seconds), None
-    returned = all(call.status == "ok" for call in run.calls)
-    return None, [call.value for call in run.calls] if returned else None
-
-
-def smoke_check(task: Task, source: str, limits: SandboxLimits) -> Evaluation | None:
-    """The failure of :func:`smoke_run`: a ``failed`` Evaluation if the smoke run raised or died, else None."""
-    return smoke_run(task, source, limits)[0]
+            return task.rejected("failed", f"{PREFIX}smoke run: {why}"[:500], seconds=run.seconds)
+    return None
 
 
 def precheck(task: Task, source: str, limits: SandboxLimits) -> Evaluation | None:

@@ -255,3 +255,17 @@ def test_crashing_program_scores_worst(task):
     result = task.evaluate("import os\nos._exit(3)\n")
     assert result.status == "failed" and "code 3" in result.reason
     assert result.combined_score == task.worst_score
+
+
+def test_timing_noise_is_not_an_improvement():
+    """A copy that ran a few ms faster (measured: +0.000016 on LLM-SQL) is not better; a real gain is."""
+    from contextevolve.tasks.llm_sql.task import score
+
+    same_hits = score(0.4665, 0.080), score(0.4665, 0.076)
+    assert same_hits[1] > same_hits[0] and not SQL.better(same_hits[1], same_hits[0])
+    assert SQL.better(score(0.4700, 0.080), same_hits[0])  # 0.35 points more hit rate
+    assert SQL.better(score(0.4665, 0.080), None) and not SQL.better(None, 0.0)
+    assert LB.score_tolerance > 0 and not LB.better(0.14060, 0.14057)
+    # tasks without a timing term compare exactly
+    assert TS.score_tolerance == 0 and TS.better(2066.0 + 1e-9, 2066.0)
+    assert SAK.score_tolerance == 0 and SAK.better(0.1 - 1e-9, 0.1)

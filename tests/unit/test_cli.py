@@ -130,7 +130,7 @@ def test_run_flags_and_run_settings_agree():
 
     everything = ["run", "--base-url", "http://h/v1", "--model", "m", "--role-model", "generator=g",
                   "--max-retries", "1", "--retry-wait", "0.5", "--seed", "3", "--target-score", "30",
-                  "--token-budget", "9", "--mode", "diff", "--repair-attempts", "1", "--no-repair-restart", "--no-salvage",
+                  "--token-budget", "9", "--mode", "diff", "--repair-attempts", "1", "--no-repair-restart",
                   "--no-prechecks", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
                   "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1", "--lanes", "2",

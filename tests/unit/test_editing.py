@@ -190,3 +190,19 @@ def test_novelty_ignores_comments_docstrings_and_unused_imports_but_not_code():
     assert normalized_code(base) not in {normalized_code(s) for s in different}
     assert len({normalized_code(s) for s in different}) == 3
     assert normalized_code("def (:\n") is None
+
+
+def test_novelty_given_the_entry_ignores_helpers_nothing_calls():
+    """Salvaged transaction-scheduling programs (issue 10 experiment) kept only classes the model
+    added and never used; with the task's entry function named, such code does not make a program new."""
+    from contextevolve.editing import normalized_code
+
+    base = "def f(x):\n    return x + 1\n"
+    dead = base + "\n\nclass State:\n    def go(self):\n        return helper()\n\n\ndef helper():\n    return 2\n"
+    assert normalized_code(dead, "f") == normalized_code(base, "f")  # helper is read only by dead code
+    assert normalized_code(dead) != normalized_code(base)  # without the entry nothing is dropped
+    called = "def helper():\n    return 2\n\n\ndef f(x):\n    return x + helper()\n"
+    assert normalized_code(called, "f") != normalized_code("def f(x):\n    return x + 2\n", "f")
+    decorated = base + "\n\n@register\ndef hook():\n    return 1\n"  # a decorator may register it
+    assert normalized_code(decorated, "f") != normalized_code(base, "f")
+    assert normalized_code("def g(x):\n    return x\n", "f") != normalized_code("def h(x):\n    return x\n", "f")

@@ -66,7 +66,7 @@ def test_repairs_stop_at_r(tmp_path):
     generator = scripted(broken, reply(fenced(NAME_ERROR.replace("pq.heapify", "pq2.heapify")), 900, 400),
                          reply(fenced(NAME_ERROR.replace("pq.heapify", "pq3.heapify")), 900, 400),
                          reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2, salvage=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2)
     child = records[1]
     assert len(generator.seen) == 3  # the generation and R = 2 repairs; the 4th (good) reply is never asked for
     assert child["status"] == "failed" and len(child["attempts"]) == 2 and "pq3" in child["reason"]
@@ -93,6 +93,7 @@ def test_the_last_repair_starts_again_from_the_parent(tmp_path):
     child = records[1]
     assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
     assert [a["attempt"] for a in child["attempts"]] == [1, 2] and "pq2" in child["attempts"][1]["reason"]
+    assert [a["method"] for a in child["attempts"]] == ["model", "restart"]
     assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)
     fix, restart = generator.seen[1][1].content, generator.seen[2][1].content
     assert NAME_ERROR in fix  # the first repair fixes the failing program
@@ -114,7 +115,7 @@ def test_without_restart_every_repair_fixes_the_failing_program(tmp_path):
 def test_a_restart_that_copies_the_parent_is_a_failed_duplicate(tmp_path):
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
                          reply(fenced(INITIAL), 1100, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2, salvage=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2)
     assert records[1]["status"] == "failed" and records[1]["reason"].startswith("duplicate of it00000")
 
 
@@ -147,7 +148,11 @@ def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
     # the parent again, differing only in comments and a docstring: a twin
     twin = INITIAL.replace("# Greedy: most demanding", "# A new comment\n    # Greedy: most demanding").replace(
         '"""Place each model', '"""Docstring changed. Place each model')
-    generator = scripted(reply(fenced(twin), 900, 400), reply(fenced(twin), 950, 400), cycle=False)
+    # and, asked again, the same plus a helper nothing calls: still a twin
+    with_helper = twin.replace("# EVOLVE-BLOCK-END", "def unused_helper(models):\n    return sorted(models)\n\n\n"
+                                                     "# EVOLVE-BLOCK-END")
+    assert "def unused_helper" in with_helper
+    generator = scripted(reply(fenced(twin), 900, 400), reply(fenced(with_helper), 950, 400), cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=2)
     child = records[1]
     assert evaluated == [] and child["eval_seconds"] == 0.0
@@ -299,6 +304,7 @@ def test_a_missing_standard_import_is_added_without_asking_the_model(tmp_path):
     child = records[1]
     assert len(generator.seen) == 1  # only the generation: the repair needed no model
     assert child["status"] == "ok" and len(child["attempts"]) == 1 and "repair" not in child["tokens"]
+    assert child["attempts"][0]["method"] == "import"
     assert "# EVOLVE-BLOCK-START\nimport heapq\n" in child["source"]
     assert child["combined_score"] == pytest.approx(TASK.evaluate(child["source"]).combined_score)
 
