@@ -92,7 +92,7 @@ def run_settings(args: argparse.Namespace) -> dict:
     """
     settings = dict(
         base_url=args.base_url, model=args.model, models=_role_models(args.role_model) or None,
-        max_retries=args.max_retries, retry_wait_s=args.retry_wait, seed=args.seed,
+        max_retries=args.max_retries, retry_wait_s=args.retry_wait, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
         target_score=args.target_score, token_budget=args.token_budget,
         generation_mode=args.mode, repair_attempts=args.repair_attempts,
         repair_restart=False if args.no_repair_restart else None,
@@ -289,6 +289,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help="model name for every role")
     run.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL",
                      help="model for one role (summarizer, navigator, sampler, generator)")
+    run.add_argument("--top-p", type=float, help="nucleus sampling for every role (default: the endpoint's)")
+    run.add_argument("--top-k", type=int, help="top-k sampling for every role, where the endpoint reads it "
+                                               "(default: the endpoint's)")
     run.add_argument("--max-retries", type=int,
                      help="retries of an LLM request on connection errors, 429/5xx and malformed replies (default 4)")
     run.add_argument("--retry-wait", type=float, metavar="S",

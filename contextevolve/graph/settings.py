@@ -46,6 +46,13 @@ class ModelSettings:
     """Sampling temperature per role."""
     max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
     """Completion-token cap per role."""
+    top_p: float | None = None
+    """Nucleus-sampling mass for every role; ``None`` sends none (the endpoint's default;
+    llama-cpp-python's server uses 0.95)."""
+    top_k: int | None = None
+    """Top-k sampling for every role, sent as an extra body field (llama.cpp, vLLM and Ollama read
+    it; never sent to api.openai.com, which refuses it); ``None`` sends none (llama-cpp-python's
+    server uses 40)."""
     request_timeout_s: float = 600.0
     """Timeout of one LLM request, seconds."""
     max_retries: int = 4

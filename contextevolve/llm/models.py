@@ -99,7 +99,7 @@ def needs_embedded(ctx: RunContext) -> bool:
 
 @lru_cache(maxsize=32)
 def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, max_tokens: int,
-                 timeout: float, seed: int) -> BaseChatModel:
+                 timeout: float, seed: int, top_p: float | None = None, top_k: int | None = None) -> BaseChatModel:
     from urllib.parse import urlparse
 
     from langchain_openai import ChatOpenAI
@@ -109,9 +109,12 @@ def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, ma
     # OpenAI itself, which rejects requests carrying both.
     official = (urlparse(base_url).hostname or "").endswith("openai.com")
     extra = None if official else {"max_tokens": max_tokens}
+    if extra is not None and top_k is not None:  # not an OpenAI parameter: servers that read it
+        extra["top_k"] = top_k
     # Retries are added by the caller (with_retry) so they are visible and testable.
     return ChatOpenAI(base_url=base_url, api_key=api_key, model=model, temperature=temperature,
-                      max_tokens=max_tokens, timeout=timeout, max_retries=0, extra_body=extra, seed=seed)
+                      max_tokens=max_tokens, timeout=timeout, max_retries=0, extra_body=extra, seed=seed,
+                      top_p=top_p)
 
 
 def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:
@@ -140,4 +143,4 @@ def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:
     # embedded runs without it produced identical first iterations; llama.cpp's server keeps one
     # RNG stream, so repeated requests still differ within a run.)
     return _chat_openai(base_url, api_key, model, ctx.llm.temperature_for(role), ctx.llm.max_tokens_for(role),
-                        ctx.llm.request_timeout_s, ctx.seed)
+                        ctx.llm.request_timeout_s, ctx.seed, ctx.llm.top_p, ctx.llm.top_k)

@@ -45,6 +45,16 @@ def test_external_endpoint_builds_chat_openai():
     assert create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m", seed=7)).seed == 7
 
 
+def test_sampling_settings_reach_the_request():
+    plain = create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m"))
+    assert plain.top_p is None and "top_k" not in plain.extra_body  # the endpoint's defaults
+    tuned = create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m", top_p=0.8, top_k=20))
+    assert tuned.top_p == 0.8 and tuned._default_params["top_p"] == 0.8
+    assert tuned.extra_body == {"max_tokens": 1400, "top_k": 20}
+    official = create_chat_model("generator", RunContext(base_url="https://api.openai.com/v1", model="m", top_k=20))
+    assert not official.extra_body  # OpenAI refuses top_k
+
+
 def test_unknown_role_rejected():
     with pytest.raises(LLMConfigError):
         with use_chat_models(critic=scripted(reply("x"))):

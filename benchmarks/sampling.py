@@ -1,0 +1,159 @@
+"""Which sampling settings make the Generator's first versions work: a paired replay of stored prompts.
+
+Takes the first Generator prompt of every iteration of runs recorded with ``--log-prompts``
+(``RUN_DIR/prompts.jsonl``; each iteration's parent from ``programs.jsonl``), asks the model
+again under each sampling configuration with the same seeds, and judges every reply as a run
+would: turned into a child (``editing.build_child``), compared with its parent (normalised code),
+pre-checked, and evaluated in full. No repair, no context agents: only the Generator's first
+version, which is where the embedded model's children fail (issue 10). Configurations alternate
+prompt by prompt, so a noisy machine slows them alike.
+
+Prints per configuration: replies, children built, twins of the parent, pre-check failures,
+valid children (``ok`` and not a twin), children better than their parent, completion tokens
+and seconds per reply; writes every reply's outcome to ``--out`` (JSON).
+
+Usage:
+    python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N]
+        --config base= --config qwen=top_p=0.8,top_k=20 [--config cool=temperature=0.5]
+        [--base-url URL --model NAME] [--out FILE]
+
+A configuration is ``NAME=`` (the run's defaults) or ``NAME=key=value,...`` with keys
+``temperature`` (the Generator's), ``top_p``, ``top_k``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
+
+from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
+from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
+from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
+from contextevolve.tasks.prechecks import precheck  # noqa: E402
+from contextevolve.tasks.registry import get_task  # noqa: E402
+
+KEYS = {"temperature": float, "top_p": float, "top_k": int}
+
+
+def parse_config(text: str) -> tuple[str, dict]:
+    """``"qwen=top_p=0.8,top_k=20"`` -> ``("qwen", {"top_p": 0.8, "top_k": 20})``.
+
+    Raises:
+        SystemExit: no name, or a key that is not one of :data:`KEYS`.
+    """
+    name, _, rest = text.partition("=")
+    if not name:
+        raise SystemExit(f"--config {text!r}: give it a name, e.g. base= or qwen=top_p=0.8")
+    values = {}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        if key not in KEYS:
+            raise SystemExit(f"--config {text!r}: unknown key {key!r} (known: {', '.join(KEYS)})")
+        values[key] = KEYS[key](value)
+    return name, values
+
+
+def first_prompts(run_dir: Path) -> list[dict]:
+    """Per iteration of a one-lane run: its first Generator messages, parent source and score.
+
+    The transcript's rows come in request order; an iteration's first Generator request is the first
+    one after its Navigator request (runs with the Navigator on, one lane).
+    """
+    rows = [json.loads(line) for line in (run_dir / "prompts.jsonl").read_text().splitlines()]
+    records = {r["iteration"]: r for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
+    by_id = {r["id"]: r for r in records.values()}
+    prompts, iteration, waiting = [], 0, False
+    for row in rows:
+        if row["role"] == "navigator" and row["attempt"] == 1:
+            iteration, waiting = iteration + 1, True
+        elif row["role"] == "generator" and waiting and row["attempt"] == 1 and iteration in records:
+            parent = by_id[records[iteration]["parent_id"]]
+            prompts.append({"run": run_dir.name, "iteration": iteration, "messages": row["messages"],
+                            "parent": parent["source"], "parent_score": parent["combined_score"]})
+            waiting = False
+    return prompts
+
+
+def judge(task, mode: str, prompt: dict, text: str, truncated: bool) -> dict:
+    """The outcome of one reply as the run would see its first version."""
+    entry = task.job().entry
+    try:
+        child = build_child(prompt["parent"], text, mode, truncated=truncated)
+    except EditError as exc:
+        return {"outcome": "twin" if exc.duplicate else "not built", "reason": str(exc)[:160]}
+    if normalized_code(child, entry) == normalized_code(prompt["parent"], entry):
+        return {"outcome": "twin", "reason": "same code as the parent"}
+    failed = precheck(task, child, SandboxLimits())
+    if failed is not None:
+        return {"outcome": "pre-check", "reason": failed.reason[:160]}
+    result = task.evaluate(child)
+    if result.status != "ok":
+        return {"outcome": result.status, "reason": result.reason[:160]}
+    return {"outcome": "ok", "score": result.combined_score,
+            "better": task.better(result.combined_score, prompt["parent_score"])}
+
+
+def summary(rows: list[dict]) -> dict:
+    n = max(len(rows), 1)
+    count = lambda outcome: sum(r["outcome"] == outcome for r in rows)  # noqa: E731
+    return {"replies": len(rows), "built": len(rows) - count("not built"), "twins": count("twin"),
+            "pre-check": count("pre-check"), "valid": count("ok"), "better": sum(bool(r.get("better")) for r in rows),
+            "completion/reply": sum(r["completion"] for r in rows) / n, "s/reply": sum(r["seconds"] for r in rows) / n}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--config", action="append", required=True, help="NAME=key=value,... (see module doc)")
+    parser.add_argument("--samples", type=int, default=1, help="replies per prompt and configuration")
+    parser.add_argument("--limit", type=int, help="first N iterations of each run")
+    parser.add_argument("--base-url")
+    parser.add_argument("--model")
+    parser.add_argument("--out", type=Path, default=Path("runs/sampling.json"))
+    args = parser.parse_args()
+    configs = dict(parse_config(c) for c in args.config)
+    from contextevolve.llm.models import create_chat_model
+
+    results: dict[str, list[dict]] = {name: [] for name in configs}
+    for run_dir in args.runs:
+        settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
+        task, mode = get_task(settings["task"]), settings.get("generation_mode") or "full"
+        for n, prompt in enumerate(first_prompts(run_dir)[:args.limit]):
+            messages = [SystemMessage(m["content"]) if m["type"] == "system" else HumanMessage(m["content"])
+                        for m in prompt["messages"]]
+            for sample in range(args.samples):
+                for name, values in configs.items():
+                    temperatures = {"generator": values["temperature"]} if "temperature" in values else {}
+                    ctx = RunContext(base_url=args.base_url, model=args.model, seed=1000 * sample + n,
+                                     top_p=values.get("top_p"), top_k=values.get("top_k"),
+                                     temperatures={**RunContext().llm.temperatures, **temperatures})
+                    start = time.perf_counter()
+                    reply = create_chat_model("generator", ctx).invoke(messages)
+                    seconds = time.perf_counter() - start
+                    truncated = reply.response_metadata.get("finish_reason") == "length"
+                    row = {"run": prompt["run"], "iteration": prompt["iteration"], "sample": sample,
+                           "completion": (reply.usage_metadata or {}).get("output_tokens", 0), "seconds": seconds,
+                           **judge(task, mode, prompt, str(reply.content), truncated)}
+                    results[name].append(row)
+                    print(f"{name:>8} {row['run']} it{row['iteration']} s{sample}: {row['outcome']}"
+                          f" {row.get('score', row.get('reason', ''))} ({seconds:.0f} s)", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"configs": configs, "results": results}, indent=2))
+    print("\n| config | settings | replies | built | twins | pre-check | valid | better | completion/reply | s/reply |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, rows in results.items():
+        s = summary(rows)
+        print(f"| {name} | {configs[name] or 'defaults'} | {s['replies']} | {s['built']} | {s['twins']} | "
+              f"{s['pre-check']} | {s['valid']} | {s['better']} | {s['completion/reply']:.0f} | {s['s/reply']:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
