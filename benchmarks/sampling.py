@@ -17,8 +17,10 @@ Usage:
         --config base= --config qwen=top_p=0.8,top_k=20 [--config cool=temperature=0.5]
         [--base-url URL --model NAME] [--out FILE]
 
-A configuration is ``NAME=`` (the run's defaults) or ``NAME=key=value,...`` with keys
-``temperature`` (the Generator's), ``top_p``, ``top_k``.
+A configuration is ``NAME=`` (the defaults: for the embedded model its recommended top_p 0.8 and
+top_k 20; ``top_p=0.95,top_k=40`` are llama-cpp-python's server defaults) or ``NAME=key=value,...`` with keys
+``temperature`` (the Generator's), ``top_p``, ``top_k`` and ``mutation`` (1: the request also names
+one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, iteration)``).
 """
 
 from __future__ import annotations
@@ -36,10 +38,16 @@ from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
 from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
 from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
 from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
+from contextevolve.prompts.generator import mutation_for  # noqa: E402
 from contextevolve.tasks.prechecks import precheck  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
 
-KEYS = {"temperature": float, "top_p": float, "top_k": int}
+KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int}
+
+
+def named_step(mutation: str) -> str:
+    """The sentence ``mutation=1`` appends to the request (tried for the first ask; not adopted)."""
+    return f"Make the direction concrete with one change of this kind: {mutation}. Keep the rest of the program as it is."
 
 
 def parse_config(text: str) -> tuple[str, dict]:
@@ -126,10 +134,14 @@ def main() -> int:
         settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
         task, mode = get_task(settings["task"]), settings.get("generation_mode") or "full"
         for n, prompt in enumerate(first_prompts(run_dir)[:args.limit]):
-            messages = [SystemMessage(m["content"]) if m["type"] == "system" else HumanMessage(m["content"])
-                        for m in prompt["messages"]]
+            stored = [SystemMessage(m["content"]) if m["type"] == "system" else HumanMessage(m["content"])
+                      for m in prompt["messages"]]
             for sample in range(args.samples):
                 for name, values in configs.items():
+                    messages = stored
+                    if values.get("mutation"):
+                        step = named_step(mutation_for(sample, prompt["iteration"]))
+                        messages = [*stored[:-1], HumanMessage(f"{stored[-1].content} {step}")]
                     temperatures = {"generator": values["temperature"]} if "temperature" in values else {}
                     ctx = RunContext(base_url=args.base_url, model=args.model, seed=1000 * sample + n,
                                      top_p=values.get("top_p"), top_k=values.get("top_k"),

@@ -47,12 +47,12 @@ class ModelSettings:
     max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
     """Completion-token cap per role."""
     top_p: float | None = None
-    """Nucleus-sampling mass for every role; ``None`` sends none (the endpoint's default;
-    llama-cpp-python's server uses 0.95)."""
+    """Nucleus-sampling mass for every role; ``None``: the embedded model's recommended 0.8
+    (:data:`contextevolve.llm.embedded.TOP_P`), none sent to an external endpoint (its own default)."""
     top_k: int | None = None
     """Top-k sampling for every role, sent as an extra body field (llama.cpp, vLLM and Ollama read
-    it; never sent to api.openai.com, which refuses it); ``None`` sends none (llama-cpp-python's
-    server uses 40)."""
+    it; never sent to api.openai.com, which refuses it); ``None``: the embedded model's recommended
+    20, none sent to an external endpoint."""
     request_timeout_s: float = 600.0
     """Timeout of one LLM request, seconds."""
     max_retries: int = 4

@@ -135,12 +135,15 @@ def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:
                 f"an endpoint is configured ({endpoint.base_url}) but no model for role {role!r}: "
                 f"set --model, CONTEXTEVOLVE_MODEL or CONTEXTEVOLVE_{role.upper()}_MODEL")
         base_url, api_key, model = endpoint.base_url, endpoint.api_key or "not-needed", endpoint.model
+        top_p, top_k = ctx.llm.top_p, ctx.llm.top_k  # None: the endpoint's own defaults
     else:
         from contextevolve.llm import embedded
 
         base_url, api_key, model = embedded.shared_server().base_url, "not-needed", embedded.MODEL_ALIAS
+        top_p = embedded.TOP_P if ctx.llm.top_p is None else ctx.llm.top_p
+        top_k = embedded.TOP_K if ctx.llm.top_k is None else ctx.llm.top_k
     # The run seed is passed on as the OpenAI `seed` for endpoints that honour it. (Two fresh
     # embedded runs without it produced identical first iterations; llama.cpp's server keeps one
     # RNG stream, so repeated requests still differ within a run.)
     return _chat_openai(base_url, api_key, model, ctx.llm.temperature_for(role), ctx.llm.max_tokens_for(role),
-                        ctx.llm.request_timeout_s, ctx.seed, ctx.llm.top_p, ctx.llm.top_k)
+                        ctx.llm.request_timeout_s, ctx.seed, top_p, top_k)

@@ -55,6 +55,18 @@ def test_sampling_settings_reach_the_request():
     assert not official.extra_body  # OpenAI refuses top_k
 
 
+def test_the_embedded_model_samples_with_its_recommended_settings(monkeypatch):
+    from types import SimpleNamespace
+
+    from contextevolve.llm import embedded
+
+    monkeypatch.setattr(embedded, "shared_server", lambda: SimpleNamespace(base_url="http://127.0.0.1:9/v1"))
+    model = create_chat_model("generator", RunContext())
+    assert model.top_p == embedded.TOP_P == 0.8 and model.extra_body["top_k"] == embedded.TOP_K == 20
+    chosen = create_chat_model("generator", RunContext(top_p=0.95, top_k=40))
+    assert chosen.top_p == 0.95 and chosen.extra_body["top_k"] == 40
+
+
 def test_unknown_role_rejected():
     with pytest.raises(LLMConfigError):
         with use_chat_models(critic=scripted(reply("x"))):

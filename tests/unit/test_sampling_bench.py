@@ -1,0 +1,55 @@
+"""benchmarks/sampling.py: configurations, the first Generator prompt of each iteration, and judging a reply."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from contextevolve.tasks.registry import get_task
+from tests.fakes import BETTER_PROGRAM, INITIAL, INVALID_PROGRAM, fenced
+
+_spec = importlib.util.spec_from_file_location("sampling_bench", Path(__file__).parents[2] / "benchmarks" / "sampling.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+
+def test_configurations_parse_and_refuse_unknown_keys():
+    assert bench.parse_config("base=") == ("base", {})
+    assert bench.parse_config("qwen=top_p=0.8,top_k=20") == ("qwen", {"top_p": 0.8, "top_k": 20})
+    with pytest.raises(SystemExit, match="unknown key 'top_z'"):
+        bench.parse_config("x=top_z=1")
+    with pytest.raises(SystemExit, match="give it a name"):
+        bench.parse_config("=top_p=0.8")
+
+
+def test_first_prompts_take_the_first_generator_ask_after_each_navigator_request(tmp_path):
+    def row(role, text, attempt=1):
+        return json.dumps({"role": role, "attempt": attempt, "messages": [{"type": "human", "content": text}]})
+
+    rows = [row("summarizer", "s0"), row("navigator", "n1"), row("generator", "first 1"), row("generator", "reask 1"),
+            row("navigator", "n2"), row("sampler", "x"), row("generator", "first 2", attempt=1),
+            row("generator", "retry", attempt=2)]
+    (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
+    programs = [{"id": "it00000", "iteration": 0, "parent_id": None, "source": "P0", "combined_score": 1.0},
+                {"id": "it00001", "iteration": 1, "parent_id": "it00000", "source": "P1", "combined_score": 2.0},
+                {"id": "it00002", "iteration": 2, "parent_id": "it00001", "source": "P2", "combined_score": 3.0}]
+    (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
+    found = bench.first_prompts(tmp_path)
+    assert [p["messages"][0]["content"] for p in found] == ["first 1", "first 2"]
+    assert [(p["parent"], p["parent_score"]) for p in found] == [("P0", 1.0), ("P1", 2.0)]
+
+
+def test_replies_are_judged_as_a_run_judges_a_first_version():
+    task = get_task("model_placement")
+    prompt = {"parent": INITIAL, "parent_score": task.evaluate(INITIAL).combined_score}
+    assert bench.judge(task, "full", prompt, fenced(INITIAL), False)["outcome"] == "twin"
+    assert bench.judge(task, "full", prompt, "no code here", False)["outcome"] == "not built"
+    broken = BETTER_PROGRAM.replace("    ordered = sorted(", "    pq.heapify([])\n    ordered = sorted(")
+    assert bench.judge(task, "full", prompt, fenced(broken), False)["outcome"] == "pre-check"
+    assert bench.judge(task, "full", prompt, fenced(INVALID_PROGRAM), False)["outcome"] in ("invalid", "pre-check")
+    good = bench.judge(task, "full", prompt, fenced(BETTER_PROGRAM), False)
+    assert good["outcome"] == "ok" and good["score"] == pytest.approx(task.evaluate(BETTER_PROGRAM).combined_score)
+    assert good["better"] == task.better(good["score"], prompt["parent_score"])
