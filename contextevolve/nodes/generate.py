@@ -118,8 +118,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         # "make a real change" tends to copy the program again.
         messages = [*messages, AIMessage(text), HumanMessage(
             f"That program is the same as {twin} apart from comments, docstrings, unused imports and uncalled helpers, "
-            f"so it would teach the "
-            f"search nothing. Change how the program computes its result: "
+            f"so it would teach the search nothing. Change how the program computes its result: "
             f"{mutation_for(ctx.seed, state.iteration)}. {REASK_FORMAT}{edit_format(parent.source)}")]
         hotter = ctx.llm.temperature_for("generator") + REASK_HOTTER
         ctx = replace(ctx, seed=ctx.seed + 1 + state.iteration, temperatures={**ctx.llm.temperatures, "generator": hotter})
