@@ -49,7 +49,10 @@ def test_replies_are_judged_as_a_run_judges_a_first_version():
     assert bench.judge(task, "full", prompt, "no code here", False)["outcome"] == "not built"
     broken = BETTER_PROGRAM.replace("    ordered = sorted(", "    pq.heapify([])\n    ordered = sorted(")
     assert bench.judge(task, "full", prompt, fenced(broken), False)["outcome"] == "pre-check"
-    assert bench.judge(task, "full", prompt, fenced(INVALID_PROGRAM), False)["outcome"] in ("invalid", "pre-check")
+    invalid = bench.judge(task, "full", prompt, fenced(INVALID_PROGRAM), False)
+    assert invalid["outcome"] == "invalid" and "models not placed" in invalid["reason"]
     good = bench.judge(task, "full", prompt, fenced(BETTER_PROGRAM), False)
     assert good["outcome"] == "ok" and good["score"] == pytest.approx(task.evaluate(BETTER_PROGRAM).combined_score)
-    assert good["better"] == task.better(good["score"], prompt["parent_score"])
+    assert good["score"] > prompt["parent_score"] and good["better"] is True
+    worse = bench.judge(task, "full", {**prompt, "parent_score": good["score"] + 1}, fenced(BETTER_PROGRAM), False)
+    assert worse["better"] is False
