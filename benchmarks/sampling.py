@@ -12,8 +12,15 @@ Prints per configuration: replies, children built, twins of the parent, pre-chec
 valid children (``ok`` and not a twin), children better than their parent, completion tokens
 and seconds per reply; writes every reply's outcome to ``--out`` (JSON).
 
+``--reask`` replays the *second* ask instead: the one a run makes after the first version was a
+twin of its parent (stored re-asks only), with the run's seed and temperature for it, under one of
+three prompts (key ``reask``): ``fresh`` (what a run sends, :func:`prompts.generator.reask_messages`:
+a new conversation with the program without docstrings and one named mutation), ``edits`` (the
+follow-up conversation asking for SEARCH/REPLACE edits that runs sent before) and ``followup`` (the
+same follow-up asking for the whole program).
+
 Usage:
-    python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N]
+    python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N] [--reask]
         --config base= --config qwen=top_p=0.8,top_k=20 [--config cool=temperature=0.5]
         [--base-url URL --model NAME] [--out FILE]
 
@@ -33,16 +40,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # noqa: E402
 
 from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
 from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
 from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
-from contextevolve.prompts.generator import mutation_for  # noqa: E402
+from contextevolve.nodes.generate import REASK_HOTTER  # noqa: E402
+from contextevolve.prompts.generator import edit_format, mutation_for, reask_messages  # noqa: E402
 from contextevolve.tasks.prechecks import precheck  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
 
-KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int}
+KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str}
+REASKS = ("fresh", "edits", "followup")
+REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes")
+"""Text only a second ask after a twin holds: the follow-up prompts runs sent before, and :data:`REASKS` ``fresh``."""
 
 
 def named_step(mutation: str) -> str:
@@ -65,6 +76,8 @@ def parse_config(text: str) -> tuple[str, dict]:
         if key not in KEYS:
             raise SystemExit(f"--config {text!r}: unknown key {key!r} (known: {', '.join(KEYS)})")
         values[key] = KEYS[key](value)
+    if values.get("reask", "fresh") not in REASKS:
+        raise SystemExit(f"--config {text!r}: reask must be one of {', '.join(REASKS)}")
     return name, values
 
 
@@ -87,6 +100,49 @@ def first_prompts(run_dir: Path) -> list[dict]:
                             "parent": parent["source"], "parent_score": parent["combined_score"]})
             waiting = False
     return prompts
+
+
+def _messages(stored: list[dict]) -> list:
+    kinds = {"system": SystemMessage, "ai": AIMessage}
+    return [kinds.get(m["type"], HumanMessage)(m["content"]) for m in stored]
+
+
+def reask_prompts(run_dir: Path) -> list[dict]:
+    """Per iteration of a one-lane run whose first version was a twin: the first ask and its reply,
+    the parent's source and score, and the iteration (the row after the first ask whose request holds
+    one of :data:`REASK_MARKERS`)."""
+    rows = [json.loads(line) for line in (run_dir / "prompts.jsonl").read_text().splitlines()]
+    records = {r["iteration"]: r for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
+    by_id = {r["id"]: r for r in records.values()}
+    prompts, iteration, first = [], 0, None
+    for row in rows:
+        if row["role"] == "navigator" and row["attempt"] == 1:
+            iteration, first = iteration + 1, None
+        elif row["role"] == "generator" and row["attempt"] == 1 and iteration in records:
+            if first is None:
+                first = row
+            elif any(marker in row["messages"][-1]["content"] for marker in REASK_MARKERS):
+                parent = by_id[records[iteration]["parent_id"]]
+                prompts.append({"run": run_dir.name, "iteration": iteration, "first": first["messages"],
+                                "first_reply": first["reply"], "parent": parent["source"],
+                                "parent_score": parent["combined_score"]})
+                first = {}  # one re-ask per iteration
+    return prompts
+
+
+def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str, list]:
+    """Mode and messages of a second ask of ``kind`` (one of :data:`REASKS`) for a stored twin."""
+    mutation = mutation_for(seed, prompt["iteration"] - 1)
+    if kind == "fresh":
+        return "full", reask_messages(task.description, prompt["parent"], mutation, task.higher_is_better)
+    told = ("That program is the same as its parent apart from comments, docstrings, unused imports and uncalled "
+            f"helpers, so it would teach the search nothing. Change how the program computes its result: {mutation}. ")
+    conversation = [*_messages(prompt["first"]), AIMessage(prompt["first_reply"])]
+    if kind == "edits":
+        return "diff", [*conversation, HumanMessage(told + "Reply with one or more SEARCH/REPLACE edits. "
+                                                    + edit_format(prompt["parent"]))]
+    return "full", [*conversation, HumanMessage(told + "Reply with the complete changed program in a single "
+                                                "```python code block.")]
 
 
 def judge(task, mode: str, prompt: dict, text: str, truncated: bool) -> dict:
@@ -122,6 +178,7 @@ def main() -> int:
     parser.add_argument("--config", action="append", required=True, help="NAME=key=value,... (see module doc)")
     parser.add_argument("--samples", type=int, default=1, help="replies per prompt and configuration")
     parser.add_argument("--limit", type=int, help="first N iterations of each run")
+    parser.add_argument("--reask", action="store_true", help="replay the second ask after a twin, not the first ask")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--out", type=Path, default=Path("runs/sampling.json"))
@@ -132,27 +189,31 @@ def main() -> int:
     results: dict[str, list[dict]] = {name: [] for name in configs}
     for run_dir in args.runs:
         settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
-        task, mode = get_task(settings["task"]), settings.get("generation_mode") or "full"
-        for n, prompt in enumerate(first_prompts(run_dir)[:args.limit]):
-            stored = [SystemMessage(m["content"]) if m["type"] == "system" else HumanMessage(m["content"])
-                      for m in prompt["messages"]]
+        task, first_mode = get_task(settings["task"]), settings.get("generation_mode") or "full"
+        asks = reask_prompts(run_dir) if args.reask else first_prompts(run_dir)
+        for n, prompt in enumerate(asks[:args.limit]):
             for sample in range(args.samples):
                 for name, values in configs.items():
-                    messages = stored
-                    if values.get("mutation"):
-                        step = named_step(mutation_for(sample, prompt["iteration"]))
-                        messages = [*stored[:-1], HumanMessage(f"{stored[-1].content} {step}")]
-                    temperatures = {"generator": values["temperature"]} if "temperature" in values else {}
-                    ctx = RunContext(base_url=args.base_url, model=args.model, seed=1000 * sample + n,
+                    temperature = values.get("temperature", RunContext().llm.temperature_for("generator"))
+                    if args.reask:  # as a run asks: its seed + the iteration, hotter (nodes/generate.py)
+                        seed = settings.get("seed", 0) + 1000 * sample
+                        mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed)
+                        seed, temperature = seed + prompt["iteration"], temperature + REASK_HOTTER
+                    else:
+                        seed, messages = 1000 * sample + n, _messages(prompt["messages"])
+                        if values.get("mutation"):
+                            step = named_step(mutation_for(sample, prompt["iteration"]))
+                            messages = [*messages[:-1], HumanMessage(f"{messages[-1].content} {step}")]
+                    ctx = RunContext(base_url=args.base_url, model=args.model, seed=seed,
                                      top_p=values.get("top_p"), top_k=values.get("top_k"),
-                                     temperatures={**RunContext().llm.temperatures, **temperatures})
+                                     temperatures={**RunContext().llm.temperatures, "generator": temperature})
                     start = time.perf_counter()
                     reply = create_chat_model("generator", ctx).invoke(messages)
                     seconds = time.perf_counter() - start
                     truncated = reply.response_metadata.get("finish_reason") == "length"
                     row = {"run": prompt["run"], "iteration": prompt["iteration"], "sample": sample,
                            "completion": (reply.usage_metadata or {}).get("output_tokens", 0), "seconds": seconds,
-                           **judge(task, mode, prompt, str(reply.content), truncated)}
+                           **judge(task, mode if args.reask else first_mode, prompt, str(reply.content), truncated)}
                     results[name].append(row)
                     print(f"{name:>8} {row['run']} it{row['iteration']} s{sample}: {row['outcome']}"
                           f" {row.get('score', row.get('reason', ''))} ({seconds:.0f} s)", flush=True)

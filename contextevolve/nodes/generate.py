@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.runtime import Runtime
 
 from contextevolve.editing import EditError, build_child, normalized_code
@@ -29,16 +28,13 @@ from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.prompts.generator import edit_format, mutation_for
+from contextevolve.prompts.generator import mutation_for, reask_messages
 from contextevolve.roles import TokenUsage, add_usage
 
 REPLY_EXCERPT = 600
 """Characters of a failed reply kept in the record's diagnostics."""
 REASK_HOTTER = 0.3
 """Temperature added to the Generator's for the second ask after a twin."""
-REASK_FORMAT = "Reply with one or more SEARCH/REPLACE edits. "
-"""How the second ask after a twin wants its answer (followed by :func:`edit_format` of the parent):
-edits force a change where a rewrite invites a copy."""
 
 
 def whole_program(parent_source: str, mode: str) -> Callable[[Reply], None]:
@@ -87,8 +83,9 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Ask the Generator for the child and store it (status pending, or failed with a reason).
 
     Novelty (issue 10): a child whose normalised code equals its parent's or a buffered program's
-    is not kept; the Generator is asked once more, told so, and a second twin is a failed child
-    whose reason names the twin (it is never evaluated, nor repaired).
+    is not kept; the Generator is asked once more, in a new conversation that names one concrete
+    mutation (:func:`~contextevolve.prompts.generator.reask_messages`), and a second twin is a failed
+    child whose reason names the twin (it is never evaluated, nor repaired).
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -101,7 +98,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     for ask in range(2):
         reason, text, twin = "", "", None
         try:
-            mode = "diff" if ask else ctx.search.generation_mode  # the second ask wants edits (REASK_FORMAT)
+            mode = "full" if ask else ctx.search.generation_mode  # the second ask wants the whole program
             reply = call_role("generator", messages, ctx, check=whole_program(parent.source, mode))
             usage, text = add_usage(usage, reply.usage), reply.text
             record.source = build_child(parent.source, reply.text, mode, truncated=reply.truncated)
@@ -114,12 +111,10 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
             record.source = exc.source
         if twin is None or ask == 1:
             break
-        # Once more, hotter and with another seed, asked for one named edit: a small model told only
-        # "make a real change" tends to copy the program again.
-        messages = [*messages, AIMessage(text), HumanMessage(
-            f"That program is the same as {twin} apart from comments, docstrings, unused imports and uncalled helpers, "
-            f"so it would teach the search nothing. Change how the program computes its result: "
-            f"{mutation_for(ctx.seed, state.iteration)}. {REASK_FORMAT}{edit_format(parent.source)}")]
+        # Once more, hotter, with another seed and in a new conversation naming one concrete change: a
+        # small model shown its own copy and told "make a real change" tends to copy the program again.
+        messages = reask_messages(task.description, parent.source, mutation_for(ctx.seed, state.iteration),
+                                  task.higher_is_better)
         hotter = ctx.llm.temperature_for("generator") + REASK_HOTTER
         ctx = replace(ctx, seed=ctx.seed + 1 + state.iteration, temperatures={**ctx.llm.temperatures, "generator": hotter})
     if twin is not None:

@@ -89,6 +89,39 @@ def mutation_for(seed: int, iteration: int) -> str:
     return MUTATIONS[(seed + iteration) % len(MUTATIONS)]
 
 
+def without_docstrings(program: str) -> str:
+    """``program`` without the lines of its docstrings (module, functions, classes); comments, the
+    EVOLVE-BLOCK markers and every other line are kept as they are. A program that does not parse is
+    returned unchanged."""
+    try:
+        tree = ast.parse(program)
+    except SyntaxError:
+        return program
+    drop: set[int] = set()
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+            drop.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    return "".join(line for n, line in enumerate(program.splitlines(keepends=True), 1) if n not in drop)
+
+
+def reask_messages(task_description: str, parent_source: str, mutation: str, higher_is_better: bool = True) -> list:
+    """The Generator's second ask after a twin: a new conversation, not a follow-up of the first.
+
+    It holds only the task, the current program without its docstrings and one concrete ``mutation``
+    to make, and wants the whole program back (full-rewrite mode). Measured in issue 10 with the
+    embedded model on the 23 stored second asks of five runs (same seeds; ``benchmarks/sampling.py
+    --reask``; see README "The second ask after a twin"): this prompt beat the follow-up conversation
+    that asked for SEARCH/REPLACE edits, whose replies copied the format example or came back as fragments.
+    """
+    goal = "raises the score (higher is better)" if higher_is_better else "lowers the score (lower is better)"
+    return [SystemMessage(SYSTEM_FULL), HumanMessage(
+        f"## Task\n{task_description}\n\n## Current program\n```python\n{without_docstrings(parent_source)}```\n\n"
+        f"## Your job\nMake one concrete change to how this program computes its result: {mutation}. The change "
+        f"should be one that {goal}. Keep the function name and signature and return the whole program.")]
+
+
 @dataclass
 class Exemplar:
     """One reference program as the Generator sees it (``code`` None = abstract only)."""

@@ -7,7 +7,7 @@ import pytest
 from contextevolve.editing import EditError, apply_diffs, build_child, extract_code, parse_diffs
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.nodes.sample import parse_choice
-from contextevolve.prompts.generator import edit_format
+from contextevolve.prompts.generator import edit_format, reask_messages, without_docstrings
 
 PARENT = "import math\nX = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n    return a + X\n# EVOLVE-BLOCK-END\nY = 2\n"
 
@@ -206,3 +206,17 @@ def test_novelty_given_the_entry_ignores_helpers_nothing_calls():
     decorated = base + "\n\n@register\ndef hook():\n    return 1\n"  # a decorator may register it
     assert normalized_code(decorated, "f") != normalized_code(base, "f")
     assert normalized_code("def g(x):\n    return x\n", "f") != normalized_code("def h(x):\n    return x\n", "f")
+
+
+def test_the_second_ask_shows_the_program_without_docstrings_and_names_one_change():
+    program = ('"""Module doc."""\n\nimport random\n\n# EVOLVE-BLOCK-START\n\n\ndef pick(xs):\n'
+               '    """Pick one.\n\n    Longer text.\n    """\n    # keep the first\n    return xs[0]\n\n\n'
+               '# EVOLVE-BLOCK-END\n')
+    stripped = without_docstrings(program)
+    assert stripped == ('\nimport random\n\n# EVOLVE-BLOCK-START\n\n\ndef pick(xs):\n    # keep the first\n'
+                        '    return xs[0]\n\n\n# EVOLVE-BLOCK-END\n')
+    assert without_docstrings("def broken(:\n") == "def broken(:\n"  # does not parse: unchanged
+    system, request = reask_messages("Pick well.", program, "reverse the order", higher_is_better=False)
+    assert "complete improved program" in system.content and "## Task\nPick well." in request.content
+    assert stripped in request.content and "Longer text" not in request.content
+    assert "reverse the order" in request.content and "lowers the score" in request.content

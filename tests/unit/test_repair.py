@@ -157,9 +157,11 @@ def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
     child = records[1]
     assert evaluated == [] and child["eval_seconds"] == 0.0
     assert child["status"] == "failed" and child["reason"].startswith("duplicate of it00000")
-    assert len(generator.seen) == 2 and "same as it00000" in generator.seen[1][-1].content  # asked once more
-    assert "<<<<<<< SEARCH" in generator.seen[1][-1].content  # for edits: a rewrite invites another copy
-    assert mutation_for(0, 0) in generator.seen[1][-1].content  # naming one concrete change (seed 0, iteration 0)
+    assert len(generator.seen) == 2  # asked once more, in a new conversation without the copy in it
+    reask = generator.seen[1]
+    assert len(reask) == 2 and twin not in reask[-1].content and '"""Place each model' not in reask[-1].content
+    assert "# Greedy: most demanding" in reask[-1].content  # the parent's code, without its docstrings
+    assert mutation_for(0, 0) in reask[-1].content  # naming one concrete change (seed 0, iteration 0)
     assert child["attempts"] == []  # a twin is not repaired
 
 

@@ -42,6 +42,35 @@ def test_first_prompts_take_the_first_generator_ask_after_each_navigator_request
     assert [(p["parent"], p["parent_score"]) for p in found] == [("P0", 1.0), ("P1", 2.0)]
 
 
+def test_reask_prompts_take_the_second_ask_after_a_twin_with_the_first_conversation(tmp_path):
+    def row(role, text, reply="", attempt=1):
+        return json.dumps({"role": role, "attempt": attempt, "reply": reply,
+                           "messages": [{"type": "system", "content": "sys"}, {"type": "human", "content": text}]})
+
+    rows = [row("navigator", "n1"), row("generator", "first 1", "copy 1"),
+            row("generator", "Make one concrete change to how this program computes its result: x"),
+            row("navigator", "n2"), row("generator", "first 2", "new code"), row("generator", "fixing a bug"),
+            row("navigator", "n3"), row("generator", "first 3", "copy 3"),
+            row("generator", "That program ... so it would teach the search nothing. Change ...")]
+    (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
+    programs = [{"id": f"it0000{i}", "iteration": i, "parent_id": f"it0000{i - 1}" if i else None,
+                 "source": INITIAL, "combined_score": float(i)} for i in range(4)]
+    (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
+    found = bench.reask_prompts(tmp_path)
+    assert [(p["iteration"], p["first_reply"], p["parent_score"]) for p in found] == [(1, "copy 1", 0.0), (3, "copy 3", 2.0)]
+    task = get_task("model_placement")
+    mode, fresh = bench.reask("fresh", found[0], task, seed=0)
+    assert mode == "full" and len(fresh) == 2 and "Make one concrete change" in fresh[-1].content
+    assert '"""Place each model' not in fresh[-1].content  # the program without its docstrings
+    mode, edits = bench.reask("edits", found[0], task, seed=0)
+    assert mode == "diff" and [m.type for m in edits] == ["system", "human", "ai", "human"]
+    assert edits[2].content == "copy 1" and "<<<<<<< SEARCH" in edits[-1].content
+    mode, followup = bench.reask("followup", found[0], task, seed=0)
+    assert mode == "full" and "complete changed program" in followup[-1].content
+    with pytest.raises(SystemExit, match="reask must be one of"):
+        bench.parse_config("x=reask=shout")
+
+
 def test_replies_are_judged_as_a_run_judges_a_first_version():
     task = get_task("model_placement")
     prompt = {"parent": INITIAL, "parent_score": task.evaluate(INITIAL).combined_score}
