@@ -16,6 +16,9 @@ recorded with its label and the endpoint's own ``usage`` (prompt and completion 
   (n = the proxy's request counter, so a rerun is reproducible when requests come in the same
   order), ``"remove"`` drops it, ``"keep"`` leaves it.
 
+* **Sampling**: ``overrides`` (e.g. ``{"top_p": 0.8, "top_k": 20}``) are set on every counted
+  request, so systems that cannot send a setting (OpenEvolve has no ``top_k``) sample alike.
+
 Requests on other paths (``models``, ...) pass through uncounted. A request the upstream
 refuses is recorded with its HTTP status and no tokens. Records are kept in memory and, given
 ``log_path``, appended to a JSON-lines file as they arrive.
@@ -77,6 +80,7 @@ class CountingProxy:
         seed_policy: what to do with each request's ``seed`` (module docstring).
         base_seed: the comparison's seed, mixed into distinct per-request seeds.
         log_path: a JSON-lines file each :class:`RequestRecord` is appended to.
+        overrides: request fields set on every counted request (sampling settings).
         timeout_s: limit for one upstream request, seconds.
 
     Use as a context manager or call :meth:`start` / :meth:`stop`; :meth:`url` gives the
@@ -84,7 +88,8 @@ class CountingProxy:
     """
 
     def __init__(self, upstream: str, *, api_key: str | None = None, seed_policy: SeedPolicy = "distinct",
-                 base_seed: int = 0, log_path: Path | None = None, timeout_s: float = 1800.0):
+                 base_seed: int = 0, log_path: Path | None = None, timeout_s: float = 1800.0,
+                 overrides: dict | None = None):
         if seed_policy not in ("distinct", "remove", "keep"):
             raise ValueError(f"seed_policy must be distinct, remove or keep, not {seed_policy!r}")
         self.upstream = upstream.rstrip("/")
@@ -93,6 +98,7 @@ class CountingProxy:
         self.base_seed = base_seed
         self.log_path = Path(log_path) if log_path else None
         self.timeout_s = timeout_s
+        self.overrides = dict(overrides or {})
         self._records: list[RequestRecord] = []
         self._lock = threading.Lock()
         self._counter = 0
@@ -232,6 +238,7 @@ class CountingProxy:
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         body["stream"] = False
         body.pop("stream_options", None)
+        body.update(self.overrides)
         seed = self._next_seed(body.get("seed"))
         body.pop("seed", None)
         if seed is not None:

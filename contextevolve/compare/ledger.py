@@ -1,0 +1,140 @@
+"""The trusted record of every candidate a system in a comparison had evaluated (issue 11).
+
+All systems score candidates with the same sandboxed :meth:`Task.evaluate`; :func:`evaluate`
+wraps it and appends one :class:`LedgerEntry` per call to a JSON-lines ledger, so a system's
+best score, its valid and its changed candidates are read from what *we* measured, never from
+what the system reports about itself. Writes are whole lines under an exclusive ``flock``:
+OpenEvolve calls its evaluator from worker processes.
+
+``changed`` is decided on the normalised code (:func:`contextevolve.editing.normalized_code`
+with the task's entry function: no docstrings, comments, formatting, unused imports or uncalled
+helpers): a candidate is changed when that digest differs from the initial program's and from
+every earlier candidate of the same ledger. A copy that differs only in comments or docstrings
+is not a change, nor is a program evaluated a second time.
+
+The ledger starts with the initial program, evaluated by us (index 0). OpenEvolve and GEPA
+evaluate their seed program once more before searching; that first evaluation of the exact
+initial source is recorded with ``candidate=False`` and not counted. ContextEvolve's ledger is
+written from its run's stored children (:func:`record`), scored by the same evaluator inside
+the run; its repairs are part of making one candidate, their tokens counted like any other.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from contextevolve.editing import normalized_code
+from contextevolve.tasks.base import Evaluation, Task
+
+
+class LedgerEntry(BaseModel):
+    """One evaluation of one candidate."""
+
+    index: int
+    """0 for the initial program, then 1, 2, ... in the order the evaluations finished."""
+    candidate: bool = True
+    """False for the initial program and a system's own evaluation of it (not a proposal)."""
+    status: str
+    """The evaluator's status (``ok``, ``invalid``, ``failed``, ``timeout``)."""
+    combined_score: float
+    """The task's combined score as our evaluator computed it (the task's worst when not ok)."""
+    reason: str = ""
+    """Why the status is not ok."""
+    code_digest: str | None = None
+    """Normalised-code digest (None: does not parse)."""
+    source_sha256: str
+    """SHA-256 of the exact source evaluated."""
+    changed: bool = False
+    """The normalised code differs from the initial program's and every earlier entry's."""
+    seconds: float = 0.0
+    """Wall seconds of the evaluation."""
+    finished: float = 0.0
+    """Unix time the evaluation finished."""
+
+
+def _entries(path: Path) -> list[LedgerEntry]:
+    if not path.exists():
+        return []
+    return [LedgerEntry.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def read_ledger(path: Path) -> list[LedgerEntry]:
+    """All entries of the ledger at ``path`` (empty when it does not exist), index order."""
+    return sorted(_entries(Path(path)), key=lambda e: e.index)
+
+
+def evaluate(task: Task, source: str, ledger: Path, *, initial: bool = False) -> Evaluation:
+    """Score ``source`` with ``task.evaluate`` (sandboxed) and append the verdict to ``ledger``.
+
+    Args:
+        task: the task whose evaluator scores the candidate.
+        source: the candidate program (untrusted; any text).
+        ledger: JSON-lines file, created with its folder when missing.
+        initial: this is the initial program (index 0, not a candidate).
+
+    Returns:
+        The :class:`Evaluation`; a candidate that is not text, or is empty, is ``failed``.
+    """
+    source = source if isinstance(source, str) else ""
+    result = task.evaluate(source) if source.strip() else task.rejected("failed", "empty candidate")
+    record(task, source, result.status, result.combined_score, ledger, reason=result.reason,
+           seconds=result.seconds, initial=initial)
+    return result
+
+
+def record(task: Task, source: str, status: str, combined_score: float, ledger: Path, *, reason: str = "",
+           seconds: float = 0.0, initial: bool = False) -> LedgerEntry:
+    """Append one verdict on ``source`` to ``ledger`` (see :func:`evaluate`) and return its entry."""
+    digest = normalized_code(source, task.job().entry)
+    sha = hashlib.sha256(source.encode()).hexdigest()
+    ledger = Path(ledger)
+    ledger.parent.mkdir(parents=True, exist_ok=True)
+    with ledger.open("a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.seek(0)
+            earlier = [LedgerEntry.model_validate_json(line) for line in handle.read().splitlines() if line.strip()]
+            first = next((e for e in earlier if e.index == 0), None)
+            seed_copy = (not initial and first is not None and sha == first.source_sha256
+                         and not any(e.source_sha256 == sha for e in earlier if e.index > 0))
+            entry = LedgerEntry(
+                index=0 if initial else max([e.index for e in earlier] + [0]) + 1,
+                candidate=not initial and not seed_copy,
+                status=status, combined_score=combined_score, reason=reason[:300], code_digest=digest,
+                source_sha256=sha, changed=not initial and digest is not None and digest not in
+                {e.code_digest for e in earlier},
+                seconds=round(seconds, 3), finished=time.time())
+            handle.write(entry.model_dump_json() + "\n")
+            handle.flush()
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return entry
+
+
+def summary(entries: list[LedgerEntry], task: Task) -> dict:
+    """Best score and counts of a ledger: ``{"initial", "best", "candidates", "valid",
+    "valid_changed", "best_so_far"}``; ``best_so_far[i]`` is the best score after candidate i+1
+    (the initial program's score before any), oriented by the task and its score tolerance."""
+    initial = next((e.combined_score for e in entries if e.index == 0), None)
+    best = initial
+    curve = []
+    candidates = [e for e in entries if e.candidate]
+    for entry in candidates:
+        if entry.status == "ok" and (best is None or task.better(entry.combined_score, best)):
+            best = entry.combined_score
+        curve.append(best)
+    return {"initial": initial, "best": best, "candidates": len(candidates),
+            "valid": sum(e.status == "ok" for e in candidates),
+            "valid_changed": sum(e.status == "ok" and e.changed for e in candidates),
+            "best_so_far": curve}
+
+
+def dumps(entries: list[LedgerEntry]) -> str:
+    """The entries as a JSON array (for reports)."""
+    return json.dumps([e.model_dump() for e in entries], indent=2)
