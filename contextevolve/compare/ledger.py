@@ -95,6 +95,10 @@ def record(task: Task, source: str, status: str, combined_score: float, ledger: 
     sha = hashlib.sha256(source.encode()).hexdigest()
     ledger = Path(ledger)
     ledger.parent.mkdir(parents=True, exist_ok=True)
+    program = source_path(ledger, sha)
+    if not program.exists():
+        program.parent.mkdir(exist_ok=True)
+        program.write_text(source)
     with ledger.open("a+") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -115,6 +119,20 @@ def record(task: Task, source: str, status: str, combined_score: float, ledger: 
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
     return entry
+
+
+def source_path(ledger: Path, sha256: str) -> Path:
+    """Where the ledger at ``ledger`` keeps the source with this SHA-256 (``programs/<sha>.py``)."""
+    return Path(ledger).parent / "programs" / f"{sha256[:16]}.py"
+
+
+def best_entry(entries: list[LedgerEntry], task: Task) -> LedgerEntry | None:
+    """The first entry with the best ok score (the initial program when nothing beat it)."""
+    best = None
+    for entry in sorted(entries, key=lambda e: e.index):
+        if entry.status == "ok" and (best is None or task.better(entry.combined_score, best.combined_score)):
+            best = entry
+    return best
 
 
 def summary(entries: list[LedgerEntry], task: Task) -> dict:

@@ -45,13 +45,14 @@ def test_plain_and_streamed_requests_are_counted_from_the_endpoints_usage(tmp_pa
     assert [r["label"] for r in logged] == ["contextevolve-s0", "contextevolve-s0", "gepa-s0"]
 
 
-def test_seed_policy_remove_and_upstream_errors_are_recorded():
+def test_seed_policy_remove_overrides_and_upstream_errors_are_recorded():
     def refuse(body: dict) -> str:
         raise RuntimeError("boom")  # the fake endpoint answers 500
 
-    with FakeEndpoint(answer) as endpoint, CountingProxy(endpoint.url, seed_policy="remove") as proxy:
+    with FakeEndpoint(answer) as endpoint, CountingProxy(endpoint.url, seed_policy="remove",
+                                                         overrides={"top_k": 20}) as proxy:
         OpenAI(base_url=proxy.url("x"), api_key="none").chat.completions.create(model="fake", messages=MESSAGES, seed=3)
-        assert "seed" not in endpoint.requests[0]
+        assert "seed" not in endpoint.requests[0] and endpoint.requests[0]["top_k"] == 20
     with FakeEndpoint(refuse) as endpoint, CountingProxy(endpoint.url) as proxy:
         client = OpenAI(base_url=proxy.url("x"), api_key="none", max_retries=0)
         with pytest.raises(Exception):

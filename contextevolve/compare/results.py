@@ -1,0 +1,110 @@
+"""A comparison's results as JSON, a markdown table and the paper's Figure 3 panels (issue 11).
+
+* ``results.json``: the settings (no API key) and every :class:`SystemResult`.
+* ``results.md``: one row per system and seed, then one per system with the median over seeds.
+* ``best_so_far.png`` (Fig. 3a): best combined score after each candidate, one line per run.
+* ``tokens.png`` (Fig. 3b): proxy tokens used by each candidate's end, one line per run.
+* ``ablations.png`` (Fig. 3c, when ablations ran): each ablation's median best improvement over
+  the initial program relative to the full system's (1.0 = as good as the full system).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from contextevolve.tasks.base import Task
+
+COLUMNS = ("system", "seed", "initial", "best", "best recomputed", "candidates", "valid", "valid & changed",
+           "tokens", "prompt / completion", "LLM calls", "tokens / valid", "wall s", "stopped")
+
+
+def _score(value: float | None) -> str:
+    return "–" if value is None else f"{value:.6g}"
+
+
+def _row(result) -> list[str]:
+    per_valid = f"{result.tokens // result.valid:,}" if result.valid else "–"
+    return [result.system, str(result.seed), _score(result.initial), _score(result.best),
+            _score(result.best_recomputed), str(result.candidates), str(result.valid), str(result.valid_changed),
+            f"{result.tokens:,}", f"{result.prompt_tokens:,} / {result.completion_tokens:,}", str(result.llm_calls),
+            per_valid, f"{result.wall_s:.0f}", result.stopped[:60]]
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def markdown(results: list, task: Task) -> str:
+    """The results table (per run, then medians per system over seeds)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_row(r)) + " |" for r in results]
+    systems = list(dict.fromkeys(r.system for r in results))
+    lines += ["", f"Medians over seeds ({'higher' if task.higher_is_better else 'lower'} is better):", "",
+              "| system | runs | best | valid rate | valid & changed | tokens | tokens / valid |", "|---|---|---|---|---|---|---|"]
+    for system in systems:
+        runs = [r for r in results if r.system == system]
+        rate = _median([r.valid / r.candidates if r.candidates else 0.0 for r in runs])
+        tokens = _median([r.tokens for r in runs])
+        per_valid = _median([r.tokens / r.valid for r in runs if r.valid])
+        lines.append(f"| {system} | {len(runs)} | {_score(_median([r.best for r in runs]))} | "
+                     f"{rate:.0%} | {_median([r.valid_changed for r in runs]):g} | {tokens:,.0f} | "
+                     f"{'–' if per_valid is None else f'{per_valid:,.0f}'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _improvement(result, task: Task) -> float | None:
+    if result.best is None or result.initial is None:
+        return None
+    gain = result.best - result.initial
+    return gain if task.higher_is_better else -gain
+
+
+def plots(results: list, task: Task, out: Path) -> list[Path]:
+    """Write the Figure 3 panels into ``out``; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for name, field, ylabel in (("best_so_far.png", "best_so_far", "best combined score"),
+                                ("tokens.png", "cumulative_tokens", "tokens used (proxy)")):
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        for r in results:
+            values = getattr(r, field)
+            if values:
+                ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, label=r.label)
+        ax.set_xlabel("candidate")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{task.title}: {ylabel}")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        written.append(out / name)
+    full = [_improvement(r, task) for r in results if r.system == "contextevolve"]
+    ablated = sorted({r.system for r in results if r.system.startswith("contextevolve-")})
+    base = _median(full)
+    if ablated and base:
+        fig, ax = plt.subplots(figsize=(6.4, 4))
+        ratios = [(_median([_improvement(r, task) for r in results if r.system == s]) or 0.0) / base for s in ablated]
+        ax.bar(["full", *[s.removeprefix("contextevolve-") for s in ablated]], [1.0, *ratios])
+        ax.set_ylabel("improvement over initial, relative to full")
+        ax.set_title(f"{task.title}: ablations")
+        fig.tight_layout()
+        fig.savefig(out / "ablations.png", dpi=110)
+        plt.close(fig)
+        written.append(out / "ablations.png")
+    return written
+
+
+def write_results(settings, results: list, task: Task) -> None:
+    """Write results.json, results.md and the plots into ``settings.out``."""
+    out = Path(settings.out)
+    data = {"settings": settings.model_dump(exclude={"api_key"}), "results": [r.model_dump() for r in results]}
+    (out / "results.json").write_text(json.dumps(data, indent=2))
+    (out / "results.md").write_text(markdown(results, task))
+    plots(results, task, out)

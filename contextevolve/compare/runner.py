@@ -1,0 +1,272 @@
+"""``contextevolve compare``: ContextEvolve, OpenEvolve and GEPA on one task, same endpoint (issue 11).
+
+Protocol (README, *Side by side with OpenEvolve and GEPA*): for every seed, every system runs on
+the same task with the same endpoint (the embedded model unless ``base_url``), the same
+sampling settings (temperature in each system's settings; top_p / top_k set by the proxy on
+every request), the same task description and the same evaluator (our sandboxed
+``Task.evaluate``, through :mod:`contextevolve.compare.ledger`), and the same budget in
+candidates (ContextEvolve iterations, OpenEvolve iterations, GEPA proposals) or, with
+``token_budget``, the same budget in tokens (a peer is stopped once its requests have used it;
+ContextEvolve stops by its own token budget between rounds). All LLM traffic passes one
+:class:`~contextevolve.compare.proxy.CountingProxy`, under the label ``<system>-s<seed>``.
+
+Layout of ``out``::
+
+    out/requests.jsonl              every counted LLM request (label, tokens, seconds)
+    out/<system>-s<seed>/ledger.jsonl   every evaluation of the system's candidates (ours)
+    out/<system>-s<seed>/programs/  the evaluated sources by SHA-256
+    out/<system>-s<seed>/run/       the system's own output (run dir, OpenEvolve/GEPA folders)
+    out/results.json, out/results.md, out/*.png   (contextevolve.compare.results)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel, Field
+
+from contextevolve.compare import ledger
+from contextevolve.compare.peers import PeerSpec
+from contextevolve.compare.proxy import CountingProxy
+from contextevolve.tasks.registry import get_task
+
+PEERS = ("openevolve", "gepa")
+ABLATIONS: dict[str, dict[str, bool]] = {
+    "contextevolve-no-summarizer": {"summarizer_enabled": False},
+    "contextevolve-no-navigator": {"navigator_enabled": False},
+    "contextevolve-no-sampler": {"sampler_enabled": False},
+}
+"""The paper's three ablations (Fig. 3c): one context agent switched off."""
+SYSTEMS = ("contextevolve", *PEERS, *ABLATIONS)
+
+
+class CompareSettings(BaseModel):
+    """One comparison's settings (the ``compare`` command's options)."""
+
+    task: str
+    """Registered task name."""
+    systems: list[str] = Field(default_factory=lambda: ["contextevolve", "openevolve", "gepa"])
+    """Systems to run, in order (:data:`SYSTEMS`)."""
+    candidates: int = 8
+    """Candidate budget per system and seed (iterations / proposals)."""
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    """Seeds; each system runs once per seed."""
+    out: str
+    """Output folder."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint; None = the embedded model (started once for all systems)."""
+    api_key: str | None = Field(default=None, repr=False)
+    """Key for ``base_url`` (never written to results)."""
+    model: str | None = None
+    """Model name; None = the embedded model's alias."""
+    temperature: float = 0.8
+    """Sampling temperature of every code-writing request (ContextEvolve's Generator, the peers)."""
+    top_p: float | None = None
+    """Set on every request by the proxy; None = 0.8 on the embedded model, else the endpoint's."""
+    top_k: int | None = None
+    """Set on every request by the proxy; None = 20 on the embedded model, else the endpoint's."""
+    max_tokens: int = 1400
+    """Completion-token cap of every code-writing request."""
+    token_budget: int | None = None
+    """Same-token-budget mode: tokens each system may use per seed (None: candidate budget only)."""
+    timeout_s: float | None = None
+    """Wall-clock limit of one system run, seconds (None: none); a peer past it is stopped."""
+
+
+class SystemResult(BaseModel):
+    """One system on one seed, all figures from the ledger and the proxy."""
+
+    system: str
+    seed: int
+    label: str
+    initial: float | None = None
+    """The initial program's combined score (our evaluator)."""
+    best: float | None = None
+    """The best valid candidate's combined score (the initial's when none beat it)."""
+    best_recomputed: float | None = None
+    """The best program evaluated once more after the run."""
+    candidates: int = 0
+    """Candidates evaluated (ledger entries that are proposals)."""
+    valid: int = 0
+    """Candidates our evaluator scored ``ok``."""
+    valid_changed: int = 0
+    """Valid candidates whose normalised code is new (not a copy up to comments/docstrings)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens: int = 0
+    """Prompt + completion tokens counted by the proxy."""
+    llm_calls: int = 0
+    """Requests counted by the proxy."""
+    own_tokens: int | None = None
+    """The system's own token report (ContextEvolve's run), to check against the proxy."""
+    wall_s: float = 0.0
+    """Wall seconds of the system's run (not counting the post-run recomputation)."""
+    best_so_far: list[float | None] = Field(default_factory=list)
+    """Best score after each candidate (paper Fig. 3a)."""
+    cumulative_tokens: list[int] = Field(default_factory=list)
+    """Proxy tokens used by the time each candidate's evaluation finished (Fig. 3b)."""
+    stopped: str = ""
+    """Why the run ended early (token budget, time limit, error), empty when it finished."""
+
+
+def _embedded_endpoint() -> tuple[str, str]:
+    from contextevolve.llm.embedded import MODEL_ALIAS, shared_server
+
+    return shared_server().start(), MODEL_ALIAS
+
+
+def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: str, model: str,
+                      folder: Path) -> tuple[str, int | None]:
+    """ContextEvolve (or an ablation) in this process; fills the ledger from its stored run."""
+    from contextevolve.api import evolve
+    from contextevolve.graph.settings import DEFAULT_TEMPERATURES
+
+    task = get_task(settings.task)
+    stopped = ""
+    try:
+        result = evolve(settings.task, iterations=settings.candidates, run_dir=folder / "run", seed=seed,
+                        base_url=url, api_key="none", model=model, max_retries=2,
+                        temperatures={**DEFAULT_TEMPERATURES, "generator": settings.temperature},
+                        token_budget=settings.token_budget, **ABLATIONS.get(system, {}))
+        own = result.total_tokens
+        reason = result.stop_reason or ""
+        stopped = "" if reason.startswith("iteration budget") else reason
+    except Exception as exc:  # an endpoint that stayed down: what was stored still counts
+        own, stopped = None, f"error: {exc}"[:300]
+    records = folder / "run" / "programs.jsonl"
+    rows = [json.loads(line) for line in records.read_text().splitlines()] if records.exists() else []
+    for row in sorted(rows, key=lambda r: r["iteration"]):
+        ledger.record(task, row.get("source", ""), row["status"], row["combined_score"], folder / "ledger.jsonl",
+                      reason=row.get("reason", ""), seconds=row.get("eval_seconds", 0.0),
+                      initial=row["iteration"] == 0)
+    return stopped, own
+
+
+def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model: str, folder: Path,
+             proxy: CountingProxy, label: str) -> str:
+    """OpenEvolve or GEPA in a child process (:mod:`contextevolve.compare.peers`), stopped at a
+    token budget or time limit; returns why it stopped early ('' when it finished)."""
+    task = get_task(settings.task)
+    ledger.evaluate(task, task.initial_program, folder / "ledger.jsonl", initial=True)
+    spec = PeerSpec(system=system, task=settings.task, out_dir=str(folder / "run"), ledger=str(folder / "ledger.jsonl"),
+                    base_url=url, model=model, candidates=settings.candidates, seed=seed,
+                    temperature=settings.temperature, max_tokens=settings.max_tokens)
+    spec_path = folder / "spec.json"
+    spec_path.write_text(spec.model_dump_json(indent=2))
+    log = (folder / "system.log").open("w")
+    child = subprocess.Popen([sys.executable, "-m", "contextevolve.compare.peers", str(spec_path)], stdout=log,
+                             stderr=subprocess.STDOUT, start_new_session=True, cwd=folder)
+    started, stopped = time.time(), ""
+    while child.poll() is None:
+        time.sleep(0.5)
+        if settings.token_budget and proxy.totals(label)["total_tokens"] >= settings.token_budget:
+            stopped = f"token budget {settings.token_budget} reached"
+        elif settings.timeout_s and time.time() - started > settings.timeout_s:
+            stopped = f"time limit {settings.timeout_s:.0f} s reached"
+        if stopped:
+            _stop(child)
+    log.close()
+    if not stopped and child.returncode != 0:
+        tail = (folder / "system.log").read_text(errors="replace")[-300:]
+        stopped = f"error: exit status {child.returncode}: {tail}"
+    return stopped
+
+
+def _stop(child: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(child.pid, sig)
+            child.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+
+
+def _tokens_by_candidate(entries: list[ledger.LedgerEntry], records) -> list[int]:
+    done = sorted((r.started + r.seconds, r.total_tokens) for r in records)
+    out = []
+    for entry in entries:
+        out.append(sum(tokens for end, tokens in done if end <= entry.finished))
+    return out
+
+
+def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None] | None = None) -> list[SystemResult]:
+    """Run every system of ``settings`` on every seed; returns (and writes) their results.
+
+    Raises:
+        ValueError: an unknown system or task, no seeds, a candidate budget below 1.
+        contextevolve.llm.embedded.EmbeddedModelError: the embedded model cannot start.
+    """
+    from contextevolve.compare.results import write_results
+
+    unknown = [s for s in settings.systems if s not in SYSTEMS]
+    if unknown:
+        raise ValueError(f"unknown system {', '.join(map(repr, unknown))}: choose from {', '.join(SYSTEMS)}")
+    if not settings.seeds or settings.candidates < 1:
+        raise ValueError("compare needs at least one seed and a candidate budget of at least 1")
+    missing = [s for s in settings.systems if s in PEERS and importlib.util.find_spec(s) is None]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} not installed: pip install -e '.[peers]' (OpenEvolve 0.4.1, GEPA 0.1.4)")
+    task = get_task(settings.task)
+    out = Path(settings.out)
+    taken = [label for label in (f"{s}-s{seed}" for seed in settings.seeds for s in settings.systems)
+             if (out / label).exists()]
+    if taken:
+        raise ValueError(f"{out} already holds results for {', '.join(taken)}: choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    if settings.base_url:
+        upstream, model = settings.base_url, settings.model or "default"
+        top_p, top_k = settings.top_p, settings.top_k
+    else:
+        from contextevolve.llm.embedded import TOP_K, TOP_P
+
+        upstream, model = _embedded_endpoint()
+        top_p, top_k = settings.top_p or TOP_P, settings.top_k or TOP_K
+    overrides = {k: v for k, v in (("top_p", top_p), ("top_k", top_k)) if v is not None}
+    results: list[SystemResult] = []
+    for seed in settings.seeds:
+        for system in settings.systems:
+            label = f"{system}-s{seed}"
+            folder = out / label
+            folder.mkdir(parents=True)
+            with CountingProxy(upstream, api_key=settings.api_key, base_seed=seed, overrides=overrides,
+                               log_path=out / "requests.jsonl") as proxy:
+                started = time.time()
+                if system in PEERS:
+                    stopped, own = run_peer(settings, system, seed, proxy.url(label), model, folder, proxy, label), None
+                else:
+                    stopped, own = run_contextevolve(settings, system, seed, proxy.url(label), model, folder)
+                wall = time.time() - started
+                records = proxy.records(label)
+            entries = ledger.read_ledger(folder / "ledger.jsonl")
+            figures = ledger.summary(entries, task)
+            best = ledger.best_entry(entries, task)
+            recomputed = None
+            if best is not None:
+                source = ledger.source_path(folder / "ledger.jsonl", best.source_sha256).read_text()
+                recomputed = task.evaluate(source).combined_score
+            candidates = [e for e in entries if e.candidate]
+            totals = {"prompt_tokens": sum(r.prompt_tokens for r in records),
+                      "completion_tokens": sum(r.completion_tokens for r in records)}
+            result = SystemResult(
+                system=system, seed=seed, label=label, initial=figures["initial"], best=figures["best"],
+                best_recomputed=recomputed, candidates=figures["candidates"], valid=figures["valid"],
+                valid_changed=figures["valid_changed"], **totals, tokens=sum(totals.values()),
+                llm_calls=len(records), own_tokens=own, wall_s=round(wall, 1), best_so_far=figures["best_so_far"],
+                cumulative_tokens=_tokens_by_candidate(candidates, records), stopped=stopped)
+            (folder / "result.json").write_text(result.model_dump_json(indent=2))
+            results.append(result)
+            if on_result:
+                on_result(result)
+            write_results(settings, results, task)
+    return results

@@ -1,0 +1,101 @@
+"""`contextevolve compare` driven by a scripted fake endpoint (issue 11): all three systems, the
+ledger, the proxy's counts against ContextEvolve's own, the result files, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from contextevolve.cli import main
+from contextevolve.compare import ledger
+from contextevolve.compare.runner import CompareSettings, compare
+from contextevolve.tasks.registry import get_task
+from tests.fake_endpoint import FakeEndpoint
+
+pytest.importorskip("openevolve")
+pytest.importorskip("gepa")
+
+TASK = get_task("model_placement")
+OLD = "kvpr = load[gpu_id] / free_mem[gpu_id]"
+NEW = "kvpr = (load[gpu_id] + model.req_rate / model.slo) / max(free_mem[gpu_id] - model.model_size, 1e-9)"
+
+
+def reply(body: dict) -> str:
+    """An OpenEvolve prompt asks for SEARCH/REPLACE diffs; everything else gets the whole program."""
+    if "<<<<<<< SEARCH" in json.dumps(body.get("messages", "")):
+        return f"<<<<<<< SEARCH\n                {OLD}\n=======\n                {NEW}\n>>>>>>> REPLACE\n"
+    return "```python\n" + TASK.initial_program.replace(OLD, NEW) + "```"
+
+
+def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens(tmp_path):
+    out = tmp_path / "cmp"
+    with FakeEndpoint(reply) as endpoint:
+        results = compare(CompareSettings(task="model_placement", candidates=2, seeds=[0], out=str(out),
+                                          systems=["contextevolve", "openevolve", "gepa", "contextevolve-no-navigator"],
+                                          base_url=endpoint.url, model="fake"))
+    initial = TASK.evaluate(TASK.initial_program).combined_score
+    better = TASK.evaluate(TASK.initial_program.replace(OLD, NEW)).combined_score
+    assert better > initial
+    by_system = {r.system: r for r in results}
+    assert set(by_system) == {"contextevolve", "openevolve", "gepa", "contextevolve-no-navigator"}
+    for result in results:
+        assert result.initial == pytest.approx(initial)
+        assert result.best == pytest.approx(better) and result.best_recomputed == pytest.approx(better)
+        assert result.valid_changed == 1  # the same change, every later copy of it is no change
+        assert result.llm_calls > 0 and result.tokens == result.prompt_tokens + result.completion_tokens > 0
+        entries = ledger.read_ledger(out / result.label / "ledger.jsonl")
+        assert entries[0].index == 0 and not entries[0].candidate
+        assert result.candidates == sum(e.candidate for e in entries) >= 1
+        assert len(result.best_so_far) == len(result.cumulative_tokens) == result.candidates
+        assert result.cumulative_tokens == sorted(result.cumulative_tokens)
+    # the proxy's count equals ContextEvolve's own report
+    for name in ("contextevolve", "contextevolve-no-navigator"):
+        assert by_system[name].tokens == by_system[name].own_tokens
+        assert by_system[name].candidates == 2 and by_system[name].stopped == ""
+    assert by_system["openevolve"].candidates == 2
+    assert not any(body.get("stream") for body in endpoint.requests)
+    saved = json.loads((out / "results.json").read_text())
+    assert [r["label"] for r in saved["results"]] == [r.label for r in results] and "api_key" not in saved["settings"]
+    table = (out / "results.md").read_text()
+    assert "| openevolve | 0 |" in table and "Medians over seeds" in table
+    for png in ("best_so_far.png", "tokens.png", "ablations.png"):
+        assert (out / png).stat().st_size > 1000
+    requests = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    assert {r["label"] for r in requests} == {r.label for r in results}
+    for result in results:  # within a run, no two requests carry the same seed
+        seeds = [r["seed"] for r in requests if r["label"] == result.label]
+        assert len(seeds) == len(set(seeds)) == result.llm_calls
+
+
+def test_ledger_counts_copies_as_unchanged_and_the_peers_seed_evaluation_as_no_candidate(tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    ledger.evaluate(TASK, TASK.initial_program, path, initial=True)
+    ledger.evaluate(TASK, TASK.initial_program, path)  # a peer scoring its seed program
+    ledger.evaluate(TASK, TASK.initial_program + "\n# only a comment\n", path)  # a copy
+    ledger.evaluate(TASK, TASK.initial_program.replace(OLD, NEW), path)
+    ledger.evaluate(TASK, "def compute_model_placement(:\n", path)
+    entries = ledger.read_ledger(path)
+    assert [(e.candidate, e.changed, e.status) for e in entries] == [
+        (False, False, "ok"), (False, False, "ok"), (True, False, "ok"), (True, True, "ok"), (True, False, "failed")]
+    figures = ledger.summary(entries, TASK)
+    assert (figures["candidates"], figures["valid"], figures["valid_changed"]) == (3, 2, 1)
+    assert figures["best_so_far"][0] == figures["initial"] < figures["best_so_far"][1] == figures["best"]
+    best = ledger.best_entry(entries, TASK)
+    assert ledger.source_path(path, best.source_sha256).read_text() == TASK.initial_program.replace(OLD, NEW)
+
+
+def test_compare_refuses_bad_input_before_running_anything(tmp_path, capsys):
+    assert main(["compare", "--task", "model_placement", "--systems", "contextevolve,alphaevolve",
+                 "--out", str(tmp_path / "a"), "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    assert "unknown system 'alphaevolve'" in "".join(capsys.readouterr())
+    assert main(["compare", "--task", "no_such_task", "--out", str(tmp_path / "b")]) == 2
+    assert "no_such_task" in "".join(capsys.readouterr())
+    (tmp_path / "c" / "gepa-s0").mkdir(parents=True)
+    assert main(["compare", "--task", "model_placement", "--systems", "gepa", "--out", str(tmp_path / "c"),
+                 "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    assert "already holds results for gepa-s0" in "".join(capsys.readouterr())
+    with pytest.raises(SystemExit) as stop:  # argparse's own error
+        main(["compare", "--task", "model_placement", "--seeds", "0,x", "--out", str(tmp_path / "d")])
+    assert stop.value.code == 2 and "not a comma-separated list of int: '0,x'" in "".join(capsys.readouterr())
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
