@@ -99,3 +99,18 @@ def test_compare_refuses_bad_input_before_running_anything(tmp_path, capsys):
         main(["compare", "--task", "model_placement", "--seeds", "0,x", "--out", str(tmp_path / "d")])
     assert stop.value.code == 2 and "not a comma-separated list of int: '0,x'" in "".join(capsys.readouterr())
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_peer_is_stopped_at_the_token_budget_and_keeps_what_was_measured(tmp_path):
+    def slow(body: dict) -> str:
+        import time
+        time.sleep(1.0)  # long enough for the watchdog to see the first request's tokens
+        return reply(body)
+
+    with FakeEndpoint(slow) as endpoint:
+        [result] = compare(CompareSettings(task="model_placement", systems=["gepa"], candidates=6, seeds=[1],
+                                           out=str(tmp_path / "cmp"), base_url=endpoint.url, model="fake",
+                                           token_budget=1))
+    assert result.stopped == "token budget 1 reached"
+    assert 1 <= result.llm_calls < 6 and result.tokens >= 1
+    assert result.initial is not None and result.best is not None  # the ledger survived the stop
