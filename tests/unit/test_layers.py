@@ -8,7 +8,7 @@ module of the same layer or a lower one. Layers, bottom to top:
 3. executors (run a task's evaluation locally or on Ray)
 4. nodes (one per phase)
 5. the graph builder (and the ``contextevolve.graph`` package, which re-exports it)
-6. the Python API, baselines, reports
+6. the Python API, baselines, reports, the comparison with OpenEvolve and GEPA
 7. the command line
 """
 
@@ -28,7 +28,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (3, ("contextevolve.evaluation.executors",)),
     (4, ("contextevolve.nodes",)),
     (5, ("contextevolve.graph",)),
-    (6, ("contextevolve.api", "contextevolve.baselines", "contextevolve.report")),
+    (6, ("contextevolve.api", "contextevolve.baselines", "contextevolve.report", "contextevolve.compare")),
     (7, ("contextevolve.cli", "contextevolve.__main__")),
 ]
 """Layer of each module: the longest matching prefix wins (``contextevolve.graph.state`` is 0,
