@@ -15,7 +15,10 @@ the failing program back unchanged counts as an attempt; the next one sees the s
 With ``repair_restart`` (default) and R >= 2, the last repair does not fix the failing program but
 writes the child again from its parent, told the error the failed version met
 (:func:`contextevolve.prompts.repair.restart_messages`: fixes of the model's own rewrites almost
-never worked with the embedded model).
+never worked with the embedded model). A restart that writes its parent out again (a twin) gets the
+Generator's second ask within the same repair: a new conversation naming one concrete mutation,
+hotter (:func:`second_ask`); restarts ended as copies of their parent in most failed children of
+the runs before it.
 """
 
 from __future__ import annotations
@@ -31,15 +34,52 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.memory.records import RepairAttempt
-from contextevolve.nodes.generate import REPLY_EXCERPT, find_twin, repairable, twin_reason, whole_program
+from contextevolve.memory.records import ProgramRecord
+from contextevolve.memory.store import RunMemory
+from contextevolve.nodes.generate import (REASK_HOTTER, REPLY_EXCERPT, find_twin, repairable, twin_reason,
+                                          whole_program)
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import repair as prompt
-from contextevolve.roles import TokenUsage, booked_as
+from contextevolve.prompts.generator import mutation_for, reask_messages
+from contextevolve.roles import TokenUsage, add_usage, booked_as
+from contextevolve.tasks.base import Task
 
 REPAIR_HOTTER = 0.2
 """Temperature added per repair after the first."""
 REPAIR_SEED_STRIDE = 1000
 """Seed offset per repair, so no two repair requests of a run share a seed."""
+SECOND_ASK_SEED = 500
+"""Seed offset of a restart's second ask from the restart's own seed."""
+
+
+def second_ask(ctx: RunContext, task: Task, memory: RunMemory, parent: ProgramRecord, iteration: int,
+               seed: int) -> tuple[str, str, str, str | None, TokenUsage]:
+    """Ask once more after a restart wrote its parent again, as the Generator does after a twin.
+
+    A new conversation (:func:`~contextevolve.prompts.generator.reask_messages`) with another
+    mutation than the Generator's own second ask (``mutation_for(ctx.seed + 1, iteration)``), the
+    Generator's temperature + ``REASK_HOTTER``, seed ``seed + SECOND_ASK_SEED``.
+
+    Returns:
+        ``(source, reply text, problem, twin id or None, usage booked as repair)``; ``problem`` is
+        empty when the reply became a program.
+    """
+    messages = reask_messages(task.description, parent.source, mutation_for(ctx.seed + 1, iteration),
+                              task.higher_is_better)
+    hotter = ctx.llm.temperature_for("generator") + REASK_HOTTER
+    again = replace(ctx, seed=seed + SECOND_ASK_SEED, temperatures={**ctx.llm.temperatures, "generator": hotter})
+    try:
+        reply = call_role("generator", messages, again, check=whole_program(parent.source, "full"))
+    except MalformedReply as exc:
+        return "", exc.text, f"endpoint fault during a restart's second ask: {exc}", None, booked_as(exc.usage, "repair")
+    usage = booked_as(reply.usage, "repair")
+    try:
+        source = build_child(parent.source, reply.text, "full", truncated=reply.truncated)
+    except EditError as exc:
+        if exc.duplicate:
+            return parent.source, reply.text, "", parent.id, usage
+        return exc.source, reply.text, f"a restart's second ask could not be applied: {exc}", None, usage
+    return source, reply.text, "", find_twin(memory, source, parent, task.job().entry), usage
 
 
 def after_evaluate(state: LaneState) -> Literal["repair", "summarize"]:
@@ -100,12 +140,15 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     except EditError as exc:
         fixed = base if restart and exc.duplicate else exc.source  # (a restart's copy: its parent's twin)
         unchanged = exc.duplicate and bool(child.source) and not restart
-        problem = "" if unchanged else f"repair {number} could not be applied: {exc}"
+        problem = "" if unchanged or (restart and exc.duplicate) else f"repair {number} could not be applied: {exc}"
+    twin = find_twin(memory, fixed, parent, task.job().entry) if fixed and not unchanged else None
+    if restart and twin is not None and not problem:  # the restart wrote its parent again
+        fixed, text, problem, twin, more = second_ask(ctx, task, memory, parent, state.iteration, call_ctx.seed)
+        usage = add_usage(usage, more)
     method = "restart" if restart else "import" if line and line not in base.splitlines() else "model"
     attempt = RepairAttempt(attempt=number, method=method, status=child.status, reason=child.reason,
                             source=child.source, tokens=usage)
     changes: dict = {"attempts": [*child.attempts, attempt]}
-    twin = find_twin(memory, fixed, parent, task.job().entry) if fixed and not unchanged else None
     if unchanged:  # the failing program came back: keep its error for the next attempt
         status, reason = child.status, child.reason
     elif twin is not None:

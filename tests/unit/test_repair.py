@@ -112,10 +112,28 @@ def test_without_restart_every_repair_fixes_the_failing_program(tmp_path):
     assert records[1]["status"] == "ok"
 
 
-def test_a_restart_that_copies_the_parent_is_a_failed_duplicate(tmp_path):
+def test_a_restart_that_copies_the_parent_gets_the_second_ask(tmp_path):
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
-                         reply(fenced(INITIAL), 1100, 400), cycle=False)
+                         reply(fenced(INITIAL), 1100, 400), reply(fenced(BETTER_PROGRAM), 700, 300), cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    child = records[1]
+    assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
+    assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)
+    assert [a["method"] for a in child["attempts"]] == ["model", "restart"]
+    # the second ask is a new conversation: the task, the parent without docstrings, another mutation
+    second = generator.seen[3]
+    assert len(second) == 2 and '"""' not in second[1].content and "EVOLVE-BLOCK-START" in second[1].content
+    assert mutation_for(1, 0) in second[1].content and mutation_for(1, 0) != mutation_for(0, 0)
+    assert child["attempts"][1]["tokens"] == {"repair": {"prompt": 1800, "completion": 700}}
+    assert child["tokens"]["repair"] == {"prompt": 2800, "completion": 1100}
+
+
+def test_a_restart_whose_second_ask_copies_again_is_a_failed_duplicate(tmp_path):
+    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
+                         reply(fenced(INITIAL), 1100, 400), reply(fenced(INITIAL + "\n# same\n"), 700, 300),
+                         cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    assert len(generator.seen) == 4
     assert records[1]["status"] == "failed" and records[1]["reason"].startswith("duplicate of it00000")
 
 
