@@ -105,6 +105,8 @@ def write_results(settings, results: list, task: Task) -> None:
     """Write results.json, results.md and the plots into ``settings.out``."""
     out = Path(settings.out)
     data = {"settings": settings.model_dump(exclude={"api_key"}), "results": [r.model_dump() for r in results]}
+    data["settings"]["systems"] = list(dict.fromkeys(r.system for r in results))
+    data["settings"]["seeds"] = sorted({r.seed for r in results})
     (out / "results.json").write_text(json.dumps(data, indent=2))
     (out / "results.md").write_text(markdown(results, task))
     plots(results, task, out)

@@ -201,10 +201,12 @@ def _tokens_by_candidate(entries: list[ledger.LedgerEntry], records) -> list[int
 
 
 def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None] | None = None) -> list[SystemResult]:
-    """Run every system of ``settings`` on every seed; returns (and writes) their results.
+    """Run every system of ``settings`` on every seed; returns (and writes) their results, after
+    those of earlier runs into the same ``out`` (other systems or seeds of the same task).
 
     Raises:
-        ValueError: an unknown system or task, no seeds, a candidate budget below 1.
+        ValueError: an unknown system or task, no seeds, a candidate budget below 1, an ``out`` that
+            already holds one of the runs asked for or a comparison on another task.
         contextevolve.llm.embedded.EmbeddedModelError: the embedded model cannot start.
     """
     from contextevolve.compare.results import write_results
@@ -218,12 +220,13 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
     if missing:
         raise ValueError(f"{', '.join(missing)} not installed: pip install -e '.[peers]' (OpenEvolve 0.4.1, GEPA 0.1.4)")
     task = get_task(settings.task)
-    out = Path(settings.out)
+    out = Path(settings.out).resolve()  # the peers run with their own folder as working directory
     taken = [label for label in (f"{s}-s{seed}" for seed in settings.seeds for s in settings.systems)
              if (out / label).exists()]
     if taken:
         raise ValueError(f"{out} already holds results for {', '.join(taken)}: choose another --out")
     out.mkdir(parents=True, exist_ok=True)
+    results = earlier_results(out, settings.task)
     if settings.base_url:
         upstream, model = settings.base_url, settings.model or "default"
         top_p, top_k = settings.top_p, settings.top_k
@@ -233,7 +236,6 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
         upstream, model = _embedded_endpoint()
         top_p, top_k = settings.top_p or TOP_P, settings.top_k or TOP_K
     overrides = {k: v for k, v in (("top_p", top_p), ("top_k", top_k)) if v is not None}
-    results: list[SystemResult] = []
     for seed in settings.seeds:
         for system in settings.systems:
             label = f"{system}-s{seed}"
@@ -265,8 +267,23 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
                 llm_calls=len(records), own_tokens=own, wall_s=round(wall, 1), best_so_far=figures["best_so_far"],
                 cumulative_tokens=_tokens_by_candidate(candidates, records), stopped=stopped)
             (folder / "result.json").write_text(result.model_dump_json(indent=2))
-            results.append(result)
+            results = [r for r in results if r.label != label] + [result]
             if on_result:
                 on_result(result)
             write_results(settings, results, task)
     return results
+
+
+def earlier_results(out: Path, task: str) -> list[SystemResult]:
+    """The results already in ``out/results.json`` (a comparison extended by more systems or seeds).
+
+    Raises:
+        ValueError: they belong to another task.
+    """
+    path = Path(out) / "results.json"
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    if data.get("settings", {}).get("task") != task:
+        raise ValueError(f"{out} holds a comparison on {data.get('settings', {}).get('task')!r}, not {task!r}")
+    return [SystemResult.model_validate(r) for r in data.get("results", [])]

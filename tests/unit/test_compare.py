@@ -101,16 +101,24 @@ def test_compare_refuses_bad_input_before_running_anything(tmp_path, capsys):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
-def test_a_peer_is_stopped_at_the_token_budget_and_keeps_what_was_measured(tmp_path):
+def test_a_peer_is_stopped_at_the_token_budget_and_a_comparison_can_be_extended(tmp_path, monkeypatch):
     def slow(body: dict) -> str:
         import time
         time.sleep(1.0)  # long enough for the watchdog to see the first request's tokens
         return reply(body)
 
+    monkeypatch.chdir(tmp_path)  # a relative --out, as a user types it
     with FakeEndpoint(slow) as endpoint:
         [result] = compare(CompareSettings(task="model_placement", systems=["gepa"], candidates=6, seeds=[1],
-                                           out=str(tmp_path / "cmp"), base_url=endpoint.url, model="fake",
-                                           token_budget=1))
-    assert result.stopped == "token budget 1 reached"
-    assert 1 <= result.llm_calls < 6 and result.tokens >= 1
-    assert result.initial is not None and result.best is not None  # the ledger survived the stop
+                                           out="cmp", base_url=endpoint.url, model="fake", token_budget=1))
+        assert result.stopped == "token budget 1 reached"
+        assert 1 <= result.llm_calls < 6 and result.tokens >= 1
+        assert result.initial is not None and result.best is not None  # the ledger survived the stop
+        results = compare(CompareSettings(task="model_placement", systems=["openevolve"], candidates=1, seeds=[1],
+                                          out="cmp", base_url=endpoint.url, model="fake"))
+    assert [r.label for r in results] == ["gepa-s1", "openevolve-s1"] and results[1].candidates == 1
+    saved = json.loads((tmp_path / "cmp" / "results.json").read_text())
+    assert [r["label"] for r in saved["results"]] == ["gepa-s1", "openevolve-s1"]
+    assert saved["settings"]["systems"] == ["gepa", "openevolve"]
+    with pytest.raises(ValueError, match="comparison on 'model_placement', not 'txn_scheduling'"):
+        compare(CompareSettings(task="txn_scheduling", systems=["gepa"], out="cmp", base_url=endpoint.url))
