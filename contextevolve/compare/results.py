@@ -1,7 +1,11 @@
 """A comparison's results as JSON, a markdown table and the paper's Figure 3 panels (issue 11).
 
 * ``results.json``: the settings (no API key) and every :class:`SystemResult`.
-* ``results.md``: one row per system and seed, then one per system with the median over seeds.
+* ``results.md``: one row per system and seed, then one per system with the median over seeds
+  (the valid rate is over the candidate budget: a proposal that never became a program counts).
+
+``python -m contextevolve.compare.results OUT`` writes the table and plots again from
+``OUT/results.json``.
 * ``best_so_far.png`` (Fig. 3a): best combined score after each candidate, one line per run.
 * ``tokens.png`` (Fig. 3b): proxy tokens used by each candidate's end, one line per run.
 * ``ablations.png`` (Fig. 3c, when ablations ran): each ablation's median best improvement over
@@ -16,7 +20,7 @@ from pathlib import Path
 
 from contextevolve.tasks.base import Task
 
-COLUMNS = ("system", "seed", "initial", "best", "best recomputed", "candidates", "valid", "valid & changed",
+COLUMNS = ("system", "seed", "initial", "best", "best recomputed", "budget", "evaluated", "valid", "valid & changed",
            "tokens", "prompt / completion", "LLM calls", "tokens / valid", "wall s", "stopped")
 
 
@@ -27,7 +31,8 @@ def _score(value: float | None) -> str:
 def _row(result) -> list[str]:
     per_valid = f"{result.tokens // result.valid:,}" if result.valid else "–"
     return [result.system, str(result.seed), _score(result.initial), _score(result.best),
-            _score(result.best_recomputed), str(result.candidates), str(result.valid), str(result.valid_changed),
+            _score(result.best_recomputed), str(result.budget or "–"), str(result.candidates), str(result.valid),
+            str(result.valid_changed),
             f"{result.tokens:,}", f"{result.prompt_tokens:,} / {result.completion_tokens:,}", str(result.llm_calls),
             per_valid, f"{result.wall_s:.0f}", result.stopped[:60]]
 
@@ -43,10 +48,10 @@ def markdown(results: list, task: Task) -> str:
     lines += ["| " + " | ".join(_row(r)) + " |" for r in results]
     systems = list(dict.fromkeys(r.system for r in results))
     lines += ["", f"Medians over seeds ({'higher' if task.higher_is_better else 'lower'} is better):", "",
-              "| system | runs | best | valid rate | valid & changed | tokens | tokens / valid |", "|---|---|---|---|---|---|---|"]
+              "| system | runs | best | valid / budget | valid & changed | tokens | tokens / valid |", "|---|---|---|---|---|---|---|"]
     for system in systems:
         runs = [r for r in results if r.system == system]
-        rate = _median([r.valid / r.candidates if r.candidates else 0.0 for r in runs])
+        rate = _median([r.valid / (r.budget or r.candidates) if (r.budget or r.candidates) else 0.0 for r in runs])
         tokens = _median([r.tokens for r in runs])
         per_valid = _median([r.tokens / r.valid for r in runs if r.valid])
         lines.append(f"| {system} | {len(runs)} | {_score(_median([r.best for r in runs]))} | "
@@ -110,3 +115,28 @@ def write_results(settings, results: list, task: Task) -> None:
     (out / "results.json").write_text(json.dumps(data, indent=2))
     (out / "results.md").write_text(markdown(results, task))
     plots(results, task, out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m contextevolve.compare.results OUT``: rewrite results.md and the plots of OUT."""
+    import sys
+
+    from contextevolve.compare.runner import CompareSettings, SystemResult
+    from contextevolve.tasks.registry import get_task
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or not (Path(argv[0]) / "results.json").exists():
+        print("usage: python -m contextevolve.compare.results OUT  (a folder holding results.json)", file=sys.stderr)
+        return 2
+    data = json.loads((Path(argv[0]) / "results.json").read_text())
+    settings = CompareSettings.model_validate({**data["settings"], "out": argv[0]})
+    results = [SystemResult.model_validate(r) for r in data["results"]]
+    for result in results:
+        result.budget = result.budget or settings.candidates
+    write_results(settings, results, get_task(settings.task))
+    print((Path(argv[0]) / "results.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -93,8 +93,12 @@ class SystemResult(BaseModel):
     """The best valid candidate's combined score (the initial's when none beat it)."""
     best_recomputed: float | None = None
     """The best program evaluated once more after the run."""
+    budget: int | None = None
+    """The candidate budget it ran under (OpenEvolve iterations, GEPA proposals, ContextEvolve iterations)."""
     candidates: int = 0
-    """Candidates evaluated (ledger entries that are proposals)."""
+    """Candidates evaluated (ledger entries that are proposals): fewer than the budget when a
+    proposal never became a program (an OpenEvolve diff that did not apply, a GEPA proposal its
+    cache already knew)."""
     valid: int = 0
     """Candidates our evaluator scored ``ok``."""
     valid_changed: int = 0
@@ -261,7 +265,8 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
             totals = {"prompt_tokens": sum(r.prompt_tokens for r in records),
                       "completion_tokens": sum(r.completion_tokens for r in records)}
             result = SystemResult(
-                system=system, seed=seed, label=label, initial=figures["initial"], best=figures["best"],
+                system=system, seed=seed, label=label, budget=settings.candidates, initial=figures["initial"],
+                best=figures["best"],
                 best_recomputed=recomputed, candidates=figures["candidates"], valid=figures["valid"],
                 valid_changed=figures["valid_changed"], **totals, tokens=sum(totals.values()),
                 llm_calls=len(records), own_tokens=own, wall_s=round(wall, 1), best_so_far=figures["best_so_far"],

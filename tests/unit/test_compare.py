@@ -9,6 +9,7 @@ import pytest
 
 from contextevolve.cli import main
 from contextevolve.compare import ledger
+from contextevolve.compare.results import main as results_main
 from contextevolve.compare.runner import CompareSettings, compare
 from contextevolve.tasks.registry import get_task
 from tests.fake_endpoint import FakeEndpoint
@@ -61,6 +62,9 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
     assert "| openevolve | 0 |" in table and "Medians over seeds" in table
     for png in ("best_so_far.png", "tokens.png", "ablations.png"):
         assert (out / png).stat().st_size > 1000
+    (out / "results.md").unlink()
+    assert results_main([str(out)]) == 0 and (out / "results.md").read_text() == table
+    assert results_main([str(tmp_path / "nothing")]) == 2
     requests = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
     assert {r["label"] for r in requests} == {r.label for r in results}
     for result in results:  # within a run, no two requests carry the same seed
