@@ -297,8 +297,10 @@ def cmd_compare(args) -> int:
 
     def show(result) -> None:
         per_valid = f"{result.tokens // result.valid:,}" if result.valid else "–"
-        console.print(f"{result.label}: best {result.best:.6g} (initial {result.initial:.6g}), "
-                      f"{result.valid}/{result.candidates} valid, {result.valid_changed} changed, "
+        best, initial = (("–" if v is None else f"{v:.6g}") for v in (result.best, result.initial))
+        console.print(f"{result.label}: best {best} (initial {initial}), "
+                      f"{result.valid}/{result.budget} valid ({result.candidates} evaluated), "
+                      f"{result.valid_changed} changed, "
                       f"{result.tokens:,} tokens ({per_valid} per valid), {result.wall_s:.0f} s"
                       + (f" [{escape(result.stopped)}]" if result.stopped else ""), soft_wrap=True)
 
