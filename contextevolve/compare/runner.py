@@ -128,8 +128,14 @@ def _embedded_endpoint() -> tuple[str, str]:
 
 
 def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: str, model: str,
-                      folder: Path) -> tuple[str, int | None]:
-    """ContextEvolve (or an ablation) in this process; fills the ledger from its stored run."""
+                      folder: Path) -> tuple[str, int | None, list[int]]:
+    """ContextEvolve (or an ablation) in this process; fills the ledger from its stored run.
+
+    Returns ``(why it stopped early or '', its own token total, tokens used by the end of each
+    child)``; the last is from the children's own token records (their ledger entries are written
+    after the run, so their finish times say nothing)."""
+    from contextevolve.roles import total_tokens
+
     from contextevolve.api import evolve
     from contextevolve.graph.settings import DEFAULT_TEMPERATURES
 
@@ -147,11 +153,15 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
         own, stopped = None, f"error: {exc}"[:300]
     records = folder / "run" / "programs.jsonl"
     rows = [json.loads(line) for line in records.read_text().splitlines()] if records.exists() else []
+    used, cumulative = 0, []
     for row in sorted(rows, key=lambda r: r["iteration"]):
+        used += total_tokens(row.get("tokens"))
+        if row["iteration"] > 0:
+            cumulative.append(used)
         ledger.record(task, row.get("source", ""), row["status"], row["combined_score"], folder / "ledger.jsonl",
                       reason=row.get("reason", ""), seconds=row.get("eval_seconds", 0.0),
                       initial=row["iteration"] == 0)
-    return stopped, own
+    return stopped, own, cumulative
 
 
 def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model: str, folder: Path,
@@ -249,9 +259,11 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
                                log_path=out / "requests.jsonl") as proxy:
                 started = time.time()
                 if system in PEERS:
-                    stopped, own = run_peer(settings, system, seed, proxy.url(label), model, folder, proxy, label), None
+                    stopped = run_peer(settings, system, seed, proxy.url(label), model, folder, proxy, label)
+                    own, cumulative = None, None
                 else:
-                    stopped, own = run_contextevolve(settings, system, seed, proxy.url(label), model, folder)
+                    stopped, own, cumulative = run_contextevolve(settings, system, seed, proxy.url(label), model,
+                                                                 folder)
                 wall = time.time() - started
                 records = proxy.records(label)
             entries = ledger.read_ledger(folder / "ledger.jsonl")
@@ -270,7 +282,7 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
                 best_recomputed=recomputed, candidates=figures["candidates"], valid=figures["valid"],
                 valid_changed=figures["valid_changed"], **totals, tokens=sum(totals.values()),
                 llm_calls=len(records), own_tokens=own, wall_s=round(wall, 1), best_so_far=figures["best_so_far"],
-                cumulative_tokens=_tokens_by_candidate(candidates, records), stopped=stopped)
+                cumulative_tokens=cumulative or _tokens_by_candidate(candidates, records), stopped=stopped)
             (folder / "result.json").write_text(result.model_dump_json(indent=2))
             results = [r for r in results if r.label != label] + [result]
             if on_result:

@@ -50,9 +50,11 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
         assert result.candidates == sum(e.candidate for e in entries) >= 1
         assert len(result.best_so_far) == len(result.cumulative_tokens) == result.candidates
         assert result.cumulative_tokens == sorted(result.cumulative_tokens)
+        assert 0 < result.cumulative_tokens[0] and result.cumulative_tokens[-1] <= result.tokens
     # the proxy's count equals ContextEvolve's own report
     for name in ("contextevolve", "contextevolve-no-navigator"):
         assert by_system[name].tokens == by_system[name].own_tokens
+        assert by_system[name].cumulative_tokens[0] < by_system[name].cumulative_tokens[-1] == by_system[name].tokens
         assert by_system[name].candidates == 2 and by_system[name].stopped == ""
     assert by_system["openevolve"].candidates == 2
     assert not any(body.get("stream") for body in endpoint.requests)
