@@ -80,8 +80,11 @@ def plots(results: list, task: Task, out: Path) -> list[Path]:
         fig, ax = plt.subplots(figsize=(6.4, 4))
         for r in results:
             values = getattr(r, field)
+            label = f"{r.label} ({r.candidates} evaluated, {r.tokens:,} tokens)"
             if values:
-                ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, label=r.label)
+                ax.plot(range(1, len(values) + 1), values, marker="o", markersize=3, label=label)
+            else:  # a run without one candidate still shows in the legend
+                ax.plot([], [], marker="x", linestyle="none", label=label)
         ax.set_xlabel("candidate")
         ax.set_ylabel(ylabel)
         ax.set_title(f"{task.title}: {ylabel}")
