@@ -395,7 +395,8 @@ def build_parser() -> argparse.ArgumentParser:
                                           "(needs the [peers] extra)")
     comp.add_argument("--task", required=True)
     comp.add_argument("--systems", type=_csv(str), default=["contextevolve", "openevolve", "gepa"],
-                      help="comma-separated: contextevolve, openevolve, gepa, contextevolve-no-summarizer, "
+                      help="comma-separated: contextevolve, openevolve, openevolve-full (whole programs, not diffs), gepa, "
+                           "contextevolve-no-summarizer, "
                            "contextevolve-no-navigator, contextevolve-no-sampler")
     comp.add_argument("--iterations", type=int, default=8, help="candidate budget per system and seed (default 8)")
     comp.add_argument("--seeds", type=_csv(int), default=[0], help="comma-separated seeds (default 0)")

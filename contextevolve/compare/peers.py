@@ -11,7 +11,8 @@ ledger keeps the task's own units.
   (its process-parallel controller needs it), its ``Config`` built with ``Config.from_dict``;
   its evaluator file is generated next to the run and imports :func:`openevolve_evaluate`.
   One evaluation worker, cascade evaluation off (our evaluator is one stage), OpenEvolve's
-  other defaults (diff-based evolution, islands, MAP-Elites) kept.
+  other defaults (diff-based evolution, islands, MAP-Elites) kept; the ``openevolve-full``
+  variant asks for whole programs (``diff_based_evolution: false``).
 * **GEPA 0.1.x** (``gepa.optimize_anything.optimize_anything``) in single-task mode: the
   candidate is the whole program text, the reflection LM a plain callable on the OpenAI client
   (no litellm), ``max_candidate_proposals`` = the candidate budget, evaluation cache on.
@@ -60,6 +61,9 @@ class PeerSpec(BaseModel):
     """Completion-token cap of every request."""
     timeout_s: float = 600.0
     """Limit for one LLM request, seconds."""
+    options: dict = {}
+    """Entries merged into the system's own configuration (OpenEvolve's ``Config`` dict), e.g.
+    ``{"diff_based_evolution": False}`` for the ``openevolve-full`` variant."""
 
 
 def oriented(task: Task, evaluation: Evaluation) -> float:
@@ -120,6 +124,7 @@ def run_openevolve(spec: PeerSpec) -> None:
     evaluator = out / "evaluator.py"
     evaluator.write_text("from contextevolve.compare.peers import openevolve_evaluate as evaluate  # noqa: F401\n")
     config = Config.from_dict({
+        **spec.options,
         "max_iterations": spec.candidates, "random_seed": spec.seed, "checkpoint_interval": max(spec.candidates, 1),
         "log_level": "WARNING", "log_dir": str(out / "logs"), "language": "python",
         "llm": {"api_base": spec.base_url, "api_key": "none", "temperature": spec.temperature,

@@ -38,7 +38,13 @@ from contextevolve.compare.peers import PeerSpec
 from contextevolve.compare.proxy import CountingProxy
 from contextevolve.tasks.registry import get_task
 
-PEERS = ("openevolve", "gepa")
+PEERS: dict[str, tuple[str, dict]] = {
+    "openevolve": ("openevolve", {}),
+    "openevolve-full": ("openevolve", {"diff_based_evolution": False}),
+    "gepa": ("gepa", {}),
+}
+"""Peer systems: name -> (the package that runs it, options for its configuration). OpenEvolve's
+default evolves by SEARCH/REPLACE diffs; ``openevolve-full`` asks it for whole programs."""
 ABLATIONS: dict[str, dict[str, bool]] = {
     "contextevolve-no-summarizer": {"summarizer_enabled": False},
     "contextevolve-no-navigator": {"navigator_enabled": False},
@@ -170,7 +176,8 @@ def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model:
     token budget or time limit; returns why it stopped early ('' when it finished)."""
     task = get_task(settings.task)
     ledger.evaluate(task, task.initial_program, folder / "ledger.jsonl", initial=True)
-    spec = PeerSpec(system=system, task=settings.task, out_dir=str(folder / "run"), ledger=str(folder / "ledger.jsonl"),
+    package, options = PEERS[system]
+    spec = PeerSpec(system=package, options=options, task=settings.task, out_dir=str(folder / "run"), ledger=str(folder / "ledger.jsonl"),
                     base_url=url, model=model, candidates=settings.candidates, seed=seed,
                     temperature=settings.temperature, max_tokens=settings.max_tokens)
     spec_path = folder / "spec.json"
@@ -230,7 +237,8 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
         raise ValueError(f"unknown system {', '.join(map(repr, unknown))}: choose from {', '.join(SYSTEMS)}")
     if not settings.seeds or settings.candidates < 1:
         raise ValueError("compare needs at least one seed and a candidate budget of at least 1")
-    missing = [s for s in settings.systems if s in PEERS and importlib.util.find_spec(s) is None]
+    packages = {PEERS[s][0] for s in settings.systems if s in PEERS}
+    missing = sorted(p for p in packages if importlib.util.find_spec(p) is None)
     if missing:
         raise ValueError(f"{', '.join(missing)} not installed: pip install -e '.[peers]' (OpenEvolve 0.4.1, GEPA 0.1.4)")
     task = get_task(settings.task)

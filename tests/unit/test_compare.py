@@ -33,13 +33,14 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
     out = tmp_path / "cmp"
     with FakeEndpoint(reply) as endpoint:
         results = compare(CompareSettings(task="model_placement", candidates=2, seeds=[0], out=str(out),
-                                          systems=["contextevolve", "openevolve", "gepa", "contextevolve-no-navigator"],
+                                          systems=["contextevolve", "openevolve", "openevolve-full", "gepa",
+                                                   "contextevolve-no-navigator"],
                                           base_url=endpoint.url, model="fake"))
     initial = TASK.evaluate(TASK.initial_program).combined_score
     better = TASK.evaluate(TASK.initial_program.replace(OLD, NEW)).combined_score
     assert better > initial
     by_system = {r.system: r for r in results}
-    assert set(by_system) == {"contextevolve", "openevolve", "gepa", "contextevolve-no-navigator"}
+    assert set(by_system) == {"contextevolve", "openevolve", "openevolve-full", "gepa", "contextevolve-no-navigator"}
     for result in results:
         assert result.initial == pytest.approx(initial)
         assert result.best == pytest.approx(better) and result.best_recomputed == pytest.approx(better)
@@ -56,7 +57,8 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
         assert by_system[name].tokens == by_system[name].own_tokens
         assert by_system[name].cumulative_tokens[0] < by_system[name].cumulative_tokens[-1] == by_system[name].tokens
         assert by_system[name].candidates == 2 and by_system[name].stopped == ""
-    assert by_system["openevolve"].candidates == 2
+    assert by_system["openevolve"].candidates == by_system["openevolve-full"].candidates == 2
+    assert json.loads((out / "openevolve-full-s0" / "spec.json").read_text())["options"] == {"diff_based_evolution": False}
     assert not any(body.get("stream") for body in endpoint.requests)
     saved = json.loads((out / "results.json").read_text())
     assert [r["label"] for r in saved["results"]] == [r.label for r in results] and "api_key" not in saved["settings"]
