@@ -122,7 +122,8 @@ class SystemResult(BaseModel):
     best_so_far: list[float | None] = Field(default_factory=list)
     """Best score after each candidate (paper Fig. 3a)."""
     cumulative_tokens: list[int] = Field(default_factory=list)
-    """Proxy tokens used by the time each candidate's evaluation finished (Fig. 3b)."""
+    """Tokens used by the time each candidate's evaluation finished (Fig. 3b): from the proxy's
+    records for the peers, from the children's own token records for ContextEvolve (equal in sum)."""
     stopped: str = ""
     """Why the run ended early (token budget, time limit, error), empty when it finished."""
 
@@ -140,10 +141,9 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
     Returns ``(why it stopped early or '', its own token total, tokens used by the end of each
     child)``; the last is from the children's own token records (their ledger entries are written
     after the run, so their finish times say nothing)."""
-    from contextevolve.roles import total_tokens
-
     from contextevolve.api import evolve
     from contextevolve.graph.settings import DEFAULT_TEMPERATURES
+    from contextevolve.roles import total_tokens
 
     task = get_task(settings.task)
     stopped = ""
