@@ -81,25 +81,29 @@ def parse_config(text: str) -> tuple[str, dict]:
     return name, values
 
 
-def first_prompts(run_dir: Path) -> list[dict]:
-    """Per iteration of a one-lane run: its first Generator messages, parent source and score.
-
-    The transcript's rows come in request order; an iteration's first Generator request is the first
-    one after its Navigator request (runs with the Navigator on, one lane).
-    """
+def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict]]:
+    """Every first-attempt Generator request of a one-lane run as ``(iteration, n, row, parent)``:
+    ``n`` counts the iteration's Generator requests from 0, ``row`` is the transcript row, ``parent``
+    the child's parent record. An iteration starts at its Navigator request (runs with the Navigator
+    on); the transcript's rows come in request order."""
     rows = [json.loads(line) for line in (run_dir / "prompts.jsonl").read_text().splitlines()]
     records = {r["iteration"]: r for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
     by_id = {r["id"]: r for r in records.values()}
-    prompts, iteration, waiting = [], 0, False
+    asks, iteration, n = [], 0, 0
     for row in rows:
         if row["role"] == "navigator" and row["attempt"] == 1:
-            iteration, waiting = iteration + 1, True
-        elif row["role"] == "generator" and waiting and row["attempt"] == 1 and iteration in records:
-            parent = by_id[records[iteration]["parent_id"]]
-            prompts.append({"run": run_dir.name, "iteration": iteration, "messages": row["messages"],
-                            "parent": parent["source"], "parent_score": parent["combined_score"]})
-            waiting = False
-    return prompts
+            iteration, n = iteration + 1, 0
+        elif row["role"] == "generator" and row["attempt"] == 1 and iteration in records and iteration > 0:
+            asks.append((iteration, n, row, by_id[records[iteration]["parent_id"]]))
+            n += 1
+    return asks
+
+
+def first_prompts(run_dir: Path) -> list[dict]:
+    """Per iteration of a one-lane run: its first Generator messages, parent source and score."""
+    return [{"run": run_dir.name, "iteration": iteration, "messages": row["messages"],
+             "parent": parent["source"], "parent_score": parent["combined_score"]}
+            for iteration, n, row, parent in _generator_asks(run_dir) if n == 0]
 
 
 def _messages(stored: list[dict]) -> list:
@@ -111,22 +115,15 @@ def reask_prompts(run_dir: Path) -> list[dict]:
     """Per iteration of a one-lane run whose first version was a twin: the first ask and its reply,
     the parent's source and score, and the iteration (the row after the first ask whose request holds
     one of :data:`REASK_MARKERS`)."""
-    rows = [json.loads(line) for line in (run_dir / "prompts.jsonl").read_text().splitlines()]
-    records = {r["iteration"]: r for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
-    by_id = {r["id"]: r for r in records.values()}
-    prompts, iteration, first = [], 0, None
-    for row in rows:
-        if row["role"] == "navigator" and row["attempt"] == 1:
-            iteration, first = iteration + 1, None
-        elif row["role"] == "generator" and row["attempt"] == 1 and iteration in records:
-            if first is None:
-                first = row
-            elif any(marker in row["messages"][-1]["content"] for marker in REASK_MARKERS):
-                parent = by_id[records[iteration]["parent_id"]]
-                prompts.append({"run": run_dir.name, "iteration": iteration, "first": first["messages"],
-                                "first_reply": first["reply"], "parent": parent["source"],
-                                "parent_score": parent["combined_score"]})
-                first = {}  # one re-ask per iteration
+    prompts, firsts = [], {}
+    for iteration, n, row, parent in _generator_asks(run_dir):
+        if n == 0:
+            firsts[iteration] = row
+        elif iteration in firsts and any(marker in row["messages"][-1]["content"] for marker in REASK_MARKERS):
+            first = firsts.pop(iteration)  # one re-ask per iteration
+            prompts.append({"run": run_dir.name, "iteration": iteration, "first": first["messages"],
+                            "first_reply": first["reply"], "parent": parent["source"],
+                            "parent_score": parent["combined_score"]})
     return prompts
 
 
