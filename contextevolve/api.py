@@ -266,8 +266,9 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     _write_json(root / SETTINGS_FILE, ctx.to_json())
     started = time.perf_counter()
     conn = sqlite3.connect(root / CHECKPOINT_FILE, check_same_thread=False)
+    own_server = models.needs_embedded(ctx)  # a server this run did not need is someone else's: left running
     try:
-        if models.needs_embedded(ctx):  # start it here, in the main thread, so it dies with this process
+        if own_server:  # start it here, in the main thread, so it dies with this process
             embedded.shared_server()
         graph = build_graph(SqliteSaver(conn))
         config = {"configurable": {"thread_id": THREAD_ID},
@@ -296,7 +297,8 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         raise
     finally:
         conn.close()
-        embedded.stop_shared_server()
+        if own_server:
+            embedded.stop_shared_server()
     buffer = EvolveBuffer(root / BUFFER_FILE)
     try:
         best_path = _export(root, buffer, final.get("best_id"))

@@ -92,6 +92,6 @@ def baseline_table(tasks: list[str] | None = None, *, include_one_shot: bool = F
                 evaluation = task.evaluate(source) if source else task.rejected("failed", reason)
                 rows.append(BaselineRow(task.name, "one_shot", evaluation, tokens, source))
     finally:
-        if ctx is not None:
+        if ctx is not None and models.needs_embedded(ctx):
             embedded.stop_shared_server()
     return rows

@@ -213,6 +213,16 @@ def _stop(child: subprocess.Popen) -> None:
             return
 
 
+def _endpoint_errors(records) -> str:
+    """'' when every request was answered, else how many were not and with which HTTP statuses
+    (599: the endpoint could not be reached), so that such a run is not read as a measurement."""
+    failed = [r.status for r in records if r.status != 200]
+    if not failed:
+        return ""
+    return (f"endpoint errors: {len(failed)} of {len(records)} requests failed "
+            f"(HTTP {', '.join(str(s) for s in sorted(set(failed)))})")
+
+
 def _tokens_by_candidate(entries: list[ledger.LedgerEntry], records) -> list[int]:
     done = sorted((r.started + r.seconds, r.total_tokens) for r in records)
     out = []
@@ -261,6 +271,8 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
     for seed in settings.seeds:
         for system in settings.systems:
             label = f"{system}-s{seed}"
+            if not settings.base_url:  # the same server, or a new one if the last system's run ended it
+                upstream, model = _embedded_endpoint()
             folder = out / label
             folder.mkdir(parents=True)
             with CountingProxy(upstream, api_key=settings.api_key, base_seed=seed, overrides=overrides,
@@ -274,6 +286,7 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
                                                                  folder)
                 wall = time.time() - started
                 records = proxy.records(label)
+            stopped = "; ".join(filter(None, (stopped, _endpoint_errors(records))))
             entries = ledger.read_ledger(folder / "ledger.jsonl")
             figures = ledger.summary(entries, task)
             best = ledger.best_entry(entries, task)

@@ -130,3 +130,40 @@ def test_a_peer_is_stopped_at_the_token_budget_and_a_comparison_can_be_extended(
     assert saved["settings"]["systems"] == ["gepa", "openevolve"]
     with pytest.raises(ValueError, match="comparison on 'model_placement', not 'txn_scheduling'"):
         compare(CompareSettings(task="txn_scheduling", systems=["gepa"], out="cmp", base_url=endpoint.url))
+
+
+def test_contextevolve_leaves_the_shared_embedded_server_running_for_the_next_system(tmp_path, monkeypatch):
+    """Regression: ``evolve`` stopped the process-wide embedded server even when it was given
+    another endpoint (the proxy), so every system after ContextEvolve met a dead upstream."""
+    from contextevolve.compare import runner
+    from contextevolve.llm import embedded
+
+    class Shared:  # stands in for the embedded server that compare started
+        stopped = False
+
+        def running(self) -> bool:
+            return not self.stopped
+
+        def stop(self) -> None:
+            self.stopped = True
+
+    shared = Shared()
+    monkeypatch.setattr(embedded, "_shared", shared)
+    with FakeEndpoint(reply) as endpoint:
+        monkeypatch.setattr(runner, "_embedded_endpoint", lambda: (endpoint.url, "fake"))
+        results = compare(CompareSettings(task="model_placement", systems=["contextevolve", "gepa"], candidates=1,
+                                          seeds=[0], out=str(tmp_path / "cmp")))
+    assert not shared.stopped
+    assert [r.stopped for r in results] == ["", ""]
+    assert [r.candidates for r in results] == [1, 1] and results[1].valid == 1
+
+
+def test_a_run_whose_requests_failed_says_so(tmp_path):
+    def broken(body: dict) -> str:
+        raise RuntimeError("the model is down")  # the endpoint answers HTTP 500
+
+    with FakeEndpoint(broken) as endpoint:
+        [result] = compare(CompareSettings(task="model_placement", systems=["openevolve"], candidates=1, seeds=[0],
+                                           out=str(tmp_path / "cmp"), base_url=endpoint.url, model="fake"))
+    assert "endpoint errors: " in result.stopped and "(HTTP 500)" in result.stopped
+    assert result.candidates == 0 and result.tokens == 0 and result.llm_calls >= 1
