@@ -2,7 +2,8 @@
 
 * ``results.json``: the settings (no API key) and every :class:`SystemResult`.
 * ``results.md``: one row per system and seed, then one per system with the median over seeds
-  (the valid rate is over the candidate budget: a proposal that never became a program counts).
+  (the valid rate is over the candidate budget: a proposal that never became a program counts;
+  *tokens / changed* divides by the valid candidates that are not copies of earlier code).
 
 ``python -m contextevolve.compare.results OUT`` writes the table and plots again from
 ``OUT/results.json``.
@@ -21,7 +22,7 @@ from pathlib import Path
 from contextevolve.tasks.base import Task
 
 COLUMNS = ("system", "seed", "initial", "best", "best recomputed", "budget", "evaluated", "valid", "valid & changed",
-           "tokens", "prompt / completion", "LLM calls", "tokens / valid", "wall s", "stopped")
+           "tokens", "prompt / completion", "LLM calls", "tokens / valid", "tokens / changed", "wall s", "stopped")
 
 
 def _score(value: float | None) -> str:
@@ -30,11 +31,12 @@ def _score(value: float | None) -> str:
 
 def _row(result) -> list[str]:
     per_valid = f"{result.tokens // result.valid:,}" if result.valid else "–"
+    per_changed = f"{result.tokens // result.valid_changed:,}" if result.valid_changed else "–"
     return [result.system, str(result.seed), _score(result.initial), _score(result.best),
             _score(result.best_recomputed), str(result.budget or "–"), str(result.candidates), str(result.valid),
             str(result.valid_changed),
             f"{result.tokens:,}", f"{result.prompt_tokens:,} / {result.completion_tokens:,}", str(result.llm_calls),
-            per_valid, f"{result.wall_s:.0f}", result.stopped[:60]]
+            per_valid, per_changed, f"{result.wall_s:.0f}", result.stopped[:60]]
 
 
 def _median(values: list[float]) -> float | None:
@@ -48,15 +50,18 @@ def markdown(results: list, task: Task) -> str:
     lines += ["| " + " | ".join(_row(r)) + " |" for r in results]
     systems = list(dict.fromkeys(r.system for r in results))
     lines += ["", f"Medians over seeds ({'higher' if task.higher_is_better else 'lower'} is better):", "",
-              "| system | runs | best | valid / budget | valid & changed | tokens | tokens / valid |", "|---|---|---|---|---|---|---|"]
+              "| system | runs | best | valid / budget | valid & changed | tokens | tokens / valid | tokens / changed |",
+              "|---|---|---|---|---|---|---|---|"]
     for system in systems:
         runs = [r for r in results if r.system == system]
         rate = _median([r.valid / (r.budget or r.candidates) if (r.budget or r.candidates) else 0.0 for r in runs])
         tokens = _median([r.tokens for r in runs])
         per_valid = _median([r.tokens / r.valid for r in runs if r.valid])
+        per_changed = _median([r.tokens / r.valid_changed for r in runs if r.valid_changed])
         lines.append(f"| {system} | {len(runs)} | {_score(_median([r.best for r in runs]))} | "
                      f"{rate:.0%} | {_median([r.valid_changed for r in runs]):g} | {tokens:,.0f} | "
-                     f"{'–' if per_valid is None else f'{per_valid:,.0f}'} |")
+                     f"{'–' if per_valid is None else f'{per_valid:,.0f}'} | "
+                     f"{'–' if per_changed is None else f'{per_changed:,.0f}'} |")
     return "\n".join(lines) + "\n"
 
 
