@@ -9,8 +9,8 @@
 ``OUT/results.json``.
 * ``best_so_far.png`` (Fig. 3a): best combined score after each candidate, one line per run.
 * ``tokens.png`` (Fig. 3b): proxy tokens used by each candidate's end, one line per run.
-* ``ablations.png`` (Fig. 3c, when ablations ran): each ablation's median best improvement over
-  the initial program relative to the full system's (1.0 = as good as the full system).
+* ``ablations.png`` (Fig. 3c, when ablations ran): each ablation's best score relative to the
+  full system's on the seeds both ran (:func:`ablation_rows`; 1.0 = as good as the full system).
 """
 
 from __future__ import annotations
@@ -62,14 +62,35 @@ def markdown(results: list, task: Task) -> str:
                      f"{rate:.0%} | {_median([r.valid_changed for r in runs]):g} | {tokens:,.0f} | "
                      f"{'–' if per_valid is None else f'{per_valid:,.0f}'} | "
                      f"{'–' if per_changed is None else f'{per_changed:,.0f}'} |")
+    ablations = ablation_rows(results, task)
+    if ablations:
+        lines += ["", "Ablations against the full system on the same seeds (relative > 1: the ablation did better):", "",
+                  "| ablation | seeds | best | full system's best | relative |", "|---|---|---|---|---|"]
+        lines += [f"| {r['system']} | {','.join(map(str, r['seeds']))} | {_score(r['best'])} | "
+                  f"{_score(r['full_best'])} | {r['relative']:.4f} |" for r in ablations]
     return "\n".join(lines) + "\n"
 
 
-def _improvement(result, task: Task) -> float | None:
-    if result.best is None or result.initial is None:
-        return None
-    gain = result.best - result.initial
-    return gain if task.higher_is_better else -gain
+def ablation_rows(results: list, task: Task) -> list[dict]:
+    """Each ablation against the full system on the seeds both ran (paper Fig. 3c).
+
+    Returns one dict per ablation: ``system``, ``seeds``, ``best`` and ``full_best`` (medians of
+    the best scores over those seeds) and ``relative``: ``best / full_best`` when higher is
+    better, ``full_best / best`` when lower is (above 1.0: the ablation did better). Ablations
+    without a shared seed or a score are left out."""
+    full = {r.seed: r.best for r in results if r.system == "contextevolve" and r.best is not None}
+    rows = []
+    for system in sorted({r.system for r in results if r.system.startswith("contextevolve-")}):
+        mine = {r.seed: r.best for r in results if r.system == system and r.best is not None}
+        seeds = sorted(set(mine) & set(full))
+        if not seeds:
+            continue
+        best, full_best = _median([mine[s] for s in seeds]), _median([full[s] for s in seeds])
+        if not best or not full_best:
+            continue
+        relative = best / full_best if task.higher_is_better else full_best / best
+        rows.append({"system": system, "seeds": seeds, "best": best, "full_best": full_best, "relative": relative})
+    return rows
 
 
 def plots(results: list, task: Task, out: Path) -> list[Path]:
@@ -98,15 +119,14 @@ def plots(results: list, task: Task, out: Path) -> list[Path]:
         fig.savefig(out / name, dpi=110)
         plt.close(fig)
         written.append(out / name)
-    full = [_improvement(r, task) for r in results if r.system == "contextevolve"]
-    ablated = sorted({r.system for r in results if r.system.startswith("contextevolve-")})
-    base = _median(full)
-    if ablated and base:
+    rows = ablation_rows(results, task)
+    if rows:
         fig, ax = plt.subplots(figsize=(6.4, 4))
-        ratios = [(_median([_improvement(r, task) for r in results if r.system == s]) or 0.0) / base for s in ablated]
-        ax.bar(["full", *[s.removeprefix("contextevolve-") for s in ablated]], [1.0, *ratios])
-        ax.set_ylabel("improvement over initial, relative to full")
-        ax.set_title(f"{task.title}: ablations")
+        ax.bar(["full", *[r["system"].removeprefix("contextevolve-") for r in rows]],
+               [1.0, *[r["relative"] for r in rows]])
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_ylabel("best score relative to the full system")
+        ax.set_title(f"{task.title}: ablations (same seeds)")
         fig.tight_layout()
         fig.savefig(out / "ablations.png", dpi=110)
         plt.close(fig)

@@ -167,3 +167,22 @@ def test_a_run_whose_requests_failed_says_so(tmp_path):
                                            out=str(tmp_path / "cmp"), base_url=endpoint.url, model="fake"))
     assert "endpoint errors: " in result.stopped and "(HTTP 500)" in result.stopped
     assert result.candidates == 0 and result.tokens == 0 and result.llm_calls >= 1
+
+
+def test_ablations_are_compared_with_the_full_system_on_the_seeds_both_ran():
+    from contextevolve.compare.results import ablation_rows, markdown
+    from contextevolve.compare.runner import SystemResult
+
+    def run(system: str, seed: int, best: float) -> SystemResult:
+        return SystemResult(system=system, seed=seed, label=f"{system}-s{seed}", initial=20.0, best=best)
+
+    results = [run("contextevolve", 0, 20.0), run("contextevolve", 1, 30.0),
+               run("contextevolve-no-sampler", 0, 22.0), run("contextevolve-no-navigator", 2, 25.0)]
+    [row] = ablation_rows(results, TASK)  # no-navigator shares no seed with the full system
+    assert row["system"] == "contextevolve-no-sampler" and row["seeds"] == [0]
+    assert row["full_best"] == 20.0 and row["relative"] == pytest.approx(1.1)  # not against seed 1's 30.0
+    assert "| contextevolve-no-sampler | 0 | 22 | 20 | 1.1000 |" in markdown(results, TASK)
+    lower = get_task("sparse_attention")  # lower is better: the ratio is turned round
+    assert not lower.higher_is_better
+    [row] = ablation_rows([run("contextevolve", 0, 0.1), run("contextevolve-no-sampler", 0, 0.2)], lower)
+    assert row["relative"] == pytest.approx(0.5)
