@@ -29,14 +29,18 @@ def _score(value: float | None) -> str:
     return "–" if value is None else f"{value:.6g}"
 
 
+def _per(tokens: float | None, count: float | None = 1) -> str:
+    """``tokens / count`` with thousands separators, '–' when there is nothing to divide."""
+    return "–" if tokens is None or not count else f"{tokens / count:,.0f}"
+
+
 def _row(result) -> list[str]:
-    per_valid = f"{result.tokens // result.valid:,}" if result.valid else "–"
-    per_changed = f"{result.tokens // result.valid_changed:,}" if result.valid_changed else "–"
     return [result.system, str(result.seed), _score(result.initial), _score(result.best),
             _score(result.best_recomputed), str(result.budget or "–"), str(result.candidates), str(result.valid),
             str(result.valid_changed),
             f"{result.tokens:,}", f"{result.prompt_tokens:,} / {result.completion_tokens:,}", str(result.llm_calls),
-            per_valid, per_changed, f"{result.wall_s:.0f}", result.stopped[:60]]
+            _per(result.tokens, result.valid), _per(result.tokens, result.valid_changed), f"{result.wall_s:.0f}",
+            result.stopped[:60]]
 
 
 def _median(values: list[float]) -> float | None:
@@ -60,8 +64,7 @@ def markdown(results: list, task: Task) -> str:
         per_changed = _median([r.tokens / r.valid_changed for r in runs if r.valid_changed])
         lines.append(f"| {system} | {len(runs)} | {_score(_median([r.best for r in runs]))} | "
                      f"{rate:.0%} | {_median([r.valid_changed for r in runs]):g} | {tokens:,.0f} | "
-                     f"{'–' if per_valid is None else f'{per_valid:,.0f}'} | "
-                     f"{'–' if per_changed is None else f'{per_changed:,.0f}'} |")
+                     f"{_per(per_valid)} | {_per(per_changed)} |")
     ablations = ablation_rows(results, task)
     if ablations:
         lines += ["", "Ablations against the full system on the same seeds (relative > 1: the ablation did better):", "",

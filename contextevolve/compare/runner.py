@@ -265,13 +265,12 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
     else:
         from contextevolve.llm.embedded import TOP_K, TOP_P
 
-        upstream, model = _embedded_endpoint()
         top_p, top_k = settings.top_p or TOP_P, settings.top_k or TOP_K
     overrides = {k: v for k, v in (("top_p", top_p), ("top_k", top_k)) if v is not None}
     for seed in settings.seeds:
         for system in settings.systems:
             label = f"{system}-s{seed}"
-            if not settings.base_url:  # the same server, or a new one if the last system's run ended it
+            if not settings.base_url:  # started on first use; a new one if the last system's run ended it
                 upstream, model = _embedded_endpoint()
             folder = out / label
             folder.mkdir(parents=True)
