@@ -151,8 +151,9 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     changes: dict = {"attempts": [*child.attempts, attempt]}
     if unchanged:  # the failing program came back: keep its error for the next attempt
         status, reason = child.status, child.reason
-    elif twin is not None:
+    elif twin is not None:  # the twin's code is not kept, as in generate (the attempts keep the last one)
         status, reason = "failed", twin_reason(twin)
+        changes.update(source="")
     elif problem:
         status, reason = "failed", problem
         changes.update(diagnostics=text[:REPLY_EXCERPT], traceback="", source=fixed or child.source)

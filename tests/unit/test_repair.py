@@ -135,6 +135,8 @@ def test_a_restart_whose_second_ask_copies_again_is_a_failed_duplicate(tmp_path)
     _, records, _ = run(tmp_path, generator, repair_attempts=2)
     assert len(generator.seen) == 4
     assert records[1]["status"] == "failed" and records[1]["reason"].startswith("duplicate of it00000")
+    # the stored source is not the failing program the reason does not describe; the attempts keep it
+    assert records[1]["source"] == "" and records[1]["attempts"][-1]["source"] == NAME_ERROR
 
 
 def test_no_repair_with_zero_attempts(tmp_path):
