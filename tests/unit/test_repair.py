@@ -135,7 +135,7 @@ def test_a_restart_whose_second_ask_copies_again_is_a_failed_duplicate(tmp_path)
     _, records, _ = run(tmp_path, generator, repair_attempts=2)
     assert len(generator.seen) == 4
     assert records[1]["status"] == "failed" and records[1]["reason"].startswith("duplicate of it00000")
-    # the stored source is not the failing program the reason does not describe; the attempts keep it
+    # a twin is stored without source (not the earlier failing program); its attempts keep that one
     assert records[1]["source"] == "" and records[1]["attempts"][-1]["source"] == NAME_ERROR
 
 
