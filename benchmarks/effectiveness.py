@@ -9,14 +9,21 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
 * tokens per iteration by role, completion tokens of the Generator and repairs per iteration
   ("code tokens", what a generation mode costs), tokens per valid child;
 * seconds per iteration, from the end of ``initialize`` (LLM server up, c_0 scored) to the
-  end of the run.
+  end of the run, and the median over children of their own seconds;
+* seconds per iteration by phase (``generate``, ``evaluate``, ``repair``, ...) with the part of each
+  spent waiting for the LLM, and LLM seconds and generated tokens by role, from the children's
+  records (:mod:`contextevolve.timing`).
+
+``--no-stop`` and ``--no-prompt-cache`` switch off the stop at the end of the code block and the
+embedded server's prompt cache, so a run with ``--mode full --no-stop --no-prompt-cache`` measures
+the system as it was before them, beside one with the defaults.
 
 The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one
 markdown table over several such runs (no LLM needed).
 
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
-        [--repair-attempts R] [--no-restart] [--mode full|diff] [--base-url URL --model NAME] [--run-dir DIR]
+        [--repair-attempts R] [--no-restart] [--mode full|diff|functions] [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
 """
 
@@ -24,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import statistics
 import subprocess
 import sys
 import time
@@ -36,7 +45,8 @@ from contextevolve.tasks.registry import get_task  # noqa: E402
 
 RESULT_FILE = "effectiveness.json"
 COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "pre-check stops", "duplicates",
-           "improvements", "initial", "best", "tokens/iter", "code tokens/iter", "tokens/valid child", "s/iter")
+           "improvements", "initial", "best", "tokens/iter", "code tokens/iter", "median code tokens", "tokens/valid child",
+           "s/iter", "median s/iter")
 
 
 def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) -> dict:
@@ -73,9 +83,44 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
             for role in ("generator", "repair")) / n,
         "tokens_per_valid_child": tokens / valid if valid else None,
         "seconds_per_iteration": seconds_per_iteration,
+        "median_seconds_per_iteration": _median([_wall(c) for c in children if c.get("seconds")]),
+        "median_generated_tokens_per_iteration": _median([sum(
+            c.get("tokens", {}).get(role, {}).get("completion", 0) for role in ("generator", "repair"))
+            for c in children]),
+        "seconds_by_phase_per_iteration": {k: v / n for k, v in sorted(_sum_seconds(children).items())},
+        "llm_by_role_per_iteration": {role: {k: v / n for k, v in row.items()} for role, row in _llm(children).items()},
         "statuses": [c["status"] for c in children],
         "reasons": [c["reason"][:160] for c in children if c["status"] != "ok"],
     }
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _wall(record: dict) -> float:
+    """A child's own wall seconds: its phases summed (``"<phase>.part"`` keys are parts of a phase)."""
+    return sum(v for k, v in record.get("seconds", {}).items() if "." not in k)
+
+
+def _sum_seconds(records: list[dict]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in records:
+        for k, v in r.get("seconds", {}).items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def _llm(records: list[dict]) -> dict[str, dict[str, float]]:
+    """LLM calls, seconds and tokens by usage role (a call made in phase ``repair`` is ``repair``)."""
+    out: dict[str, dict[str, float]] = {}
+    for r in records:
+        for call in r.get("llm_calls", []):
+            role = "repair" if call["phase"] == "repair" else call["role"]
+            row = out.setdefault(role, {"calls": 0, "seconds": 0.0, "prompt": 0, "completion": 0})
+            for key in row:
+                row[key] += 1 if key == "calls" else call[key]
+    return out
 
 
 def row(f: dict) -> list[str]:
@@ -88,7 +133,12 @@ def row(f: dict) -> list[str]:
             f"{100 * f['valid_rate']:.0f} %", f"{f['repairs_succeeded']}/{f['repairs_attempted']}",
             str(f["precheck_stops"]), str(f["duplicates"]), str(f["improvements"]), f"{f['initial']:.6g}",
             f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}", "-" if code is None else f"{code:,.0f}",
-            per_valid, secs]
+            _num(f.get("median_generated_tokens_per_iteration")), per_valid, secs,
+            _num(f.get("median_seconds_per_iteration"))]
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def table(results: list[dict]) -> str:
@@ -105,7 +155,11 @@ def table(results: list[dict]) -> str:
 
 def report(f: dict) -> str:
     roles = ", ".join(f"{role} {v:,.0f}" for role, v in f["tokens_per_iteration"].items())
+    phases = ", ".join(f"{k} {v:.1f}" for k, v in f["seconds_by_phase_per_iteration"].items())
+    llm = ", ".join(f"{role} {r['calls']:.2f} calls {r['seconds']:.1f} s {r['completion']:.0f} generated"
+                    for role, r in f["llm_by_role_per_iteration"].items())
     return (f"{table([f])}\n\ntokens per iteration by role: {roles}\n"
+            f"seconds per iteration by phase: {phases}\nLLM per iteration by role: {llm}\n"
             f"statuses: {' '.join(f['statuses'])}\n" + "".join(f"  failed: {r}\n" for r in f["reasons"]))
 
 
@@ -115,9 +169,13 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repair-attempts", type=int, default=None, help="default: RunContext's")
-    parser.add_argument("--mode", choices=["full", "diff"], default=None, help="default: RunContext's")
+    parser.add_argument("--mode", choices=["full", "diff", "functions"], default=None, help="default: RunContext's")
     parser.add_argument("--no-restart", action="store_true",
                         help="every repair fixes the failing program (SearchSettings.repair_restart = False)")
+    parser.add_argument("--no-stop", action="store_true",
+                        help="let the Generator write past the end of its code block (SearchSettings.stop_at_code_end)")
+    parser.add_argument("--no-prompt-cache", action="store_true",
+                        help="start the embedded server without its prompt cache (CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")
     parser.add_argument("--log-prompts", action="store_true", help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
@@ -132,10 +190,13 @@ def main() -> int:
     from contextevolve.api import evolve
     from contextevolve.graph.context import SearchSettings, flat_settings
 
+    if args.no_prompt_cache:
+        os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] = "0"
     repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
     mode = args.mode or SearchSettings.generation_mode
     fix_only = "-fixonly" if args.no_restart else ""
-    run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}-seed{args.seed}")
+    old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "")
+    run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip() or None
@@ -146,10 +207,11 @@ def main() -> int:
 
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
            generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
-           log_prompts=args.log_prompts or None, on_update=on_update)
+           log_prompts=args.log_prompts or None, on_update=on_update, stop_at_code_end=not args.no_stop)
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
-    result = {**figures(run_dir, per_iteration, settings), "commit": commit}
+    result = {**figures(run_dir, per_iteration, settings), "commit": commit,
+              "stop_at_code_end": not args.no_stop, "prompt_cache": not args.no_prompt_cache}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
     print(report(result))
     return 0

@@ -15,7 +15,7 @@ mechanical import fix handles (:mod:`contextevolve.fixes`) is left out: it never
 
 Usage:
     python benchmarks/repair_replay.py runs/eff-* [--temperatures 0.2,0.8] [--samples 2]
-        [--mode full|diff] [--base-url URL --model NAME] [--limit N]
+        [--mode full|diff|functions] [--base-url URL --model NAME] [--limit N]
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories of finished runs")
     parser.add_argument("--temperatures", default="0.2,0.8", help="generator temperatures to compare")
     parser.add_argument("--samples", type=int, default=2, help="repairs per case and temperature (seeds 0..)")
-    parser.add_argument("--mode", choices=("full", "diff"), default="full")
+    parser.add_argument("--mode", choices=("full", "diff", "functions"), default="full")
     parser.add_argument("--limit", type=int, default=None, help="at most this many cases")
     parser.add_argument("--base-url")
     parser.add_argument("--model")

@@ -12,8 +12,10 @@ Run directory layout::
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,10 +26,11 @@ from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import DEFAULT_TASK, RunContext, UnknownSettingError, check_setting_names
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
-from contextevolve.memory.records import program_id
+from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
 from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.registry import get_task
+from contextevolve.timing import add_seconds
 
 SETTINGS_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoints.sqlite"
@@ -124,7 +127,9 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     Keys: ``run_dir``, ``task``, ``iterations``, ``programs`` (committed, failed ones included),
     ``statuses`` (count per status), ``initial_score``, ``best_score``, ``best_id``, ``repairs``
     (``attempted``: repair calls, ``succeeded``: children they made ok), ``tokens`` (by role),
-    ``total_tokens``.
+    ``total_tokens``, ``seconds`` (wall seconds by phase, summed over programs; see
+    :mod:`contextevolve.timing`), ``llm`` (per usage role: ``calls``, ``seconds``, ``prompt``,
+    ``completion``), ``seconds_per_iteration`` (median over the children).
 
     Raises:
         RunDirError: ``run_dir`` holds no run.
@@ -145,6 +150,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     for r in records:
         statuses[r.status] = statuses.get(r.status, 0) + 1
     initial = next((r for r in records if r.iteration == 0), None)
+    seconds = functools.reduce(add_seconds, (r.seconds for r in records), {})
+    children = [sum(v for k, v in r.seconds.items() if "." not in k) for r in records if r.iteration and r.seconds]
     return {
         "run_dir": str(root),
         "task": task.name,
@@ -158,7 +165,25 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
                     "succeeded": sum(1 for r in records if r.attempts and r.status == "ok")},
         "tokens": tokens,
         "total_tokens": total_tokens(tokens),
+        "seconds": seconds,
+        "llm": llm_by_role(records),
+        "seconds_per_iteration": round(statistics.median(children), 1) if children else None,
     }
+
+
+def llm_by_role(records: list[ProgramRecord]) -> dict[str, dict[str, float]]:
+    """LLM requests of ``records`` by usage role: ``{"generator": {"calls", "seconds", "prompt",
+    "completion"}, ...}`` (a request made in phase ``repair`` counts as ``repair``)."""
+    out: dict[str, dict[str, float]] = {}
+    for record in records:
+        for call in record.llm_calls:
+            role = "repair" if call.phase == "repair" else call.role
+            row = out.setdefault(role, {"calls": 0, "seconds": 0.0, "prompt": 0, "completion": 0})
+            row["calls"] += 1
+            row["seconds"] = round(row["seconds"] + call.seconds, 3)
+            row["prompt"] += call.prompt
+            row["completion"] += call.completion
+    return out
 
 
 def thread_state(run_dir: str | Path) -> dict[str, Any]:

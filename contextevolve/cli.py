@@ -28,6 +28,7 @@ from contextevolve.evaluation.executors import ExecutorError
 from contextevolve.graph.context import DEFAULT_TASK
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
+from contextevolve.timing import PHASE_ROLE
 
 EXIT_BAD_INPUT = 2
 """Exit code for bad input (nothing was written)."""
@@ -95,9 +96,11 @@ def run_settings(args: argparse.Namespace) -> dict:
         base_url=args.base_url, model=args.model, models=_role_models(args.role_model) or None,
         max_retries=args.max_retries, retry_wait_s=args.retry_wait, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
         target_score=args.target_score, token_budget=args.token_budget,
+        time_budget_s=args.time_budget * 60 if args.time_budget is not None else None,
         generation_mode=args.mode, repair_attempts=args.repair_attempts,
         repair_restart=False if args.no_repair_restart else None,
-        prechecks=False if args.no_prechecks else None, log_prompts=True if args.log_prompts else None,
+        prechecks=False if args.no_prechecks else None,
+        stop_at_code_end=False if args.no_code_stop else None, log_prompts=True if args.log_prompts else None,
         eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
         num_trajectories=args.trajectories, context_token_budget=args.context_budget,
         summary_variant=args.summary_variant, guidance_variant=args.guidance_variant,
@@ -193,7 +196,29 @@ def cmd_status(args: argparse.Namespace) -> int:
     console.print(f"initial score: {status['initial_score']}  best score: {status['best_score']} "
                   f"({status['best_id']})")
     console.print(_tokens_table(status["tokens"]))
+    if status["seconds"]:
+        console.print(_seconds_table(status["seconds"], status["llm"]))
+        console.print(f"median seconds per iteration: {status['seconds_per_iteration']}")
     return 0
+
+
+def _seconds_table(seconds: dict, llm: dict) -> Table:
+    """Seconds by phase (whole phase, of it LLM replies, share of all phases) and LLM calls by role."""
+    table = Table(title="Seconds by phase (summed over lanes)")
+    for col in ("phase", "seconds", "of it LLM", "share", "LLM calls", "generated tokens", "tokens/s"):
+        table.add_column(col, justify="right" if col != "phase" else "left")
+    phases = {k: v for k, v in seconds.items() if "." not in k}
+    whole = sum(phases.values()) or 1.0
+    for phase, value in sorted(phases.items(), key=lambda kv: -kv[1]):
+        row = llm.get(PHASE_ROLE.get(phase, ""), {}) if phase not in ("initialize",) else {}
+        made = row.get("completion", 0)
+        rate = f"{made / row['seconds']:.1f}" if row.get("seconds") else ""
+        table.add_row(phase, f"{value:.1f}", f"{seconds.get(phase + '.llm', 0.0):.1f}", f"{value / whole:.0%}",
+                      str(row.get("calls", "")), str(made or ""), rate)
+    for part in ("precheck", "full", "import", "calls"):
+        if f"evaluate.{part}" in seconds:
+            table.add_row(f"  evaluate.{part}", f"{seconds[f'evaluate.{part}']:.1f}", "", "", "", "", "")
+    return table
 
 
 def _limit_settings(args: argparse.Namespace) -> dict:
@@ -334,9 +359,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int)
     run.add_argument("--target-score", type=float)
     run.add_argument("--token-budget", type=int, help="stop after this many prompt+completion tokens")
-    run.add_argument("--mode", choices=["full", "diff"],
-                     help="generator output: whole program (default; measured better with the embedded model) "
-                          "or SEARCH/REPLACE edits")
+    run.add_argument("--time-budget", type=float, metavar="MINUTES",
+                     help="stop after this many minutes of the run's rounds (checked between rounds)")
+    run.add_argument("--mode", choices=["full", "diff", "functions"],
+                     help="generator output: whole program (default), SEARCH/REPLACE edits, or only the whole "
+                          "functions that change, spliced in by name")
+    run.add_argument("--no-code-stop", action="store_true",
+                     help="let the Generator write on after its code block closes (default: the request stops there)")
     run.add_argument("--repair-attempts", type=int, metavar="R",
                      help="repairs of a failed child with its error and traceback (default 2; 0 = the paper)")
     run.add_argument("--no-repair-restart", action="store_true",

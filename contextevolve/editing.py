@@ -1,6 +1,7 @@
 """Turning Generator output (untrusted text) into a child program, or a reason it failed.
 
-Two formats are accepted:
+Two formats are handled here (the third, whole functions spliced in by name, is
+:mod:`contextevolve.splicing`):
 
 * full rewrite: the program inside a fenced code block (the largest Python block wins);
 * diffs: one or more blocks ::
@@ -56,13 +57,19 @@ def evolve_region(source: str) -> tuple[int, int] | None:
     return source.index("\n", start) + 1, end
 
 
+def code_blocks(text: str) -> list[tuple[str, str]]:
+    """Every fenced block of ``text`` as ``(language in lower case, body)``, in order (an unclosed last
+    block runs to the end of the text)."""
+    return [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+
+
 def extract_code(text: str) -> str:
     """The program in ``text``: the largest fenced block (python preferred), else the bare text.
 
     Raises:
         EditError: no code found.
     """
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
+    blocks = code_blocks(text)
     python = [body for lang, body in blocks if lang in ("python", "py", "python3")]
     candidates = python or [body for _, body in blocks]
     if candidates:
@@ -257,15 +264,27 @@ def _fenced_diff(reply: str) -> bool:
 
 
 def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) -> str:
-    """Apply ``reply`` to ``parent`` in ``mode`` (``"full"`` or ``"diff"``) and check that it compiles.
+    """Apply ``reply`` to ``parent`` in ``mode`` and check that it compiles.
 
-    A diff-mode reply holding no diff but a full program is accepted as a rewrite, and vice versa.
+    Modes: ``"full"`` (the whole program), ``"diff"`` (SEARCH/REPLACE edits) or ``"functions"`` (only
+    the whole functions and classes that change, spliced in by name:
+    :func:`contextevolve.splicing.apply_functions`). A reply holding SEARCH/REPLACE edits is applied as
+    edits in any mode; a diff-mode reply holding a full program is accepted as a rewrite.
 
     Raises:
         EditError: the reason the child cannot be built (truncated reply, no code, bad diff, syntax error).
     """
     if parse_diffs(reply) and (mode == "diff" or "```" not in reply or _fenced_diff(reply)):
         child = apply_diffs(parent, reply)
+    elif mode == "functions":
+        from contextevolve.splicing import apply_functions  # splicing builds on this module
+
+        try:
+            child = apply_functions(parent, reply)
+        except EditError:
+            if truncated:
+                raise EditError("the reply was cut off at the completion-token limit") from None
+            raise
     else:
         try:
             child = apply_rewrite(parent, reply)

@@ -46,6 +46,7 @@ from contextevolve.nodes.sample import sample
 from contextevolve.nodes.select_parent import select_parent
 from contextevolve.nodes.summarize import summarize
 from contextevolve.nodes.update_buffer import update_buffer
+from contextevolve.timing import phase_clock
 
 LANE_PHASES = ("select_parent", "navigate", "sample", "compose", "generate", "evaluate", "summarize")
 """Phases 1-7 of Algorithm 1, run by each lane, in order."""
@@ -104,7 +105,9 @@ def review(lane: LaneState) -> str:
 def lane_node(name: str) -> Callable[[LaneState | dict, Runtime[RunContext]], Command]:
     """The graph node running lane phase ``name`` (a key of ``_LANE_NODES``) on the lane state it was sent.
 
-    It applies the phase's update to the lane state, publishes the result in ``EvolveState.lanes``
+    It times the phase (:func:`contextevolve.timing.phase_clock`: its wall seconds and LLM calls are
+    added to the lane's ``seconds`` and ``llm_calls``), applies the phase's update to the lane state,
+    publishes the result in ``EvolveState.lanes``
     (with ``phase=name``) and sends it on to the next phase; the last phase also hands the lane's
     report (``lane_results``) to ``update_buffer``.
     """
@@ -115,7 +118,13 @@ def lane_node(name: str) -> Callable[[LaneState | dict, Runtime[RunContext]], Co
         check_identity(lane.run_identity, runtime.context)
         if name == "generate" and runtime.context.review_guidance:
             lane = replace(lane, guidance=review(lane))
-        lane = apply_update(lane, fn(lane, runtime))
+        with phase_clock(name) as watch:
+            update = fn(lane, runtime)
+        lane = apply_update(lane, {**update, "seconds": watch.seconds,
+                                   "llm_calls": [c.model_dump() for c in watch.calls]})
+        if lane.lane_results:  # the report was written inside the phase: give it the lane's final seconds
+            lane = replace(lane, lane_results=[{**r, "seconds": lane.seconds, "llm_calls": lane.llm_calls}
+                                               for r in lane.lane_results])
         target = route(lane) if route else destinations[0]
         view = {**asdict(lane), "phase": name}
         del view["lane_results"]

@@ -153,6 +153,10 @@ class RunContext:
     """Stop once the best combined score reaches this (in the task's orientation)."""
     token_budget: int | None = None
     """Stop once prompt + completion tokens over all roles reach this."""
+    time_budget_s: float | None = None
+    """Stop once the run's elapsed wall seconds (``EvolveState.elapsed_s``: its rounds, the initial
+    program's evaluation included, not the time it was stopped) reach this. Checked between rounds,
+    so a run ends during the round that crosses it."""
 
     llm: ModelSettings = field(default_factory=ModelSettings)
     """Endpoints, models, sampling and retries of the agents' LLM calls."""
@@ -201,6 +205,8 @@ class RunContext:
         search, llm = self.search, self.llm
         if self.max_iterations < 0:
             problems.append("max_iterations must be >= 0")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            problems.append("time_budget_s must be > 0")
         if llm.max_retries < 0 or llm.retry_wait_s < 0:
             problems.append("max_retries and retry_wait_s must be >= 0")
         if search.repair_attempts < 0:

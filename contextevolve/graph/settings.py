@@ -95,10 +95,15 @@ class SearchSettings:
     """Of those, how many slots are reserved for failed/invalid programs."""
     context_token_budget: int = 3500
     """Token budget of the composed generator context Φ (parent code included)."""
-    generation_mode: Literal["full", "diff"] = "full"
-    """Generator writes a whole program, or SEARCH/REPLACE diffs against the parent. ``full`` by
+    generation_mode: Literal["full", "diff", "functions"] = "full"
+    """Generator (and repair) writes a whole program, SEARCH/REPLACE diffs against the parent, or only the
+    whole functions it changes, spliced in by name (:mod:`contextevolve.splicing`). ``full`` by
     evidence: with the embedded model it made twice the valid children per iteration (README,
     "Every attempt counts")."""
+    stop_at_code_end: bool = True
+    """End the Generator's (and repair's) completion where its code block closes (``full`` and
+    ``functions`` mode): the prose a small model writes after its code costs decoding time and is
+    never read."""
     repair_attempts: int = 2
     """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
     Generator with its error and traceback for a minimal fix; 0 = the paper's algorithm (no repair)."""

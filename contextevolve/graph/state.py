@@ -17,14 +17,25 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Annotated
 
 from langgraph.types import Overwrite
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from contextevolve.roles import TokenUsage, add_usage
+from contextevolve.timing import Seconds, add_seconds
 
 
 def merge_usage(left: TokenUsage, right: TokenUsage) -> TokenUsage:
     """Reducer of ``iteration_usage``: sum role by role."""
     return add_usage(left, right)
+
+
+def merge_seconds(left: Seconds, right: Seconds) -> Seconds:
+    """Reducer of ``seconds``: sum key by key (:mod:`contextevolve.timing`)."""
+    return add_seconds(left, right)
+
+
+def append_calls(left: list[dict], right: list[dict]) -> list[dict]:
+    """Reducer of ``llm_calls``: the lane's LLM requests in the order they were made."""
+    return [*(left or []), *(right or [])]
 
 
 class LaneResult(TypedDict):
@@ -50,6 +61,10 @@ class LaneResult(TypedDict):
     """The Navigator's guidance g the child followed (empty when ablated)."""
     exemplar_ids: list[str]
     """The exemplars the Generator saw."""
+    seconds: NotRequired[Seconds]
+    """Wall seconds the lane spent, by phase (:mod:`contextevolve.timing`); absent in older checkpoints."""
+    llm_calls: NotRequired[list[dict]]
+    """The lane's LLM requests (:class:`contextevolve.timing.LLMCall` as dicts); absent in older checkpoints."""
 
 
 def merge_lanes(left: list[LaneResult], right: list[LaneResult]) -> list[LaneResult]:
@@ -88,6 +103,11 @@ class EvolveState:
     from the thread's state (:func:`contextevolve.api.thread_state`)."""
     total_usage: TokenUsage = field(default_factory=dict)
     """Tokens spent by the whole run, by role."""
+    total_seconds: Seconds = field(default_factory=dict)
+    """Wall seconds the whole run spent, by phase, summed over lanes (:mod:`contextevolve.timing`)."""
+    elapsed_s: float = 0.0
+    """Elapsed wall seconds of the run's rounds (each round counts its slowest lane plus the buffer
+    update; time while the run was stopped does not count): what ``time_budget_s`` is checked against."""
     stop_reason: str | None = None
     """Why the loop stops (iteration budget, target score, token budget); None while it goes on."""
     run_identity: dict[str, str] = field(default_factory=dict)
@@ -145,6 +165,10 @@ class LaneState:
     """Set by generate/evaluate/repair: the child failed in a way a repair may fix and attempts are left."""
     iteration_usage: Annotated[TokenUsage, merge_usage] = field(default_factory=dict)
     """Tokens spent in this lane, by role."""
+    seconds: Annotated[Seconds, merge_seconds] = field(default_factory=dict)
+    """Wall seconds spent in this lane, by phase (added by the phase wrapper, :mod:`contextevolve.timing`)."""
+    llm_calls: Annotated[list[dict], append_calls] = field(default_factory=list)
+    """This lane's LLM requests so far (:class:`contextevolve.timing.LLMCall` as dicts)."""
     lane_results: Annotated[list[LaneResult], merge_lanes] = field(default_factory=list)
     """The lane's report (set by its last phase, summarize), handed to the run's state for the buffer update."""
 
@@ -157,7 +181,8 @@ def lane_from(payload: dict) -> LaneState:
     return LaneState(**{key: value for key, value in payload.items() if key in names})
 
 
-REDUCERS = {"iteration_usage": merge_usage, "lane_results": merge_lanes, "lanes": merge_lanes}
+REDUCERS = {"iteration_usage": merge_usage, "lane_results": merge_lanes, "lanes": merge_lanes,
+            "seconds": merge_seconds, "llm_calls": append_calls}
 """The reducer of every state key that has one (the same in both schemas)."""
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 from contextevolve.llm import models, transcript
 from contextevolve.llm.faults import EndpointUnavailable, MalformedReply
 from contextevolve.roles import Role, TokenUsage, add_usage
+from contextevolve.timing import LLMCall, note_call
 
 if TYPE_CHECKING:
     from langchain_core.messages import AIMessage, BaseMessage
@@ -66,6 +68,8 @@ class Reply:
     text: str
     usage: TokenUsage = field(default_factory=dict)
     truncated: bool = False
+    seconds: float = 0.0
+    """Wall seconds of the whole call, every attempt and backoff wait included."""
 
 
 def _to_reply(role: Role, messages: list[BaseMessage], message: AIMessage) -> Reply:
@@ -117,19 +121,24 @@ def _one_line(exc: BaseException) -> str:
 
 
 def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_mode: bool = False,
-              check: Callable[[Reply], None] | None = None) -> Reply:
+              check: Callable[[Reply], None] | None = None, stop: list[str] | None = None) -> Reply:
     """Send ``messages`` to ``role``'s chat model and return its :class:`Reply`.
 
     Args:
         json_mode: ask for ``response_format={"type": "json_object"}`` (the embedded server
             refuses ``json_schema``); callers still parse tolerantly.
         check: called on every reply; raising :class:`MalformedReply` marks it unusable (retried).
+        stop: stop sequences: the endpoint ends the completion at the first one (which the reply
+            does not contain), e.g. where a program's code block closes.
 
     A retry of a model with a ``seed`` (our ChatOpenAI) sends ``seed + attempt - 1``, so an
     endpoint that honours seeds does not return the same unusable completion again.
 
     With ``ctx.log_prompts`` every attempt's messages and reply are appended to the run's
     transcript (:mod:`contextevolve.llm.transcript`).
+
+    The call's wall seconds and tokens are booked on the running phase's stopwatch
+    (:func:`contextevolve.timing.note_call`), usable reply or not.
 
     Returns:
         The first usable reply; its ``usage`` sums the tokens reported by every attempt.
@@ -156,7 +165,7 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
             # an endpoint that honours the seed would repeat an empty or truncated completion
             target = runnable.bind(seed=model.seed + attempts - 1)
         try:
-            message = target.invoke(msgs)
+            message = target.invoke(msgs, stop=stop) if stop else target.invoke(msgs)
         except openai.APIResponseValidationError as exc:
             raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
         except openai.APIError:
@@ -180,10 +189,20 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
         stop=tenacity.stop_after_attempt(ctx.llm.max_retries + 1), reraise=True,
         wait=tenacity.wait_exponential(multiplier=ctx.llm.retry_wait_s, max=MAX_WAIT_S)
         + tenacity.wait_random(0, ctx.llm.retry_wait_s))
+    started = time.perf_counter()
+
+    def book(ok: bool) -> float:
+        seconds = time.perf_counter() - started
+        counts = _sum(spent).get(role, {})
+        note_call(LLMCall(role=role, prompt=counts.get("prompt", 0), completion=counts.get("completion", 0),
+                          seconds=round(seconds, 3), attempts=attempts, ok=ok))
+        return seconds
+
     try:
         reply = retrying(attempt, messages)
     except MalformedReply as exc:
         exc.role, exc.base_url, exc.attempts, exc.usage = role, base_url, attempts, _sum(spent)
+        book(False)
         raise
     except openai.APIConnectionError as exc:  # timeouts included
         raise EndpointUnavailable(base_url, role, _connection_problem(exc), attempts) from exc
@@ -191,4 +210,5 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
         detail = re.sub(r"^Error code: \d+ - ", "", " ".join(str(exc.message).split()))[:200]
         raise EndpointUnavailable(base_url, role, f"HTTP {exc.status_code}: {detail}", attempts) from exc
     reply.usage = _sum(spent)
+    reply.seconds = book(True)
     return reply

@@ -140,6 +140,33 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+PROMPT_CACHE_MB = 1024
+"""RAM the embedded server may use to keep the KV state of earlier prompts (llama-cpp-python's
+``--cache``): a request whose start matches a kept prompt (the same system message, task description
+and parent program as an earlier Generator request) skips reading that part again.
+``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` overrides it; 0 switches the cache off (the server then reuses
+only the prefix it shares with the request just before)."""
+
+
+def prompt_cache_args() -> list[str]:
+    """The server's prompt-cache flags for :data:`PROMPT_CACHE_MB` (or its environment override).
+
+    Raises:
+        EmbeddedModelError: ``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` is not a whole number >= 0.
+    """
+    raw = os.environ.get("CONTEXTEVOLVE_PROMPT_CACHE_MB", str(PROMPT_CACHE_MB))
+    try:
+        megabytes = int(raw)
+        if megabytes < 0:
+            raise ValueError
+    except ValueError:
+        raise EmbeddedModelError(f"CONTEXTEVOLVE_PROMPT_CACHE_MB must be a whole number of megabytes >= 0, "
+                                 f"not {raw!r}") from None
+    if megabytes == 0:
+        return []
+    return ["--cache", "True", "--cache_type", "ram", "--cache_size", str(megabytes * 2**20)]
+
+
 class EmbeddedServer:
     """A llama.cpp OpenAI-compatible server process on 127.0.0.1 serving the embedded model.
 
@@ -185,7 +212,7 @@ class EmbeddedServer:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-               "--n_ctx", str(self.n_ctx),
+               "--n_ctx", str(self.n_ctx), *prompt_cache_args(),
                # parallel lanes send concurrent requests: queue them, never cut a running one short
                "--interrupt_requests", "False"]
         # PDEATHSIG follows the *thread* that forks, so only tie the server to the main thread.

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextevolve.roles import TokenUsage
+from contextevolve.timing import LLMCall, Seconds
 
 ProgramStatus = Literal["pending", "ok", "invalid", "failed", "timeout"]
 
@@ -67,6 +68,11 @@ class ProgramRecord(BaseModel):
     tokens: TokenUsage = Field(default_factory=dict)
     """Tokens spent producing this program, by role."""
     eval_seconds: float = 0.0
+    """Seconds the sandbox took for this child's evaluations (pre-check smoke runs and full ones, every version)."""
+    seconds: Seconds = Field(default_factory=dict)
+    """Wall seconds spent producing this program, by phase (:mod:`contextevolve.timing`)."""
+    llm_calls: list[LLMCall] = Field(default_factory=list)
+    """The LLM requests made for this program, in order: role, phase, tokens, seconds."""
     attempts: list[RepairAttempt] = Field(default_factory=list)
     """Failed versions of this child, each handed to the Generator for repair, in order (empty when
     the first version was kept)."""

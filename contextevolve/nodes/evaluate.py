@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 
 from langgraph.runtime import Runtime
 
@@ -19,6 +20,7 @@ from contextevolve.nodes.generate import repairable
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.tasks.base import Evaluation
 from contextevolve.tasks.prechecks import precheck
+from contextevolve.timing import note
 
 
 _log = logging.getLogger(__name__)
@@ -66,12 +68,18 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     if child.status != "pending":  # generation failed, or a replay after a crash: the outcome is recorded
         return {"child_status": child.status, "child_score": child.combined_score,
                 "repair_due": attempts_left and child.status in ("failed", "invalid") and repairable(child.reason)}
+    started = time.perf_counter()
     result = precheck(task, child.source, ctx.sandbox) if ctx.search.prechecks else None
+    note("evaluate.precheck", time.perf_counter() - started)
     changes = {}
     if result is not None:
         changes["prechecks_failed"] = child.prechecks_failed + 1
     else:
+        started = time.perf_counter()
         result = run_evaluation(ctx, child.source)
+        note("evaluate.full", time.perf_counter() - started)
+        note("evaluate.import", result.import_seconds)
+        note("evaluate.calls", result.call_seconds)
     memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
                          combined_score=result.combined_score, reason=result.reason,
                          diagnostics=result.diagnostics, traceback=result.traceback,

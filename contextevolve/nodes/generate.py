@@ -28,7 +28,7 @@ from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.prompts.generator import mutation_for, reask_messages
+from contextevolve.prompts.generator import mutation_for, reask_messages, stop_after_code
 from contextevolve.roles import TokenUsage, add_usage
 
 REPLY_EXCERPT = 600
@@ -73,6 +73,13 @@ def twin_reason(twin: str) -> str:
             f"uncalled helpers); not evaluated")
 
 
+def reask_mode(mode: str) -> str:
+    """Edit form of the second ask after a twin: the changed functions in ``functions`` mode, else the
+    whole program (SEARCH/REPLACE edits asked again made fewer valid children, see
+    :func:`~contextevolve.prompts.generator.reask_messages`)."""
+    return "functions" if mode == "functions" else "full"
+
+
 def repairable(reason: str) -> bool:
     """True when a failure with ``reason`` is the program's fault, so a repair may fix it (not an
     endpoint fault, not a duplicate)."""
@@ -98,8 +105,9 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     for ask in range(2):
         reason, text, twin = "", "", None
         try:
-            mode = "full" if ask else ctx.search.generation_mode  # the second ask wants the whole program
-            reply = call_role("generator", messages, ctx, check=whole_program(parent.source, mode))
+            mode = reask_mode(ctx.search.generation_mode) if ask else ctx.search.generation_mode
+            reply = call_role("generator", messages, ctx, check=whole_program(parent.source, mode),
+                              stop=stop_after_code(mode, ctx))
             usage, text = add_usage(usage, reply.usage), reply.text
             record.source = build_child(parent.source, reply.text, mode, truncated=reply.truncated)
             twin = find_twin(memory, record.source, parent, task.job().entry)
@@ -114,7 +122,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         # Once more, hotter, with another seed and in a new conversation naming one concrete change: a
         # small model shown its own copy and told "make a real change" tends to copy the program again.
         messages = reask_messages(task.description, parent.source, mutation_for(ctx.seed, state.iteration),
-                                  task.higher_is_better)
+                                  task.higher_is_better, reask_mode(ctx.search.generation_mode))
         hotter = ctx.llm.temperature_for("generator") + REASK_HOTTER
         ctx = replace(ctx, seed=ctx.seed + 1 + state.iteration, temperatures={**ctx.llm.temperatures, "generator": hotter})
     if twin is not None:

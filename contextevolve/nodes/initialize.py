@@ -19,6 +19,7 @@ from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.nodes.stopping import round_size, stop_reason
 from contextevolve.nodes.summarize import abstract_for
 from contextevolve.roles import add_usage, total_tokens
+from contextevolve.timing import add_seconds, phase_clock
 
 
 def _thread_id() -> str | None:
@@ -49,16 +50,20 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
             f"resume=True) or `contextevolve run --resume`), or give thread {str(thread)!r} a new run_dir")
     first = program_id(0)
     record = memory.buffer.get(first)
-    usage = dict(state.total_usage)
+    usage, seconds, elapsed = dict(state.total_usage), dict(state.total_seconds), state.elapsed_s
     if record is None or not record.committed:
         source = task.initial_program
-        evaluation = run_evaluation(ctx, source)
-        abstract, spent = abstract_for(ctx, task, source, parent_abstract=None)
+        with phase_clock("initialize") as watch:
+            evaluation = run_evaluation(ctx, source)
+            abstract, spent = abstract_for(ctx, task, source, parent_abstract=None)
         record = memory.commit(ProgramRecord(
             id=first, iteration=0, source=source, abstract=abstract, metrics=evaluation.metrics,
             combined_score=evaluation.combined_score, status=evaluation.status, reason=evaluation.reason,
-            diagnostics=evaluation.diagnostics, eval_seconds=evaluation.seconds, tokens=spent))
+            diagnostics=evaluation.diagnostics, eval_seconds=evaluation.seconds, tokens=spent,
+            seconds=watch.seconds, llm_calls=list(watch.calls)))
         usage = add_usage(usage, spent)
+        seconds = add_seconds(seconds, watch.seconds)
+        elapsed = round(elapsed + watch.seconds["initialize"], 3)
     best = memory.buffer.best(task.higher_is_better) or record
     iteration = max(state.iteration, memory.buffer.max_iteration())
     return {
@@ -68,11 +73,13 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "best_id": best.id,
         "best_score": best.combined_score,
         "total_usage": usage,
+        "total_seconds": seconds,
+        "elapsed_s": elapsed,
         "round_size": round_size(ctx, iteration),
         # a round abandoned by new input on the thread (its pending sends dropped) is forgotten: its
         # children were never committed, so the next round makes those iterations again
         "lane_results": Overwrite([]),
         "lanes": Overwrite([]),
         "run_identity": run_identity(ctx),
-        "stop_reason": stop_reason(ctx, task, iteration, best.combined_score, total_tokens(usage)),
+        "stop_reason": stop_reason(ctx, task, iteration, best.combined_score, total_tokens(usage), elapsed),
     }

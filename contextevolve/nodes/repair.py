@@ -36,11 +36,11 @@ from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.memory.records import RepairAttempt
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import RunMemory
-from contextevolve.nodes.generate import (REASK_HOTTER, REPLY_EXCERPT, find_twin, repairable, twin_reason,
-                                          whole_program)
+from contextevolve.nodes.generate import (REASK_HOTTER, REPLY_EXCERPT, find_twin, reask_mode, repairable,
+                                          twin_reason, whole_program)
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import repair as prompt
-from contextevolve.prompts.generator import mutation_for, reask_messages
+from contextevolve.prompts.generator import mutation_for, reask_messages, stop_after_code
 from contextevolve.roles import TokenUsage, add_usage, booked_as
 from contextevolve.tasks.base import Task
 
@@ -64,17 +64,19 @@ def second_ask(ctx: RunContext, task: Task, memory: RunMemory, parent: ProgramRe
         ``(source, reply text, problem, twin id or None, usage booked as repair)``; ``problem`` is
         empty when the reply became a program.
     """
+    mode = reask_mode(ctx.search.generation_mode)
     messages = reask_messages(task.description, parent.source, mutation_for(ctx.seed + 1, iteration),
-                              task.higher_is_better)
+                              task.higher_is_better, mode)
     hotter = ctx.llm.temperature_for("generator") + REASK_HOTTER
     again = replace(ctx, seed=seed + SECOND_ASK_SEED, temperatures={**ctx.llm.temperatures, "generator": hotter})
     try:
-        reply = call_role("generator", messages, again, check=whole_program(parent.source, "full"))
+        reply = call_role("generator", messages, again, check=whole_program(parent.source, mode),
+                          stop=stop_after_code(mode, ctx))
     except MalformedReply as exc:
         return "", exc.text, f"endpoint fault during a restart's second ask: {exc}", None, booked_as(exc.usage, "repair")
     usage = booked_as(reply.usage, "repair")
     try:
-        source = build_child(parent.source, reply.text, "full", truncated=reply.truncated)
+        source = build_child(parent.source, reply.text, mode, truncated=reply.truncated)
     except EditError as exc:
         if exc.duplicate:
             return parent.source, reply.text, "", parent.id, usage
@@ -132,7 +134,8 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         if line and not restart and line not in base.splitlines():  # no model needed (contextevolve.fixes)
             fixed = add_import(base, line)
         else:
-            reply = call_role("generator", messages, call_ctx, check=whole_program(base, ctx.search.generation_mode))
+            reply = call_role("generator", messages, call_ctx, check=whole_program(base, ctx.search.generation_mode),
+                              stop=stop_after_code(ctx.search.generation_mode, ctx))
             usage, text = booked_as(reply.usage, "repair"), reply.text
             fixed = build_child(base, reply.text, ctx.search.generation_mode, truncated=reply.truncated)
     except MalformedReply as exc:

@@ -1,5 +1,5 @@
 """When the loop stops, and how many lanes the next round gets (paper Alg. 1's budget, plus the
-target-score and token-budget stops)."""
+target-score, token-budget and time-budget stops)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ def round_size(ctx: RunContext, iteration: int) -> int:
 
 
 def stop_reason(ctx: RunContext, task: Task, iteration: int, best_score: float | None,
-                tokens_used: int) -> str | None:
-    """Why the loop should stop now, or None. Checks iteration budget, target score, token budget."""
+                tokens_used: int, elapsed_s: float = 0.0) -> str | None:
+    """Why the loop should stop now, or None. Checks iteration budget, target score, token budget and
+    time budget (``elapsed_s``: the run's elapsed wall seconds, ``EvolveState.elapsed_s``)."""
     if iteration >= ctx.max_iterations:
         return f"iteration budget reached ({iteration}/{ctx.max_iterations})"
     if ctx.target_score is not None and best_score is not None and (
@@ -23,4 +24,6 @@ def stop_reason(ctx: RunContext, task: Task, iteration: int, best_score: float |
         return f"target score reached ({best_score:.6g})"
     if ctx.token_budget is not None and tokens_used >= ctx.token_budget:
         return f"token budget reached ({tokens_used}/{ctx.token_budget})"
+    if ctx.time_budget_s is not None and elapsed_s >= ctx.time_budget_s:
+        return f"time budget reached ({elapsed_s / 60:.1f}/{ctx.time_budget_s / 60:.1f} min)"
     return None

@@ -11,10 +11,12 @@ from contextevolve.nodes.identity import check_identity
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.nodes.stopping import round_size, stop_reason
 from contextevolve.roles import add_usage, total_tokens
+from contextevolve.timing import LLMCall, add_seconds, phase_clock
 
 
 def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
-    """Commit the round's children (each with its lane's token usage), update the scoreboard and stop reason.
+    """Commit the round's children (each with its lane's tokens, seconds and LLM calls), update the
+    scoreboard, the run's seconds (by phase, and elapsed) and stop reason.
 
     Children are committed in iteration order. Idempotent: replaying it after a crash
     rewrites the same records and yields the same counters. Every lane's last phase calls it; until
@@ -28,17 +30,27 @@ def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     task, memory = task_of(ctx), memory_of(ctx)
     best_id, best_score = state.best_id, state.best_score
     usage = dict(state.total_usage)
+    seconds = dict(state.total_seconds)
     iteration = state.iteration
     child = None
     round_results = sorted(state.lane_results, key=lambda r: r["child_id"])
-    for result in round_results:
-        child = memory.buffer.require(result["child_id"])
-        child.tokens = dict(result["usage"])
-        child = memory.commit(child)
-        iteration = max(iteration, child.iteration)
-        if child.status == "ok" and task.better(child.combined_score, best_score):
-            best_id, best_score = child.id, child.combined_score
-        usage = add_usage(usage, result["usage"])
+    with phase_clock("update_buffer") as watch:
+        for result in round_results:
+            child = memory.buffer.require(result["child_id"])
+            child.tokens = dict(result["usage"])
+            child.seconds = dict(result.get("seconds") or {})
+            child.llm_calls = [LLMCall.model_validate(c) for c in result.get("llm_calls") or []]
+            child = memory.commit(child)
+            iteration = max(iteration, child.iteration)
+            if child.status == "ok" and task.better(child.combined_score, best_score):
+                best_id, best_score = child.id, child.combined_score
+            usage = add_usage(usage, result["usage"])
+            seconds = add_seconds(seconds, child.seconds)
+    seconds = add_seconds(seconds, watch.seconds)
+    # lanes run concurrently: the round took as long as its slowest lane, then the commit
+    slowest = max((sum(v for k, v in (r.get("seconds") or {}).items() if "." not in k) for r in round_results),
+                  default=0.0)
+    elapsed = round(state.elapsed_s + slowest + watch.seconds.get("update_buffer", 0.0), 3)
     return {
         "iteration": iteration,
         "best_id": best_id,
@@ -47,9 +59,11 @@ def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "child_status": child.status if child else state.child_status,
         "child_score": child.combined_score if child else state.child_score,
         "total_usage": usage,
+        "total_seconds": seconds,
+        "elapsed_s": elapsed,
         "lane_results": Overwrite([]),
         "lanes": Overwrite([]),
         "round_size": round_size(ctx, iteration),
         "last_round": round_results or state.last_round,
-        "stop_reason": stop_reason(ctx, task, iteration, best_score, total_tokens(usage)),
+        "stop_reason": stop_reason(ctx, task, iteration, best_score, total_tokens(usage), elapsed),
     }

@@ -9,8 +9,29 @@ from langchain_core.messages import HumanMessage, SystemMessage
 
 from contextevolve.editing import evolve_region
 
-SYSTEM_FULL = ("You are an expert systems programmer improving a program in an evolutionary search. Reply with "
-               "the complete improved program in a single ```python code block, then nothing else.")
+SYSTEM = "You are an expert systems programmer improving a program in an evolutionary search."
+"""The one system message of every Generator-model request (first asks, second asks, repairs, restarts):
+with the task description first in the user message, every such request starts with the same tokens,
+which the embedded server keeps in its prompt cache instead of reading them again."""
+FORMAT_FULL = "Reply with the complete improved program in a single ```python code block, then nothing else."
+FORMAT_FUNCTIONS = ("Reply with only the top-level functions (or classes) you change or add, each written out "
+                    "complete from its def line to its last line, plus any new imports, in a single ```python "
+                    "code block, then nothing else. Do not repeat functions you leave unchanged: they are kept "
+                    "as they are.")
+"""The functions edit form (:mod:`contextevolve.splicing`): only what changes is written."""
+CODE_END = "\n```\n"
+"""Where a reply's code block closes: in ``full`` and ``functions`` mode the Generator's request stops
+there, so no tokens are spent on the prose a small model writes after the code (an opening fence is
+followed by its language, ```` ```python ````, and does not match)."""
+
+
+def stop_after_code(mode: str, ctx=None) -> list[str] | None:
+    """Stop sequences of a Generator-model request in ``mode``: the end of the code block, except in
+    ``diff`` mode (edits may come in several blocks, fenced or not) or when the run's
+    ``search.stop_at_code_end`` (of ``ctx``, a RunContext) is off."""
+    if mode == "diff" or (ctx is not None and not ctx.search.stop_at_code_end):
+        return None
+    return [CODE_END]
 EDIT_RULES = ("Write each edit as a SEARCH part holding lines copied character for character from the current "
               "program and a REPLACE part holding the lines that take their place:")
 EXAMPLE_LINES = 2
@@ -67,8 +88,6 @@ def edit_format(program: str) -> str:
             "Your REPLACE parts must change the code.)")
 
 
-SYSTEM_DIFF = ("You are an expert systems programmer improving a program in an evolutionary search. Reply only "
-               "with one or more SEARCH/REPLACE edits.")
 
 
 MUTATIONS: tuple[str, ...] = (
@@ -106,20 +125,23 @@ def without_docstrings(program: str) -> str:
     return "".join(line for n, line in enumerate(program.splitlines(keepends=True), 1) if n not in drop)
 
 
-def reask_messages(task_description: str, parent_source: str, mutation: str, higher_is_better: bool = True) -> list:
+def reask_messages(task_description: str, parent_source: str, mutation: str, higher_is_better: bool = True,
+                   mode: str = "full") -> list:
     """The Generator's second ask after a twin: a new conversation, not a follow-up of the first.
 
     It holds only the task, the current program without its docstrings and one concrete ``mutation``
-    to make, and wants the whole program back (full-rewrite mode). Measured in issue 10 with the
+    to make, and wants the whole program back (or, in ``functions`` mode, the functions it changes).
+    Measured in issue 10 with the
     embedded model on the 23 stored second asks of five runs (same seeds; ``benchmarks/sampling.py
     --reask``; see README "The second ask after a twin"): this prompt beat the follow-up conversation
     that asked for SEARCH/REPLACE edits, whose replies copied the format example or came back as fragments.
     """
     goal = "raises the score (higher is better)" if higher_is_better else "lowers the score (lower is better)"
-    return [SystemMessage(SYSTEM_FULL), HumanMessage(
+    form = FORMAT_FUNCTIONS if mode == "functions" else "Return the whole program. " + FORMAT_FULL
+    return [SystemMessage(SYSTEM), HumanMessage(
         f"## Task\n{task_description}\n\n## Current program\n```python\n{without_docstrings(parent_source)}```\n\n"
         f"## Your job\nMake one concrete change to how this program computes its result: {mutation}. The change "
-        f"should be one that {goal}. Keep the function name and signature and return the whole program.")]
+        f"should be one that {goal}. Keep the function name and signature. {form}")]
 
 
 @dataclass
@@ -176,11 +198,12 @@ def messages(task_description: str, parent: str, guidance: str, exemplars: list[
         parts.append(exemplars_part(exemplars))
     if mode == "diff":
         ask = (f"Edit the current program so that it {goal}, following the direction. Edit only inside the "
-               "EVOLVE-BLOCK. Each SEARCH part must match the current program exactly. " + edit_format(parent_source))
+               "EVOLVE-BLOCK. Reply only with one or more SEARCH/REPLACE edits; each SEARCH part must match the "
+               "current program exactly. " + edit_format(parent_source))
     else:
         ask = (f"Write an improved version of the current program that follows the direction and {goal}. "
                "Change the algorithm inside the EVOLVE-BLOCK (a copy of the current program is worth "
-               "nothing). Keep the same function name and signature, keep it correct and fast, and return the "
-               "whole program.")
+               "nothing). Keep the same function name and signature and keep it correct and fast. "
+               + (FORMAT_FUNCTIONS if mode == "functions" else "Return the whole program. " + FORMAT_FULL))
     parts.append(f"## Your job\n{ask}")
-    return [SystemMessage(SYSTEM_DIFF if mode == "diff" else SYSTEM_FULL), HumanMessage("\n\n".join(parts))]
+    return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(parts))]

@@ -2,8 +2,10 @@
 
 The Generator's model answers it (tokens are booked under the ``repair`` role). It is asked
 for the smallest change that removes the error while keeping the child's idea, as
-SEARCH/REPLACE edits against the failing program (``diff`` mode) or the whole fixed program
-(``full`` mode); either reply format is accepted (:func:`contextevolve.editing.build_child`).
+SEARCH/REPLACE edits against the failing program (``diff`` mode), the functions it changes
+(``functions`` mode) or the whole fixed program (``full`` mode); any reply format is accepted
+(:func:`contextevolve.editing.build_child`). The system message and the task description come
+first and are the Generator's own, so the embedded server's prompt cache serves them.
 The last repair may instead start again from the parent (:func:`restart_messages`).
 """
 
@@ -11,14 +13,22 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from contextevolve.prompts.generator import edit_format
+from contextevolve.prompts.generator import SYSTEM, edit_format
 
-SYSTEM = ("You are an expert Python programmer fixing a bug in a program written for an evolutionary search. "
-          "Make the smallest change that fixes the error; keep the program's algorithm and idea.")
-SYSTEM_RESTART = ("You are an expert systems programmer improving a program in an evolutionary search. An earlier "
-                  "attempt at the change failed; write it again, correctly.")
+FIX = ("You are fixing a bug in a program written for an evolutionary search: make the smallest change that "
+       "fixes the error and keep the program's algorithm and idea.")
 ASK_DIFF = "Reply only with one or more SEARCH/REPLACE edits to the program above. "
 ASK_FULL = "Reply with the complete fixed program in a single ```python code block, then nothing else."
+ASK_FUNCTIONS = ("Reply with only the top-level functions (or classes) you change, each written out complete from "
+                 "its def line to its last line, plus any new imports, in a single ```python code block, then "
+                 "nothing else. Functions you leave unchanged are kept as they are: do not repeat them.")
+
+
+def _ask(mode: str, program: str) -> str:
+    """How the reply must be written in ``mode`` (``diff``, ``functions`` or ``full``)."""
+    if mode == "diff":
+        return ASK_DIFF + edit_format(program)
+    return ASK_FUNCTIONS if mode == "functions" else ASK_FULL
 REPLY_CHARS = 1500
 """Characters of an unusable earlier reply shown back to the model."""
 
@@ -37,7 +47,8 @@ def messages(task_description: str, program: str, reason: str, traceback: str, m
         program: the failing program, or the parent when the Generator's reply never became a program.
         reason: the evaluator's or the editor's reason for the failure.
         traceback: frames of the program's own file and the exception (may be empty).
-        mode: ``"diff"`` (ask for SEARCH/REPLACE edits) or ``"full"`` (ask for the whole program).
+        mode: ``"diff"`` (ask for SEARCH/REPLACE edits), ``"functions"`` (the changed functions) or
+            ``"full"`` (the whole program).
         unusable_reply: the reply that could not be applied to ``program`` (edit failures only).
         idea: the direction the failed version was following, to keep.
     """
@@ -47,8 +58,7 @@ def messages(task_description: str, program: str, reason: str, traceback: str, m
     parts.append(_error_section("## Error\n", reason, traceback, "the program above"))
     if idea:
         parts.append(f"## The idea to keep\n{idea}")
-    parts.append("## Your job\nFix the error with the smallest change. Keep the function name and signature. "
-                 + (ASK_DIFF + edit_format(program) if mode == "diff" else ASK_FULL))
+    parts.append(f"## Your job\n{FIX} Keep the function name and signature. " + _ask(mode, program))
     return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(parts))]
 
 
@@ -72,7 +82,7 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
         task_description: the task's prose.
         parent: the parent's source (valid: it was admitted and selected).
         reason: the failed version's reason; traceback: its frames (may be empty).
-        mode: ``"diff"`` (edits against ``parent``) or ``"full"`` (the whole program).
+        mode: ``"diff"`` (edits against ``parent``), ``"functions"`` or ``"full"`` (the whole program).
         idea: the direction the failed version was following.
     """
     parts = [f"## Task\n{task_description}", f"## Program\n```python\n{parent}```"]
@@ -80,8 +90,8 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
         parts.append(f"## Direction\n{idea}")
     parts.append(_error_section("## A previous attempt failed\nAn earlier version written from this program failed: ",
                                 reason, traceback, "that version"))
-    parts.append("## Your job\nWrite the improved program again, starting from the program above and following "
-                 "the direction, without that error. Use the inputs exactly as the task describes them, and do "
-                 "not define stand-ins for them. Keep the function name and signature. "
-                 + (ASK_DIFF + edit_format(parent) if mode == "diff" else ASK_FULL))
-    return [SystemMessage(SYSTEM_RESTART), HumanMessage("\n\n".join(parts))]
+    parts.append("## Your job\nAn earlier attempt at the change failed: write it again, correctly, starting from "
+                 "the program above and following the direction, without that error. Use the inputs exactly as the "
+                 "task describes them, and do not define stand-ins for them. Keep the function name and signature. "
+                 + _ask(mode, parent))
+    return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(parts))]

@@ -53,6 +53,10 @@ class Evaluation(BaseModel):
     exception (:func:`~contextevolve.evaluation.tracebacks.candidate_excerpt`); empty for ok programs."""
     seconds: float = 0.0
     """Wall-clock seconds the evaluation took, candidate process included."""
+    import_seconds: float = 0.0
+    """Of ``seconds``, the sandbox's time to start the candidate's interpreter and import it."""
+    call_seconds: float = 0.0
+    """Of ``seconds``, the candidate's timed calls (the supervisor's measurements, summed)."""
     notes: list[str] = Field(default_factory=list)
     """Sandbox guarantees this host could not enforce for this evaluation (empty when all were)."""
 
@@ -161,6 +165,8 @@ class Task(ABC):
                 failed = [c for c in run.calls if c.status != "ok" and c.traceback]
                 evaluation.traceback = candidate_excerpt(failed[0].traceback) if failed else ""
         evaluation.notes = list(run.notes)
+        evaluation.import_seconds = run.import_seconds
+        evaluation.call_seconds = sum(c.seconds for c in run.calls)
         return evaluation
 
     def grade_safely(self, run: CandidateRun) -> Evaluation:

@@ -130,8 +130,8 @@ def test_run_flags_and_run_settings_agree():
 
     everything = ["run", "--base-url", "http://h/v1", "--model", "m", "--role-model", "generator=g",
                   "--max-retries", "1", "--retry-wait", "0.5", "--top-p", "0.8", "--top-k", "20", "--seed", "3", "--target-score", "30",
-                  "--token-budget", "9", "--mode", "diff", "--repair-attempts", "1", "--no-repair-restart",
-                  "--no-prechecks", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
+                  "--token-budget", "9", "--time-budget", "1.5", "--mode", "diff", "--repair-attempts", "1", "--no-repair-restart",
+                  "--no-prechecks", "--no-code-stop", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
                   "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1", "--lanes", "2",
                   "--eval-workers", "2", "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
@@ -142,7 +142,7 @@ def test_run_flags_and_run_settings_agree():
     assert all(value is not None for value in settings.values())  # each flag reached its field
     assert set(settings) | API_ONLY_SETTINGS == flat_setting_names()
     assert not set(settings) & API_ONLY_SETTINGS
-    RunContext(**settings)  # and the values are valid
+    assert RunContext(**settings).time_budget_s == 90  # and the values are valid (minutes become seconds)
     help_text = " ".join(build_parser().parse_args(["run"]).parser.format_help().split())
     for flag, default in (("--eval-memory-mb", SANDBOX_DEFAULTS.memory_mb), ("--eval-files-mb", SANDBOX_DEFAULTS.files_mb),
                           ("--eval-output-kb", SANDBOX_DEFAULTS.output_kb),

@@ -376,3 +376,40 @@ def test_a_moved_run_directory_still_resumes(tmp_path, models):
     (tmp_path / "r").rename(tmp_path / "moved")
     result = evolve("model_placement", iterations=2, run_dir=tmp_path / "moved", resume=True)
     assert result.iterations == 2 and result.programs == 3
+
+
+def test_every_child_records_its_seconds_by_phase_and_its_llm_calls(tmp_path, models):
+    evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
+    records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
+    initial, children = records[0], records[1:]
+    assert initial["seconds"]["initialize"] > 0 and [c["role"] for c in initial["llm_calls"]] == ["summarizer"]
+    for child in children:
+        seconds = child["seconds"]
+        assert set(LANE_PHASES) <= set(seconds) and all(seconds[p] >= 0 for p in LANE_PHASES)
+        assert 0 <= seconds["generate.llm"] <= seconds["generate"]
+        calls = child["llm_calls"]
+        assert [c["phase"] for c in calls if c["role"] == "generator"] == ["generate"]
+        # every call's tokens are the tokens the child is charged, role by role
+        for role, counts in child["tokens"].items():
+            mine = [c for c in calls if c["role"] == role]
+            assert sum(c["prompt"] for c in mine) == counts["prompt"]
+            assert sum(c["completion"] for c in mine) == counts["completion"]
+    ok = next(c for c in children if c["status"] in ("ok", "invalid"))
+    assert ok["seconds"]["evaluate.full"] >= ok["seconds"]["evaluate.calls"] > 0
+    status = run_status(tmp_path / "r")
+    assert status["seconds"]["generate"] == pytest.approx(sum(c["seconds"]["generate"] for c in children), abs=0.01)
+    assert status["llm"]["generator"]["calls"] == 2 and status["llm"]["generator"]["prompt"] == 1800
+    assert status["seconds_per_iteration"] > 0
+    from contextevolve.api import thread_state
+
+    state = thread_state(tmp_path / "r")
+    busiest = max(sum(v for k, v in c["seconds"].items() if "." not in k) for c in children)
+    assert state["elapsed_s"] >= busiest + initial["seconds"]["initialize"]
+
+
+def test_a_time_budget_stops_the_run_between_rounds(tmp_path, models):
+    spent = evolve("model_placement", iterations=10, run_dir=tmp_path / "t", time_budget_s=0.01, max_retries=0,
+                   repair_attempts=0)
+    assert spent.iterations == 0 and "time budget reached" in spent.stop_reason  # the initial program took longer
+    with pytest.raises(ValueError, match="time_budget_s must be > 0"):
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "u", time_budget_s=0)

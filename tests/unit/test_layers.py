@@ -1,8 +1,8 @@
 """Imports point one way (issue 13): every import inside the package, lazy ones included, goes to a
 module of the same layer or a lower one. Layers, bottom to top:
 
-0. schemas: run settings and sandbox limits, graph state, roles and token usage, program records,
-   text editing
+0. schemas: run settings and sandbox limits, graph state, roles and token usage, seconds by phase,
+   program records, text editing
 1. services: memory, LLM access, prompts, the sandbox, mechanical fixes
 2. tasks (their evaluators use the sandbox)
 3. executors (run a task's evaluation locally or on Ray)
@@ -21,7 +21,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "contextevolve"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (0, ("contextevolve.graph.context", "contextevolve.graph.settings", "contextevolve.graph.state", "contextevolve.evaluation.limits",
-         "contextevolve.memory.records", "contextevolve.roles", "contextevolve.editing")),
+         "contextevolve.memory.records", "contextevolve.roles", "contextevolve.timing", "contextevolve.editing",
+         "contextevolve.splicing")),
     (1, ("contextevolve.memory", "contextevolve.llm", "contextevolve.prompts", "contextevolve.evaluation",
          "contextevolve.fixes")),
     (2, ("contextevolve.tasks",)),

@@ -1,0 +1,142 @@
+"""The ``functions`` edit form: the reply holds only the top-level functions and classes it changes or
+adds; each replaces the parent's definition of the same name, a new one is added, imports are merged.
+
+Why a third form beside the full rewrite and SEARCH/REPLACE edits (:mod:`contextevolve.editing`):
+on this project's 2-core machine the embedded model writes 10-13 tokens/s, so the length of a reply
+*is* the cost of a try. A full rewrite repeats every unchanged line of the program; SEARCH/REPLACE
+edits are short but must copy the parent's lines character for character, which a 1.5B model often
+gets wrong. A whole function is the unit a small model writes well, and splicing it by name needs
+no copying at all.
+
+Rules (the parent's ``# EVOLVE-BLOCK-START`` / ``# EVOLVE-BLOCK-END`` region, when marked, is the
+only part that may change):
+
+* a ``def`` / ``class`` (decorators included) or a single-name assignment at the reply's top level
+  replaces the parent's top-level definition of that name inside the region; one the parent does not
+  define is inserted before the first definition the reply replaced (or at the end of the region);
+* a name the parent defines outside the region may not be redefined (an :class:`EditError`), though
+  a copy of that definition as it stands is ignored (a whole-program reply repeats the fixed parts);
+* ``import`` / ``from ... import`` lines the parent lacks are added at the top of the region;
+* every other top-level statement of the reply (a ``__main__`` test, a call) is dropped;
+* a reply that defines nothing is an :class:`EditError`.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from contextevolve.editing import EditError, code_blocks, evolve_region, extract_code
+
+_DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _name(node: ast.stmt) -> str | None:
+    """The name a top-level statement defines: a def/class, or ``NAME = ...`` / ``NAME: T = ...``."""
+    if isinstance(node, _DEFINITION):
+        return node.name
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        return node.target.id
+    return None
+
+
+def _span(node: ast.stmt) -> tuple[int, int]:
+    """0-based ``(first, end)`` line numbers of ``node``, its decorators included (``end`` exclusive)."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return first - 1, node.end_lineno or node.lineno
+
+
+def reply_code(reply: str) -> str:
+    """The code of a functions-form reply: every Python block, in order (a small model sometimes
+    puts each function in a block of its own), else :func:`~contextevolve.editing.extract_code`.
+
+    Raises:
+        EditError: no code found.
+    """
+    blocks = [body for lang, body in code_blocks(reply) if lang in ("python", "py", "python3", "")]
+    if len(blocks) > 1:
+        return "\n\n".join(b.strip("\n") for b in blocks if b.strip()) + "\n"
+    return extract_code(reply)
+
+
+def apply_functions(parent: str, reply: str) -> str:
+    """The child made by splicing the reply's definitions into ``parent`` (see the module docstring).
+
+    Args:
+        parent: the parent's source (must parse).
+        reply: the Generator's reply (untrusted text).
+
+    Returns:
+        The child's source (not yet compiled; :func:`~contextevolve.editing.build_child` checks it).
+
+    Raises:
+        EditError: no code, code that does not parse, no definition in it, or a definition of a name
+            the parent keeps outside its EVOLVE-BLOCK.
+    """
+    code = reply_code(reply)
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as exc:
+        raise EditError(f"the functions in the reply do not parse: line {exc.lineno}: {exc.msg}") from None
+    try:
+        parent_tree = ast.parse(parent)
+    except SyntaxError as exc:
+        raise EditError(f"the parent does not parse (line {exc.lineno}); functions cannot be spliced into it") from None
+    lines = parent.splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    region = evolve_region(parent)
+    first_line, end_line = ((parent[:region[0]].count("\n"), parent[:region[1]].count("\n")) if region
+                            else (0, len(lines)))
+    own: dict[str, tuple[int, int]] = {}
+    fixed: dict[str, str] = {}
+    for node in parent_tree.body:
+        name = _name(node)
+        if name is None:
+            continue
+        start, end = _span(node)
+        if first_line <= start and end <= end_line:
+            own[name] = (start, end)  # the last definition wins, as at import
+        else:
+            fixed[name] = "".join(lines[start:end]).strip()
+    import_at = max((_span(node)[1] for node in parent_tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+                     and first_line <= _span(node)[0] < end_line), default=None)
+    if import_at is None:  # no import in the region: at its top, after a module docstring or __future__ import
+        import_at = max([first_line, *(_span(node)[1] for node in parent_tree.body[:2] if not region and (
+            isinstance(node, ast.ImportFrom) and node.module == "__future__"
+            or isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)))])
+    code_lines = code.splitlines(keepends=True)
+    have = {line.strip() for line in lines}
+    imports, replaced, added = [], {}, []
+    for node in tree.body:
+        start, end = _span(node)
+        text = "".join(code_lines[start:end])
+        if not text.endswith("\n"):
+            text += "\n"
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.extend(line for line in text.splitlines(keepends=True) if line.strip() not in have)
+            continue
+        name = _name(node)
+        if name is None:
+            continue
+        if name in fixed and name not in own:
+            if text.strip() == fixed[name]:  # the fixed part copied back unchanged (a whole-program reply)
+                continue
+            raise EditError(f"the reply redefines {name}, which lies outside the EVOLVE-BLOCK and may not change")
+        if name in own:
+            replaced[name] = text
+        else:
+            added.append(text)
+    if not replaced and not added:
+        raise EditError("the reply defines no function or class: reply with the complete functions you change")
+    edits = sorted(((own[name], text) for name, text in replaced.items()), reverse=True)
+    first_replaced = min((span[0] for span, _ in edits), default=end_line)
+    for (start, end), text in edits:
+        lines[start:end] = [text]
+    if added:
+        block = "".join(text + "\n\n" for text in added)
+        lines.insert(first_replaced, block)
+    if imports:
+        lines.insert(min(import_at, first_replaced), "".join(imports))
+    return "".join(lines)

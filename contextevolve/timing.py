@@ -1,0 +1,127 @@
+"""Where an iteration's wall-clock seconds go: by phase, by LLM call, by evaluation step.
+
+A schema module at the bottom of the import layers, beside :mod:`contextevolve.roles` (the tokens):
+the LLM layer and the nodes *note* what they spend into the :class:`Stopwatch` of the phase that is
+running, and the graph's phase wrapper folds each phase's stopwatch into the lane's ``seconds``.
+
+Keys of a :data:`Seconds` map (all wall-clock seconds, measured by this process with
+``time.perf_counter``; a candidate never reports any of them):
+
+* ``"<phase>"``: the whole phase (``navigate``, ``generate``, ``evaluate``, ``repair``, ...);
+* ``"<phase>.llm"``: the part of it spent waiting for LLM replies (every attempt, retries included);
+* ``"evaluate.precheck"`` / ``"evaluate.full"``: pre-checks (compile, signature, smoke run) and full
+  evaluations inside ``evaluate`` (re-evaluations after a repair add to them);
+* ``"evaluate.import"`` / ``"evaluate.calls"``: of the full evaluations, the sandbox's time to start
+  and import the candidate, and the candidate's timed calls (the supervisor's measurements); the rest
+  of ``evaluate.full`` is sandbox start-up, grading and clean-up.
+
+Phases run concurrently in parallel lanes, so summing a run's phases over lanes gives busy seconds,
+not elapsed time (``EvolveState.elapsed_s`` is the elapsed time).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pydantic import BaseModel
+
+Seconds = dict[str, float]
+"""Wall-clock seconds by key (see the module docstring): ``{"generate": 41.2, "generate.llm": 40.9, ...}``."""
+
+PHASE_ROLE = {"initialize": "summarizer", "navigate": "navigator", "sample": "sampler", "generate": "generator",
+              "repair": "repair", "summarize": "summarizer"}
+"""The usage role whose LLM calls a phase makes (``initialize`` abstracts the initial program)."""
+
+
+class LLMCall(BaseModel):
+    """One agent request as this process saw it (all its attempts): role, tokens, wall seconds."""
+
+    phase: str = ""
+    """The phase that made it (``generate``, ``repair``, ...); empty outside the graph."""
+    role: str
+    """The chat model's role (a repair is a ``generator`` request in phase ``repair``)."""
+    prompt: int = 0
+    """Prompt tokens, summed over attempts (as reported by the endpoint)."""
+    completion: int = 0
+    """Completion tokens, summed over attempts."""
+    seconds: float = 0.0
+    """Wall seconds from the first request to the last reply, backoff waits included."""
+    attempts: int = 1
+    """Requests sent (1 + retries)."""
+    ok: bool = True
+    """False when no usable reply came back (the caller fell back)."""
+
+
+def add_seconds(left: Seconds | None, right: Seconds | None) -> Seconds:
+    """Sum two :data:`Seconds` maps key by key (``None`` counts as empty)."""
+    out = dict(left or {})
+    for key, value in (right or {}).items():
+        out[key] = round(out.get(key, 0.0) + float(value), 3)
+    return out
+
+
+class Stopwatch:
+    """What one phase spent: extra :data:`Seconds` keys and its LLM calls (see :func:`phase_clock`)."""
+
+    def __init__(self, phase: str):
+        self.phase = phase
+        self.seconds: Seconds = {}
+        self.calls: list[LLMCall] = []
+
+    def add(self, key: str, seconds: float) -> None:
+        """Add ``seconds`` under ``key`` (e.g. ``evaluate.precheck``)."""
+        self.seconds = add_seconds(self.seconds, {key: seconds})
+
+    def call(self, call: LLMCall) -> None:
+        """Keep one LLM request and add its seconds to ``<phase>.llm``."""
+        self.calls.append(call.model_copy(update={"phase": self.phase}))
+        self.add(f"{self.phase}.llm", call.seconds)
+
+
+_current: contextvars.ContextVar[Stopwatch | None] = contextvars.ContextVar("contextevolve_stopwatch", default=None)
+
+
+def current() -> Stopwatch | None:
+    """The stopwatch of the phase running in this context (None outside :func:`phase_clock`)."""
+    return _current.get()
+
+
+def note_call(call: LLMCall) -> None:
+    """Book an LLM request on the running phase's stopwatch (nothing outside a phase)."""
+    watch = _current.get()
+    if watch is not None:
+        watch.call(call)
+
+
+def note(key: str, seconds: float) -> None:
+    """Book ``seconds`` under ``key`` on the running phase's stopwatch (nothing outside a phase)."""
+    watch = _current.get()
+    if watch is not None:
+        watch.add(key, seconds)
+
+
+@contextmanager
+def phase_clock(phase: str) -> Iterator[Stopwatch]:
+    """Time the block as phase ``phase``: on exit the stopwatch holds ``{phase: wall seconds}`` plus
+    whatever the block noted (:func:`note`, :func:`note_call`). Nested clocks are independent."""
+    watch = Stopwatch(phase)
+    token = _current.set(watch)
+    started = time.perf_counter()
+    try:
+        yield watch
+    finally:
+        watch.add(phase, time.perf_counter() - started)
+        _current.reset(token)
+
+
+def by_role(seconds: Seconds) -> Seconds:
+    """LLM seconds by usage role (``generator``, ``repair``, ...) from a :data:`Seconds` map's ``<phase>.llm`` keys."""
+    out: Seconds = {}
+    for key, value in seconds.items():
+        phase, _, part = key.partition(".")
+        if part == "llm" and phase in PHASE_ROLE:
+            out = add_seconds(out, {PHASE_ROLE[phase]: value})
+    return out

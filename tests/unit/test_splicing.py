@@ -1,0 +1,108 @@
+"""The functions edit form: whole functions spliced into the parent by name (contextevolve.splicing)."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextevolve.editing import EditError, build_child
+from contextevolve.prompts import generator, repair
+from contextevolve.splicing import apply_functions
+from tests.fakes import INITIAL
+
+PARENT = '''"""A program with fixed parts around its block."""
+import math
+
+SCALE = 3
+
+# EVOLVE-BLOCK-START
+import heapq
+
+LIMIT = 5
+
+
+def helper(x):
+    return x + 1
+
+
+def solve(a, b):
+    return helper(a) + b
+# EVOLVE-BLOCK-END
+
+
+def run():
+    return solve(1, 2)
+'''
+
+
+def _run(source: str) -> int:
+    scope: dict = {}
+    exec(compile(source, "<child>", "exec"), scope)  # noqa: S102 - the test's own programs
+    return scope["run"]()
+
+
+def test_a_changed_function_replaces_the_parents_and_a_new_one_is_added_before_it():
+    reply = ("Here is the change.\n```python\nimport itertools\nimport heapq\n\ndef double(v):\n    return v * 2\n\n"
+             "def solve(a, b):\n    return double(helper(a)) + b + LIMIT\n\nif __name__ == '__main__':\n"
+             "    print(solve(1, 2))\n```\nThis doubles the helper's value.")
+    child = build_child(PARENT, reply, "functions")
+    assert _run(child) == 2 * 2 + 2 + 5
+    assert child.count("import heapq") == 1 and "import itertools" in child  # imports merged once
+    assert child.index("def double") < child.index("def solve") < child.index("# EVOLVE-BLOCK-END")
+    assert "__main__" not in child  # statements that are not definitions are dropped
+    assert child.startswith('"""A program with fixed parts') and child.endswith("def run():\n    return solve(1, 2)\n")
+
+
+def test_constants_and_functions_in_separate_blocks_are_all_spliced():
+    reply = "```python\nLIMIT = 7\n```\nand\n```python\ndef helper(x):\n    return x - 1\n```"
+    child = build_child(PARENT, reply, "functions")
+    assert "LIMIT = 7" in child and "LIMIT = 5" not in child and "return x - 1" in child
+    assert _run(child) == 0 + 2
+
+
+def test_a_whole_program_reply_works_as_a_rewrite_of_every_definition():
+    child = build_child(PARENT, f"```python\n{PARENT.replace('helper(a) + b', 'helper(a) * b')}```", "functions")
+    assert _run(child) == 4 and child.count("def solve") == 1
+
+
+def test_refusals_name_the_problem():
+    with pytest.raises(EditError, match="outside the EVOLVE-BLOCK"):
+        apply_functions(PARENT, "```python\ndef run():\n    return 0\n```")
+    with pytest.raises(EditError, match="defines no function"):
+        apply_functions(PARENT, "```python\nprint(solve(1, 2))\n```")
+    with pytest.raises(EditError, match="do not parse"):
+        apply_functions(PARENT, "```python\ndef solve(a, b):\n    return (\n```")
+    with pytest.raises(EditError, match="no code"):
+        apply_functions(PARENT, "I would rather not.")
+    with pytest.raises(EditError, match="cut off"):
+        build_child(PARENT, "```python\ndef solve(a, b):\n    return (", "functions", truncated=True)
+    with pytest.raises(EditError, match="identical") as raised:
+        build_child(PARENT, "```python\ndef helper(x):\n    return x + 1\n```", "functions")
+    assert raised.value.duplicate
+
+
+def test_a_program_without_markers_takes_new_imports_after_its_own():
+    parent = '"""doc"""\nfrom __future__ import annotations\nimport os\n\n\ndef f():\n    return 1\n'
+    child = apply_functions(parent, "```python\nimport sys\n\ndef f():\n    return len(sys.argv) * 0 + 2\n```")
+    assert child.index("import os") < child.index("import sys") < child.index("def f")
+    scope: dict = {}
+    exec(child, scope)  # noqa: S102
+    assert scope["f"]() == 2
+
+
+def test_the_mp_initial_program_takes_a_one_function_edit():
+    body = INITIAL[INITIAL.index("def compute_model_placement"):INITIAL.index("# EVOLVE-BLOCK-END")]
+    edited = body.replace("kvpr = load[gpu_id] / free_mem[gpu_id]",
+                          "kvpr = (load[gpu_id] + 1e-9) / free_mem[gpu_id]")
+    assert edited != body
+    child = build_child(INITIAL, f"```python\n{edited}```", "functions")
+    assert "(load[gpu_id] + 1e-9)" in child and child.count("def compute_model_placement") == 1
+
+
+def test_prompts_in_functions_mode_ask_for_the_changed_functions_only_and_share_their_start():
+    gen = generator.messages("TASK", "## Current program\n```python\nx\n```", "go", [], "functions")
+    fix = repair.messages("TASK", "x = 1\n", "boom", "", "functions")
+    again = generator.reask_messages("TASK", "x = 1\n", "change a constant", True, "functions")
+    for msgs in (gen, fix, again):
+        assert "only the top-level functions" in msgs[-1].content
+        assert msgs[0].content == generator.SYSTEM and msgs[1].content.startswith("## Task\nTASK\n\n")
+    assert "complete improved program" in generator.messages("T", "p", "", [], "full")[-1].content
