@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
+from contextevolve.timing import LLMCall, llm_by_role  # noqa: E402
 
 RESULT_FILE = "effectiveness.json"
 COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "pre-check stops", "duplicates",
@@ -112,15 +113,8 @@ def _sum_seconds(records: list[dict]) -> dict[str, float]:
 
 
 def _llm(records: list[dict]) -> dict[str, dict[str, float]]:
-    """LLM calls, seconds and tokens by usage role (a call made in phase ``repair`` is ``repair``)."""
-    out: dict[str, dict[str, float]] = {}
-    for r in records:
-        for call in r.get("llm_calls", []):
-            role = "repair" if call["phase"] == "repair" else call["role"]
-            row = out.setdefault(role, {"calls": 0, "seconds": 0.0, "prompt": 0, "completion": 0})
-            for key in row:
-                row[key] += 1 if key == "calls" else call[key]
-    return out
+    """LLM calls, seconds and tokens by usage role (:func:`contextevolve.timing.llm_by_role`)."""
+    return llm_by_role(LLMCall.model_validate(c) for r in records for c in r.get("llm_calls", []))
 
 
 def row(f: dict) -> list[str]:

@@ -26,11 +26,11 @@ from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import DEFAULT_TASK, RunContext, UnknownSettingError, check_setting_names
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
-from contextevolve.memory.records import ProgramRecord, program_id
+from contextevolve.memory.records import program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
 from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.registry import get_task
-from contextevolve.timing import add_seconds
+from contextevolve.timing import add_seconds, llm_by_role
 
 SETTINGS_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoints.sqlite"
@@ -166,24 +166,10 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "tokens": tokens,
         "total_tokens": total_tokens(tokens),
         "seconds": seconds,
-        "llm": llm_by_role(records),
+        "llm": llm_by_role(c for r in records for c in r.llm_calls),
         "seconds_per_iteration": round(statistics.median(children), 1) if children else None,
     }
 
-
-def llm_by_role(records: list[ProgramRecord]) -> dict[str, dict[str, float]]:
-    """LLM requests of ``records`` by usage role: ``{"generator": {"calls", "seconds", "prompt",
-    "completion"}, ...}`` (a request made in phase ``repair`` counts as ``repair``)."""
-    out: dict[str, dict[str, float]] = {}
-    for record in records:
-        for call in record.llm_calls:
-            role = "repair" if call.phase == "repair" else call.role
-            row = out.setdefault(role, {"calls": 0, "seconds": 0.0, "prompt": 0, "completion": 0})
-            row["calls"] += 1
-            row["seconds"] = round(row["seconds"] + call.seconds, 3)
-            row["prompt"] += call.prompt
-            row["completion"] += call.completion
-    return out
 
 
 def thread_state(run_dir: str | Path) -> dict[str, Any]:

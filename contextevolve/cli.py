@@ -317,7 +317,8 @@ def cmd_compare(args) -> int:
         task=args.task, systems=args.systems, candidates=args.iterations, seeds=args.seeds, out=args.out,
         base_url=args.base_url, api_key=os.environ.get("CONTEXTEVOLVE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
         model=args.model, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-        token_budget=args.token_budget, timeout_s=args.system_timeout)
+        token_budget=args.token_budget, timeout_s=args.system_timeout,
+        time_budget_s=args.time_budget * 60 if args.time_budget is not None else None)
     get_task(settings.task)  # an unknown task fails before anything starts
 
     def show(result) -> None:
@@ -436,6 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--top-p", type=float, help="set on every request (default 0.8 on the embedded model)")
     comp.add_argument("--top-k", type=int, help="set on every request (default 20 on the embedded model)")
     comp.add_argument("--token-budget", type=int, help="same-token-budget mode: tokens per system and seed")
+    comp.add_argument("--time-budget", type=float, metavar="MINUTES",
+                      help="same-time-budget mode: minutes per system and seed")
     comp.add_argument("--system-timeout", type=float, metavar="S", help="wall-clock limit of one system run")
     comp.set_defaults(fn=cmd_compare, parser=comp)
 

@@ -12,8 +12,10 @@ Rules (the parent's ``# EVOLVE-BLOCK-START`` / ``# EVOLVE-BLOCK-END`` region, wh
 only part that may change):
 
 * a ``def`` / ``class`` (decorators included) or a single-name assignment at the reply's top level
-  replaces the parent's top-level definition of that name inside the region; one the parent does not
-  define is inserted before the first definition the reply replaced (or at the end of the region);
+  replaces the parent's top-level definition of that name inside the region (keeping the parent's
+  docstring when the reply's version has none: the Generator is shown programs without docstrings);
+  one the parent does not define is inserted before the first definition the reply replaced (or at
+  the end of the region);
 * a name the parent defines outside the region may not be redefined (an :class:`EditError`), though
   a copy of that definition as it stands is ignored (a whole-program reply repeats the fixed parts);
 * ``import`` / ``from ... import`` lines the parent lacks are added at the top of the region;
@@ -45,6 +47,38 @@ def _span(node: ast.stmt) -> tuple[int, int]:
     """0-based ``(first, end)`` line numbers of ``node``, its decorators included (``end`` exclusive)."""
     first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
     return first - 1, node.end_lineno or node.lineno
+
+
+def _docstring(node: ast.stmt) -> ast.Expr | None:
+    body = getattr(node, "body", None)
+    if (isinstance(node, _DEFINITION) and body and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+        return body[0]
+    return None
+
+
+def _keep_docstring(text: str, node: ast.stmt, parent_tree: ast.Module, span: tuple[int, int],
+                    parent_lines: list[str]) -> str:
+    """``text`` (the reply's definition ``node``) with the docstring of the parent's definition at
+    ``span`` put back when the reply's has none: the Generator is shown programs without docstrings
+    in ``functions`` mode, and a rewritten function should not lose its documentation for that."""
+    if not isinstance(node, _DEFINITION) or _docstring(node) is not None or not node.body:
+        return text
+    old = next((n for n in parent_tree.body if isinstance(n, _DEFINITION) and _span(n) == span), None)
+    doc = _docstring(old) if old is not None else None
+    first = node.body[0]
+    if doc is None or first.lineno == node.lineno:  # no docstring to keep, or a one-line def
+        return text
+    start = _span(node)[0]
+    lines = text.splitlines(keepends=True)
+    at = first.lineno - 1 - start
+    if at >= len(lines):
+        return text
+    indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+    doc_lines = parent_lines[doc.lineno - 1:doc.end_lineno or doc.lineno]
+    old_indent = doc_lines[0][:len(doc_lines[0]) - len(doc_lines[0].lstrip())]
+    moved = [indent + line[len(old_indent):] if line.startswith(old_indent) else line for line in doc_lines]
+    return "".join(lines[:at] + moved + lines[at:])
 
 
 def reply_code(reply: str) -> str:
@@ -125,7 +159,7 @@ def apply_functions(parent: str, reply: str) -> str:
                 continue
             raise EditError(f"the reply redefines {name}, which lies outside the EVOLVE-BLOCK and may not change")
         if name in own:
-            replaced[name] = text
+            replaced[name] = _keep_docstring(text, node, parent_tree, own[name], lines)
         else:
             added.append(text)
     if not replaced and not added:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from pydantic import BaseModel
@@ -124,4 +124,18 @@ def by_role(seconds: Seconds) -> Seconds:
         phase, _, part = key.partition(".")
         if part == "llm" and phase in PHASE_ROLE:
             out = add_seconds(out, {PHASE_ROLE[phase]: value})
+    return out
+
+
+def llm_by_role(calls: Iterable[LLMCall]) -> dict[str, dict[str, float]]:
+    """LLM requests summed by usage role: ``{"generator": {"calls", "seconds", "prompt", "completion"}, ...}``
+    (a request made in phase ``repair`` counts as ``repair``, as its tokens do)."""
+    out: dict[str, dict[str, float]] = {}
+    for call in calls:
+        role = "repair" if call.phase == "repair" else call.role
+        row = out.setdefault(role, {"calls": 0, "seconds": 0.0, "prompt": 0, "completion": 0})
+        row["calls"] += 1
+        row["seconds"] = round(row["seconds"] + call.seconds, 3)
+        row["prompt"] += call.prompt
+        row["completion"] += call.completion
     return out

@@ -7,7 +7,8 @@ every request), the same task description and the same evaluator (our sandboxed
 ``Task.evaluate``, through :mod:`contextevolve.compare.ledger`), and the same budget in
 candidates (ContextEvolve iterations, OpenEvolve iterations, GEPA proposals) or, with
 ``token_budget``, the same budget in tokens (a peer is stopped once its requests have used it;
-ContextEvolve stops by its own token budget between rounds). All LLM traffic passes one
+ContextEvolve stops by its own token budget between rounds), or with ``time_budget_s`` the same
+wall-clock minutes (likewise). All LLM traffic passes one
 :class:`~contextevolve.compare.proxy.CountingProxy`, under the label ``<system>-s<seed>``.
 
 Layout of ``out``::
@@ -85,6 +86,10 @@ class CompareSettings(BaseModel):
     """Same-token-budget mode: tokens each system may use per seed (None: candidate budget only)."""
     timeout_s: float | None = None
     """Wall-clock limit of one system run, seconds (None: none); a peer past it is stopped."""
+    time_budget_s: float | None = None
+    """Same-time budget mode: wall seconds each system may use per seed (None: none). ContextEvolve
+    stops by its own time budget between rounds (``RunContext.time_budget_s``); a peer is stopped
+    once its process has run this long."""
 
 
 class SystemResult(BaseModel):
@@ -151,7 +156,8 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
         result = evolve(settings.task, iterations=settings.candidates, run_dir=folder / "run", seed=seed,
                         base_url=url, api_key="none", model=model, max_retries=2,
                         temperatures={**DEFAULT_TEMPERATURES, "generator": settings.temperature},
-                        token_budget=settings.token_budget, **ABLATIONS.get(system, {}))
+                        token_budget=settings.token_budget, time_budget_s=settings.time_budget_s,
+                        **ABLATIONS.get(system, {}))
         own = result.total_tokens
         reason = result.stop_reason or ""
         stopped = "" if reason.startswith("iteration budget") else reason
@@ -190,6 +196,8 @@ def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model:
         time.sleep(0.5)
         if settings.token_budget and proxy.totals(label)["total_tokens"] >= settings.token_budget:
             stopped = f"token budget {settings.token_budget} reached"
+        elif settings.time_budget_s and time.time() - started >= settings.time_budget_s:
+            stopped = f"time budget {settings.time_budget_s / 60:.1f} min reached"
         elif settings.timeout_s and time.time() - started > settings.timeout_s:
             stopped = f"time limit {settings.timeout_s:.0f} s reached"
         if stopped:

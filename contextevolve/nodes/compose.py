@@ -26,18 +26,25 @@ from contextevolve.prompts import generator as prompt
 from contextevolve.tasks.base import Task
 
 
-def _section(n: int, ex: ProgramRecord, with_code: bool) -> str:
+def shown(ctx: RunContext, source: str) -> str:
+    """``source`` as the Generator sees it: in ``functions`` mode without docstrings (the splice keeps
+    the parent's docstring of a function the reply rewrites without one, so the model need neither read
+    nor write them again), else as it is."""
+    return prompt.without_docstrings(source) if ctx.search.generation_mode == "functions" else source
+
+
+def _section(ctx: RunContext, n: int, ex: ProgramRecord, with_code: bool) -> str:
     return prompt.exemplar_section(n, prompt.Exemplar(
         status=ex.status, score=ex.combined_score, abstract=ex.abstract, reason=ex.reason,
-        code=ex.source if with_code and ex.source else None))
+        code=shown(ctx, ex.source) if with_code and ex.source else None))
 
 
 def render(ctx: RunContext, task: Task, parent: ProgramRecord, guidance: str, exemplars: list[ProgramRecord],
            code_ids: set[str]) -> list:
     """Generator messages for this parent, guidance and exemplars (code only for ids in ``code_ids``)."""
-    parent_text = prompt.parent_section(parent.source, parent.abstract, parent.combined_score, parent.metrics,
-                                        parent.diagnostics)
-    sections = [_section(n, ex, ex.id in code_ids) for n, ex in enumerate(exemplars, 1)]
+    parent_text = prompt.parent_section(shown(ctx, parent.source), parent.abstract, parent.combined_score,
+                                        parent.metrics, parent.diagnostics)
+    sections = [_section(ctx, n, ex, ex.id in code_ids) for n, ex in enumerate(exemplars, 1)]
     return prompt.messages(task.description, parent_text, guidance, sections, ctx.search.generation_mode,
                            task.higher_is_better, parent_source=parent.source)
 
@@ -60,8 +67,8 @@ def compose(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     budget = ctx.search.context_token_budget
     parent, exemplars = load(memory, state.parent_id, state.exemplar_ids)
     system, request = (str(m.content) for m in render(ctx, task, parent, state.guidance, [], set()))
-    plain = [_section(n, ex, False) for n, ex in enumerate(exemplars, 1)]
-    coded = [_section(n, ex, True) for n, ex in enumerate(exemplars, 1)]
+    plain = [_section(ctx, n, ex, False) for n, ex in enumerate(exemplars, 1)]
+    coded = [_section(ctx, n, ex, True) for n, ex in enumerate(exemplars, 1)]
 
     def size(count: int, code: set[int]) -> int:
         sections = [coded[i] if i in code else plain[i] for i in range(count)]

@@ -18,6 +18,7 @@ from pathlib import Path
 from contextevolve.report.data import ReportError, RunData, load_run
 from contextevolve.report.figures import STATUS_COLOURS, pareto_figure, scores_figure, tokens_figure
 from contextevolve.roles import total_tokens
+from contextevolve.timing import llm_by_role
 
 __all__ = ["ReportError", "RunData", "load_run", "write_report", "REPORT_FILE"]
 
@@ -82,6 +83,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
         total_tokens=data.total_tokens(), tokens_per_improvement=data.tokens_per_improvement(),
         tokens=data.tokens_by_role(), images=images, colours=STATUS_COLOURS, lineage=lineage_rows(data),
         program_tokens={p.id: total_tokens(p.tokens) for p in data.programs},
+        seconds=data.seconds_by_phase(), llm=llm_by_role(c for p in data.programs for c in p.llm_calls),
         diffs={p.id: _diff_lines(data.diff(p)) for p in data.programs})
     tmp = html_path.with_name(html_path.name + ".tmp")
     tmp.write_text(page)

@@ -93,6 +93,11 @@ def test_status_json_keys(tmp_path, models):
     # the sampler is only called once there are more candidates than exemplars
     assert {"summarizer", "navigator", "generator"} <= set(data["tokens"])
     assert data["tokens"]["generator"] == {"prompt": 1800, "completion": 800}
+    # seconds by phase and LLM calls by role beside the tokens
+    assert data["llm"]["generator"]["prompt"] == 1800 and data["llm"]["generator"]["calls"] == 2
+    assert data["seconds"]["generate"] >= data["seconds"]["generate.llm"] >= 0 and data["seconds"]["evaluate"] > 0
+    text = cli("status", str(tmp_path / "r")).stdout
+    assert "Seconds by phase" in text and "median seconds per iteration" in text
 
 
 def test_run_with_scripted_models_prints_summary(tmp_path, models, capsys):

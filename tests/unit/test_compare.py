@@ -186,3 +186,17 @@ def test_ablations_are_compared_with_the_full_system_on_the_seeds_both_ran():
     assert not lower.higher_is_better
     [row] = ablation_rows([run("contextevolve", 0, 0.1), run("contextevolve-no-sampler", 0, 0.2)], lower)
     assert row["relative"] == pytest.approx(0.5)
+
+
+def test_a_peer_is_stopped_at_the_time_budget(tmp_path):
+    def slow(body: dict) -> str:
+        import time
+        time.sleep(1.0)
+        return reply(body)
+
+    with FakeEndpoint(slow) as endpoint:
+        [result] = compare(CompareSettings(task="model_placement", systems=["gepa"], candidates=50, seeds=[0],
+                                           out=str(tmp_path / "cmp"), base_url=endpoint.url, model="fake",
+                                           time_budget_s=6))
+    assert result.stopped == "time budget 0.1 min reached"
+    assert result.llm_calls < 50 and result.initial is not None  # stopped early, the ledger kept

@@ -85,6 +85,11 @@ def test_report_content_matches_the_buffer(finished_run):
     total = sum(u["prompt"] + u["completion"] for r in records for u in r["tokens"].values())
     assert page.cells["total-tokens"].strip() == f"{total:,}"
     assert page.cells["tokens-per-improvement"].strip() == f"{total:,.0f}"
+    # seconds by phase and LLM calls by role, from the records
+    generate = sum(r["seconds"].get("generate", 0.0) for r in records)
+    assert page.cells["seconds-generate"].strip() == f"{generate:,.1f}" and "seconds-evaluate" in page.cells
+    assert page.cells["llm-calls-generator"].strip() == str(sum(
+        c["role"] == "generator" for r in records for c in r["llm_calls"]))
     assert len(page.images) == 3 and all(src.startswith("data:image/png;base64,") for src in page.images)
     # the failed and invalid children are marked apart, never plotted as a score
     valid, not_valid = score_points(load_run(finished_run))

@@ -106,3 +106,27 @@ def test_prompts_in_functions_mode_ask_for_the_changed_functions_only_and_share_
         assert "only the top-level functions" in msgs[-1].content
         assert msgs[0].content == generator.SYSTEM and msgs[1].content.startswith("## Task\nTASK\n\n")
     assert "complete improved program" in generator.messages("T", "p", "", [], "full")[-1].content
+
+
+def test_a_function_rewritten_without_its_docstring_keeps_the_parents():
+    parent = ('# EVOLVE-BLOCK-START\ndef solve(a, b):\n    """Add a and b.\n\n    Returns:\n        the sum.\n    """\n'
+              '    return a + b\n# EVOLVE-BLOCK-END\n')
+    child = build_child(parent, "```python\ndef solve(a, b):\n        return b + a\n```", "functions")
+    assert '        """Add a and b.\n\n        Returns:\n            the sum.\n        """\n        return b + a' in child
+    # a reply with its own docstring keeps it
+    own = build_child(parent, '```python\ndef solve(a, b):\n    """Sum."""\n    return b + a\n```', "functions")
+    assert '"""Sum."""' in own and "Add a and b" not in own
+
+
+def test_in_functions_mode_the_generator_sees_programs_without_docstrings():
+    from contextevolve.graph.context import RunContext
+    from contextevolve.memory.records import ProgramRecord
+    from contextevolve.nodes.compose import render
+    from contextevolve.tasks.registry import get_task
+
+    task = get_task("model_placement")
+    parent = ProgramRecord(id="it00000", iteration=0, source=INITIAL, abstract="greedy", status="ok")
+    functions = render(RunContext(generation_mode="functions"), task, parent, "", [], set())[-1].content
+    full = render(RunContext(generation_mode="full"), task, parent, "", [], set())[-1].content
+    assert "Returns:" in full and "Returns:" not in functions
+    assert generator.without_docstrings(INITIAL) in functions
