@@ -15,8 +15,8 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
   records (:mod:`contextevolve.timing`).
 
 ``--no-stop`` and ``--no-prompt-cache`` switch off the stop at the end of the code block and the
-embedded server's prompt cache, so a run with ``--mode full --no-stop --no-prompt-cache`` measures
-the system as it was before them, beside one with the defaults.
+embedded server's prompt cache, so a run with ``--mode full --no-stop --no-prompt-cache
+--max-tokens navigator=160`` measures the system as it was before them, beside one with the defaults.
 
 The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one
 markdown table over several such runs (no LLM needed).
@@ -170,6 +170,8 @@ def main() -> int:
                         help="let the Generator write past the end of its code block (SearchSettings.stop_at_code_end)")
     parser.add_argument("--no-prompt-cache", action="store_true",
                         help="start the embedded server without its prompt cache (CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")
+    parser.add_argument("--max-tokens", action="append", default=[], metavar="ROLE=N",
+                        help="completion-token cap of one role (e.g. navigator=160, the cap before it was lowered)")
     parser.add_argument("--log-prompts", action="store_true", help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
@@ -183,7 +185,9 @@ def main() -> int:
 
     from contextevolve.api import evolve
     from contextevolve.graph.context import SearchSettings, flat_settings
+    from contextevolve.graph.settings import DEFAULT_MAX_TOKENS
 
+    caps = {role: int(n) for role, _, n in (pair.partition("=") for pair in args.max_tokens)}
     if args.no_prompt_cache:
         os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] = "0"
     repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
@@ -201,7 +205,8 @@ def main() -> int:
 
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
            generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
-           log_prompts=args.log_prompts or None, on_update=on_update, stop_at_code_end=not args.no_stop)
+           log_prompts=args.log_prompts or None, on_update=on_update, stop_at_code_end=not args.no_stop,
+           max_tokens={**DEFAULT_MAX_TOKENS, **caps})
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit,

@@ -203,21 +203,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _seconds_table(seconds: dict, llm: dict) -> Table:
-    """Seconds by phase (whole phase, of it LLM replies, share of all phases) and LLM calls by role."""
+    """Seconds by phase (whole phase, of it waiting for LLM replies, share of all phases) beside the
+    phase's LLM calls and the tokens they read and generated; the evaluation's parts below it."""
     table = Table(title="Seconds by phase (summed over lanes)")
-    for col in ("phase", "seconds", "of it LLM", "share", "LLM calls", "generated tokens", "tokens/s"):
+    for col in ("phase", "seconds", "of it LLM", "share", "LLM calls", "prompt tokens", "generated"):
         table.add_column(col, justify="right" if col != "phase" else "left")
     phases = {k: v for k, v in seconds.items() if "." not in k}
     whole = sum(phases.values()) or 1.0
     for phase, value in sorted(phases.items(), key=lambda kv: -kv[1]):
-        row = llm.get(PHASE_ROLE.get(phase, ""), {}) if phase not in ("initialize",) else {}
-        made = row.get("completion", 0)
-        rate = f"{made / row['seconds']:.1f}" if row.get("seconds") else ""
+        row = llm.get(PHASE_ROLE.get(phase, ""), {}) if phase != "initialize" else {}
         table.add_row(phase, f"{value:.1f}", f"{seconds.get(phase + '.llm', 0.0):.1f}", f"{value / whole:.0%}",
-                      str(row.get("calls", "")), str(made or ""), rate)
+                      str(row.get("calls", "")), str(row.get("prompt", "")), str(row.get("completion", "")))
     for part in ("precheck", "full", "import", "calls"):
         if f"evaluate.{part}" in seconds:
-            table.add_row(f"  evaluate.{part}", f"{seconds[f'evaluate.{part}']:.1f}", "", "", "", "", "")
+            table.add_row(f"· {part}", f"{seconds[f'evaluate.{part}']:.1f}", "", "", "", "", "")
     return table
 
 
@@ -368,9 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-code-stop", action="store_true",
                      help="let the Generator write on after its code block closes (default: the request stops there)")
     run.add_argument("--repair-attempts", type=int, metavar="R",
-                     help="repairs of a failed child with its error and traceback (default 2; 0 = the paper)")
+                     help="repairs of a failed child with its error and traceback (default 1; 0 = the paper)")
     run.add_argument("--no-repair-restart", action="store_true",
-                     help="every repair fixes the failing program (default: with R >= 2 the last one writes the "
+                     help="every repair fixes the failing program (default: the last one writes the "
                           "child again from its parent, told the error)")
     run.add_argument("--no-prechecks", action="store_true",
                      help="skip the compile/signature/smoke-run checks before a child's full evaluation")

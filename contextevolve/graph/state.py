@@ -106,8 +106,8 @@ class EvolveState:
     total_seconds: Seconds = field(default_factory=dict)
     """Wall seconds the whole run spent, by phase, summed over lanes (:mod:`contextevolve.timing`)."""
     elapsed_s: float = 0.0
-    """Elapsed wall seconds of the run's rounds (each round counts its slowest lane plus the buffer
-    update; time while the run was stopped does not count): what ``time_budget_s`` is checked against."""
+    """Elapsed wall seconds of the run: the initial program's evaluation and abstract, then each round's
+    slowest lane (time while the run was stopped does not count): what ``time_budget_s`` is checked against."""
     stop_reason: str | None = None
     """Why the loop stops (iteration budget, target score, token budget); None while it goes on."""
     run_identity: dict[str, str] = field(default_factory=dict)

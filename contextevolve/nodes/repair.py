@@ -12,8 +12,8 @@ which are booked under the ``repair`` role.
 At most ``repair_attempts`` repairs per child. A fix that is the parent or a buffered program
 again (normalised code) ends the repairs: the child is a failed duplicate. A reply that gives
 the failing program back unchanged counts as an attempt; the next one sees the same error.
-With ``repair_restart`` (default) and R >= 2, the last repair does not fix the failing program but
-writes the child again from its parent, told the error the failed version met
+With ``repair_restart`` (default) the last repair (the only one with the default R = 1) does not fix
+the failing program but writes the child again from its parent, told the error the failed version met
 (:func:`contextevolve.prompts.repair.restart_messages`: fixes of the model's own rewrites almost
 never worked with the embedded model). A restart that writes its parent out again (a twin) gets the
 Generator's second ask within the same repair: a new conversation naming one concrete mutation,
@@ -116,7 +116,7 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         return {"repairs": number, "child_status": child.status, "repair_due": due,
                 "iteration_usage": done[0].tokens}
     line = missing_import(f"{child.reason}\n{child.traceback}") if child.source else None
-    restart = (ctx.search.repair_restart and number == ctx.search.repair_attempts >= 2 and bool(child.source)
+    restart = (ctx.search.repair_restart and number == ctx.search.repair_attempts and bool(child.source)
                and not (line and line not in child.source.splitlines()))
     base = child.source if child.source and not restart else parent.source  # no source: the edit never applied
     if restart:

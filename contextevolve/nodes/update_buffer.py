@@ -11,7 +11,7 @@ from contextevolve.nodes.identity import check_identity
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.nodes.stopping import round_size, stop_reason
 from contextevolve.roles import add_usage, total_tokens
-from contextevolve.timing import LLMCall, add_seconds, phase_clock
+from contextevolve.timing import LLMCall, add_seconds
 
 
 def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
@@ -34,23 +34,22 @@ def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
     iteration = state.iteration
     child = None
     round_results = sorted(state.lane_results, key=lambda r: r["child_id"])
-    with phase_clock("update_buffer") as watch:
-        for result in round_results:
-            child = memory.buffer.require(result["child_id"])
-            child.tokens = dict(result["usage"])
-            child.seconds = dict(result.get("seconds") or {})
-            child.llm_calls = [LLMCall.model_validate(c) for c in result.get("llm_calls") or []]
-            child = memory.commit(child)
-            iteration = max(iteration, child.iteration)
-            if child.status == "ok" and task.better(child.combined_score, best_score):
-                best_id, best_score = child.id, child.combined_score
-            usage = add_usage(usage, result["usage"])
-            seconds = add_seconds(seconds, child.seconds)
-    seconds = add_seconds(seconds, watch.seconds)
-    # lanes run concurrently: the round took as long as its slowest lane, then the commit
+    for result in round_results:
+        child = memory.buffer.require(result["child_id"])
+        child.tokens = dict(result["usage"])
+        child.seconds = dict(result.get("seconds") or {})
+        child.llm_calls = [LLMCall.model_validate(c) for c in result.get("llm_calls") or []]
+        child = memory.commit(child)
+        iteration = max(iteration, child.iteration)
+        if child.status == "ok" and task.better(child.combined_score, best_score):
+            best_id, best_score = child.id, child.combined_score
+        usage = add_usage(usage, result["usage"])
+        seconds = add_seconds(seconds, child.seconds)
+    # lanes run concurrently: the round took as long as its slowest lane (the commit itself, a few
+    # milliseconds, is not timed, so that a replay of this node after a crash returns the same update)
     slowest = max((sum(v for k, v in (r.get("seconds") or {}).items() if "." not in k) for r in round_results),
                   default=0.0)
-    elapsed = round(state.elapsed_s + slowest + watch.seconds.get("update_buffer", 0.0), 3)
+    elapsed = round(state.elapsed_s + slowest, 3)
     return {
         "iteration": iteration,
         "best_id": best_id,

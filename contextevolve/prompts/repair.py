@@ -65,7 +65,7 @@ def messages(task_description: str, program: str, reason: str, traceback: str, m
 def restart_messages(task_description: str, parent: str, reason: str, traceback: str, mode: str, *,
                      idea: str = "") -> list:
     """Messages asking for the child again, written from its (valid) parent, with the error the failed
-    version met as a warning (the last repair when ``repair_attempts >= 2``, issue 10).
+    version met as a warning (the last repair, with ``repair_restart``).
 
     Measured with the embedded 1.5B model (issue 10, seed 0, R = 2): model-written fixes of a failing
     child succeeded 0 times in 32 (MP full 0/8 besides one mechanical import fix, MP diff 0/12, TS full

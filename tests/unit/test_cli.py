@@ -96,7 +96,8 @@ def test_status_json_keys(tmp_path, models):
     # seconds by phase and LLM calls by role beside the tokens
     assert data["llm"]["generator"]["prompt"] == 1800 and data["llm"]["generator"]["calls"] == 2
     assert data["seconds"]["generate"] >= data["seconds"]["generate.llm"] >= 0 and data["seconds"]["evaluate"] > 0
-    text = cli("status", str(tmp_path / "r")).stdout
+    shown = cli("status", str(tmp_path / "r"))
+    text = shown.stdout + shown.stderr
     assert "Seconds by phase" in text and "median seconds per iteration" in text
 
 

@@ -7,7 +7,7 @@ import pytest
 from contextevolve.editing import EditError, apply_diffs, build_child, extract_code, parse_diffs
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.nodes.sample import parse_choice
-from contextevolve.prompts.generator import edit_format, reask_messages, without_docstrings
+from contextevolve.prompts.generator import SYSTEM, edit_format, reask_messages, without_docstrings
 
 PARENT = "import math\nX = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n    return a + X\n# EVOLVE-BLOCK-END\nY = 2\n"
 
@@ -217,6 +217,7 @@ def test_the_second_ask_shows_the_program_without_docstrings_and_names_one_chang
                         '    return xs[0]\n\n\n# EVOLVE-BLOCK-END\n')
     assert without_docstrings("def broken(:\n") == "def broken(:\n"  # does not parse: unchanged
     system, request = reask_messages("Pick well.", program, "reverse the order", higher_is_better=False)
-    assert "complete improved program" in system.content and "## Task\nPick well." in request.content
+    assert "complete improved program" in request.content and "## Task\nPick well." in request.content
+    assert system.content == SYSTEM  # every Generator-model request starts alike (the prompt cache)
     assert stripped in request.content and "Longer text" not in request.content
     assert "reverse the order" in request.content and "lowers the score" in request.content

@@ -13,6 +13,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import HumanMessage
 
 from contextevolve.graph.context import RunContext
+from contextevolve.graph.settings import DEFAULT_MAX_TOKENS
 from contextevolve.llm import embedded
 from contextevolve.llm.calls import EndpointUnavailable, call_role
 from contextevolve.llm.models import LLMConfigError, create_chat_model, resolve_endpoint, use_chat_models
@@ -148,6 +149,6 @@ def test_missing_part_package_names_the_fix(monkeypatch, tmp_path):
 
 def test_completion_cap_reaches_non_openai_servers():
     local = create_chat_model("navigator", RunContext(base_url="http://127.0.0.1:9/v1", model="m"))
-    assert local.extra_body == {"max_tokens": 160}
+    assert local.extra_body == {"max_tokens": DEFAULT_MAX_TOKENS["navigator"]} == {"max_tokens": 100}
     official = create_chat_model("navigator", RunContext(base_url="https://api.openai.com/v1", model="m"))
-    assert official.extra_body is None and official.max_tokens == 160
+    assert official.extra_body is None and official.max_tokens == 100
