@@ -39,13 +39,18 @@ def _section(ctx: RunContext, n: int, ex: ProgramRecord, with_code: bool) -> str
         code=shown(ctx, ex.source) if with_code and ex.source else None))
 
 
+def parent_text(ctx: RunContext, parent: ProgramRecord) -> str:
+    """The parent's section of the Generator's prompt (scores, abstract, code as :func:`shown`); a
+    restart repeats it word for word, so its request starts with tokens the server has just read."""
+    return prompt.parent_section(shown(ctx, parent.source), parent.abstract, parent.combined_score,
+                                 parent.metrics, parent.diagnostics)
+
+
 def render(ctx: RunContext, task: Task, parent: ProgramRecord, guidance: str, exemplars: list[ProgramRecord],
            code_ids: set[str]) -> list:
     """Generator messages for this parent, guidance and exemplars (code only for ids in ``code_ids``)."""
-    parent_text = prompt.parent_section(shown(ctx, parent.source), parent.abstract, parent.combined_score,
-                                        parent.metrics, parent.diagnostics)
     sections = [_section(ctx, n, ex, ex.id in code_ids) for n, ex in enumerate(exemplars, 1)]
-    return prompt.messages(task.description, parent_text, guidance, sections, ctx.search.generation_mode,
+    return prompt.messages(task.description, parent_text(ctx, parent), guidance, sections, ctx.search.generation_mode,
                            task.higher_is_better, parent_source=parent.source)
 
 

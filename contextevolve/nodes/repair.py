@@ -38,6 +38,7 @@ from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.generate import (REASK_HOTTER, REPLY_EXCERPT, find_twin, reask_mode, repairable,
                                           twin_reason, whole_program)
+from contextevolve.nodes.compose import parent_text
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import repair as prompt
 from contextevolve.prompts.generator import mutation_for, reask_messages, stop_after_code
@@ -121,7 +122,8 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     base = child.source if child.source and not restart else parent.source  # no source: the edit never applied
     if restart:
         messages = prompt.restart_messages(task.description, base, child.reason, child.traceback,
-                                           ctx.search.generation_mode, idea=child.guidance)
+                                           ctx.search.generation_mode, idea=child.guidance,
+                                           parent_text=parent_text(ctx, parent))
     else:
         messages = prompt.messages(task.description, base, child.reason, child.traceback, ctx.search.generation_mode,
                                    unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)

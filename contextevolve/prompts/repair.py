@@ -63,7 +63,7 @@ def messages(task_description: str, program: str, reason: str, traceback: str, m
 
 
 def restart_messages(task_description: str, parent: str, reason: str, traceback: str, mode: str, *,
-                     idea: str = "") -> list:
+                     idea: str = "", parent_text: str = "") -> list:
     """Messages asking for the child again, written from its (valid) parent, with the error the failed
     version met as a warning (the last repair, with ``repair_restart``).
 
@@ -84,14 +84,18 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
         reason: the failed version's reason; traceback: its frames (may be empty).
         mode: ``"diff"`` (edits against ``parent``), ``"functions"`` or ``"full"`` (the whole program).
         idea: the direction the failed version was following.
+        parent_text: the parent's section exactly as the Generator's prompt showed it
+            (:func:`contextevolve.prompts.generator.parent_section`); then the request starts with
+            the same tokens as the Generator's, which the server has just read and reuses. Default:
+            the parent's code under ``## Program``.
     """
-    parts = [f"## Task\n{task_description}", f"## Program\n```python\n{parent}```"]
+    parts = [f"## Task\n{task_description}", parent_text.rstrip("\n") or f"## Program\n```python\n{parent}```"]
     if idea:
         parts.append(f"## Direction\n{idea}")
     parts.append(_error_section("## A previous attempt failed\nAn earlier version written from this program failed: ",
                                 reason, traceback, "that version"))
     parts.append("## Your job\nAn earlier attempt at the change failed: write it again, correctly, starting from "
-                 "the program above and following the direction, without that error. Use the inputs exactly as the "
+                 "the current program above and following the direction, without that error. Use the inputs exactly as the "
                  "task describes them, and do not define stand-ins for them. Keep the function name and signature. "
                  + _ask(mode, parent))
     return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(parts))]

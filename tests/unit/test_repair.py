@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -101,6 +102,19 @@ def test_the_last_repair_starts_again_from_the_parent(tmp_path):
     assert INITIAL in restart and still_broken not in restart and "pq2.heapify" in restart
     assert "NameError: name 'pq2' is not defined" in restart and "A previous attempt failed" in restart
     assert child["tokens"]["repair"] == {"prompt": 2100, "completion": 800}
+    # the restart starts like the Generator's own request, through the parent's code (the prompt cache)
+    first = generator.seen[0]
+    assert generator.seen[2][0].content == first[0].content
+    shared = os.path.commonprefix([first[1].content, restart])
+    assert shared.startswith("## Task\n") and INITIAL in shared
+
+
+def test_the_default_single_repair_is_a_restart(tmp_path):
+    generator = scripted(reply(fenced(NAME_ERROR.replace("pq.heapify", "pq2.heapify")), 900, 400),
+                         reply(fenced(BETTER_PROGRAM), 1100, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator)
+    child = records[1]
+    assert child["status"] == "ok" and [a["method"] for a in child["attempts"]] == ["restart"]
 
 
 def test_without_restart_every_repair_fixes_the_failing_program(tmp_path):
