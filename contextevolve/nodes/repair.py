@@ -36,9 +36,9 @@ from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.memory.records import RepairAttempt
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import RunMemory
+from contextevolve.nodes.compose import parent_text
 from contextevolve.nodes.generate import (REASK_HOTTER, REPLY_EXCERPT, find_twin, reask_mode, repairable,
                                           twin_reason, whole_program)
-from contextevolve.nodes.compose import parent_text
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import repair as prompt
 from contextevolve.prompts.generator import mutation_for, reask_messages, stop_after_code
