@@ -207,7 +207,7 @@ def _seconds_table(seconds: dict, llm: dict) -> Table:
     phase's LLM calls and the tokens they read and generated; the evaluation's parts below it."""
     table = Table(title="Seconds by phase (summed over lanes)")
     for col in ("phase", "seconds", "of it LLM", "share", "LLM calls", "prompt tokens", "generated"):
-        table.add_column(col, justify="right" if col != "phase" else "left")
+        table.add_column(col, justify="right" if col != "phase" else "left", no_wrap=col == "phase")
     phases = {k: v for k, v in seconds.items() if "." not in k}
     whole = sum(phases.values()) or 1.0
     for phase, value in sorted(phases.items(), key=lambda kv: -kv[1]):
