@@ -88,8 +88,6 @@ def edit_format(program: str) -> str:
             "Your REPLACE parts must change the code.)")
 
 
-
-
 MUTATIONS: tuple[str, ...] = (
     "change the order in which the items are considered (sort them by another key, or reverse the order)",
     "change the rule that picks among candidates that are equally good (the tie-break)",
