@@ -30,6 +30,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -42,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
-from contextevolve.timing import LLMCall, llm_by_role  # noqa: E402
+from contextevolve.timing import LLMCall, add_seconds, llm_by_role, wall  # noqa: E402
 
 RESULT_FILE = "effectiveness.json"
 COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "pre-check stops", "duplicates",
@@ -84,11 +85,12 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
             for role in ("generator", "repair")) / n,
         "tokens_per_valid_child": tokens / valid if valid else None,
         "seconds_per_iteration": seconds_per_iteration,
-        "median_seconds_per_iteration": _median([_wall(c) for c in children if c.get("seconds")]),
+        "median_seconds_per_iteration": _median([wall(c["seconds"]) for c in children if c.get("seconds")]),
         "median_generated_tokens_per_iteration": _median([sum(
             c.get("tokens", {}).get(role, {}).get("completion", 0) for role in ("generator", "repair"))
             for c in children]),
-        "seconds_by_phase_per_iteration": {k: v / n for k, v in sorted(_sum_seconds(children).items())},
+        "seconds_by_phase_per_iteration": {k: v / n for k, v in sorted(functools.reduce(
+            add_seconds, (c.get("seconds", {}) for c in children), {}).items())},
         "llm_by_role_per_iteration": {role: {k: v / n for k, v in row.items()} for role, row in _llm(children).items()},
         "statuses": [c["status"] for c in children],
         "reasons": [c["reason"][:160] for c in children if c["status"] != "ok"],
@@ -97,19 +99,6 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
 
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
-
-
-def _wall(record: dict) -> float:
-    """A child's own wall seconds: its phases summed (``"<phase>.part"`` keys are parts of a phase)."""
-    return sum(v for k, v in record.get("seconds", {}).items() if "." not in k)
-
-
-def _sum_seconds(records: list[dict]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for r in records:
-        for k, v in r.get("seconds", {}).items():
-            out[k] = out.get(k, 0.0) + v
-    return out
 
 
 def _llm(records: list[dict]) -> dict[str, dict[str, float]]:

@@ -30,7 +30,7 @@ from contextevolve.memory.records import program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
 from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.registry import get_task
-from contextevolve.timing import add_seconds, llm_by_role
+from contextevolve.timing import add_seconds, llm_by_role, wall
 
 SETTINGS_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoints.sqlite"
@@ -151,7 +151,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         statuses[r.status] = statuses.get(r.status, 0) + 1
     initial = next((r for r in records if r.iteration == 0), None)
     seconds = functools.reduce(add_seconds, (r.seconds for r in records), {})
-    children = [sum(v for k, v in r.seconds.items() if "." not in k) for r in records if r.iteration and r.seconds]
+    children = [wall(r.seconds) for r in records if r.iteration and r.seconds]
     return {
         "run_dir": str(root),
         "task": task.name,

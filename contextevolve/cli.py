@@ -28,7 +28,7 @@ from contextevolve.evaluation.executors import ExecutorError
 from contextevolve.graph.context import DEFAULT_TASK
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
-from contextevolve.timing import PHASE_ROLE
+from contextevolve.timing import PHASE_ROLE, by_phase
 
 EXIT_BAD_INPUT = 2
 """Exit code for bad input (nothing was written)."""
@@ -208,11 +208,9 @@ def _seconds_table(seconds: dict, llm: dict) -> Table:
     table = Table(title="Seconds by phase (summed over lanes)")
     for col in ("phase", "seconds", "of it LLM", "share", "LLM calls", "prompt tokens", "generated"):
         table.add_column(col, justify="right" if col != "phase" else "left", no_wrap=col == "phase")
-    phases = {k: v for k, v in seconds.items() if "." not in k}
-    whole = sum(phases.values()) or 1.0
-    for phase, value in sorted(phases.items(), key=lambda kv: -kv[1]):
+    for phase, spent in by_phase(seconds).items():
         row = llm.get(PHASE_ROLE.get(phase, ""), {}) if phase != "initialize" else {}
-        table.add_row(phase, f"{value:.1f}", f"{seconds.get(phase + '.llm', 0.0):.1f}", f"{value / whole:.0%}",
+        table.add_row(phase, f"{spent['seconds']:.1f}", f"{spent['llm']:.1f}", f"{spent['share']:.0%}",
                       str(row.get("calls", "")), str(row.get("prompt", "")), str(row.get("completion", "")))
     for part in ("precheck", "full", "import", "calls"):
         if f"evaluate.{part}" in seconds:

@@ -32,7 +32,7 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.S)
 _DIFF = re.compile(r"^[ \t]*(?:<{3,9} ?)?SEARCH[ \t]*\n(.*?)\n?^[ \t]*={3,9}[ \t]*\n(.*?)\n?"
                    r"^[ \t]*(?:>{3,9} ?)?REPLACE[ \t]*$", re.S | re.M)
 """A SEARCH/REPLACE block. The markers stand on lines of their own; the ``<<<<<<<``/``>>>>>>>`` arrows may be
-shorter or missing (the embedded model wrote a bare ``SEARCH`` line, issue 10)."""
+shorter or missing (the embedded model wrote a bare ``SEARCH`` line)."""
 
 
 class EditError(ValueError):
@@ -276,18 +276,11 @@ def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) 
     """
     if parse_diffs(reply) and (mode == "diff" or "```" not in reply or _fenced_diff(reply)):
         child = apply_diffs(parent, reply)
-    elif mode == "functions":
+    else:
         from contextevolve.splicing import apply_functions  # splicing builds on this module
 
         try:
-            child = apply_functions(parent, reply)
-        except EditError:
-            if truncated:
-                raise EditError("the reply was cut off at the completion-token limit") from None
-            raise
-    else:
-        try:
-            child = apply_rewrite(parent, reply)
+            child = (apply_functions if mode == "functions" else apply_rewrite)(parent, reply)
         except EditError:
             if truncated:
                 raise EditError("the reply was cut off at the completion-token limit") from None
@@ -355,7 +348,7 @@ def normalized_code(source: str, entry: str | None = None) -> str | None:
     it does not parse; given the task's ``entry`` function, also without top-level functions and
     classes nothing calls (:func:`_strip_dead_definitions`).
 
-    The identity used for novelty (issue 10): comments never reach the AST, so two programs that
+    The identity used for novelty: comments never reach the AST, so two programs that
     differ only in comments, docstrings, blank lines, formatting, an import nothing reads or a
     helper nothing calls have the same digest (measured: an LLM-SQL child that only added
     ``import pandas as pd`` was evaluated as new and, 4 ms faster, became the run's best; salvaged

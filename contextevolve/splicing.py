@@ -49,11 +49,10 @@ def _span(node: ast.stmt) -> tuple[int, int]:
     return first - 1, node.end_lineno or node.lineno
 
 
-def _docstring(node: ast.stmt) -> ast.Expr | None:
-    body = getattr(node, "body", None)
-    if (isinstance(node, _DEFINITION) and body and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-        return body[0]
+def _docstring(node: ast.stmt | None) -> ast.Expr | None:
+    """The docstring statement of a def/class ``node``, or None."""
+    if isinstance(node, _DEFINITION) and ast.get_docstring(node, clean=False) is not None:
+        return node.body[0]
     return None
 
 
@@ -65,7 +64,7 @@ def _keep_docstring(text: str, node: ast.stmt, parent_tree: ast.Module, span: tu
     if not isinstance(node, _DEFINITION) or _docstring(node) is not None or not node.body:
         return text
     old = next((n for n in parent_tree.body if isinstance(n, _DEFINITION) and _span(n) == span), None)
-    doc = _docstring(old) if old is not None else None
+    doc = _docstring(old)
     first = node.body[0]
     if doc is None or first.lineno == node.lineno:  # no docstring to keep, or a one-line def
         return text

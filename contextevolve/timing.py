@@ -84,11 +84,6 @@ class Stopwatch:
 _current: contextvars.ContextVar[Stopwatch | None] = contextvars.ContextVar("contextevolve_stopwatch", default=None)
 
 
-def current() -> Stopwatch | None:
-    """The stopwatch of the phase running in this context (None outside :func:`phase_clock`)."""
-    return _current.get()
-
-
 def note_call(call: LLMCall) -> None:
     """Book an LLM request on the running phase's stopwatch (nothing outside a phase)."""
     watch = _current.get()
@@ -117,14 +112,19 @@ def phase_clock(phase: str) -> Iterator[Stopwatch]:
         _current.reset(token)
 
 
-def by_role(seconds: Seconds) -> Seconds:
-    """LLM seconds by usage role (``generator``, ``repair``, ...) from a :data:`Seconds` map's ``<phase>.llm`` keys."""
-    out: Seconds = {}
-    for key, value in seconds.items():
-        phase, _, part = key.partition(".")
-        if part == "llm" and phase in PHASE_ROLE:
-            out = add_seconds(out, {PHASE_ROLE[phase]: value})
-    return out
+def by_phase(seconds: Seconds) -> dict[str, dict[str, float]]:
+    """Per whole phase of a :data:`Seconds` map, slowest first: ``{"seconds", "llm", "share"}`` (its
+    seconds, the part spent waiting for LLM replies, its share of all phases' seconds)."""
+    phases = {key: value for key, value in seconds.items() if "." not in key}
+    whole = sum(phases.values()) or 1.0
+    return {phase: {"seconds": value, "llm": seconds.get(f"{phase}.llm", 0.0), "share": value / whole}
+            for phase, value in sorted(phases.items(), key=lambda kv: -kv[1])}
+
+
+def wall(seconds: Seconds) -> float:
+    """Wall seconds of a :data:`Seconds` map: its whole phases summed (``"<phase>.<part>"`` keys are
+    parts of a phase, already inside it)."""
+    return sum(spent["seconds"] for spent in by_phase(seconds).values())
 
 
 def llm_by_role(calls: Iterable[LLMCall]) -> dict[str, dict[str, float]]:

@@ -1,4 +1,4 @@
-"""The trusted record of every candidate a system in a comparison had evaluated (issue 11).
+"""The trusted record of every candidate a system in a comparison had evaluated.
 
 All systems score candidates with the same sandboxed :meth:`Task.evaluate`; :func:`evaluate`
 wraps it and appends one :class:`LedgerEntry` per call to a JSON-lines ledger, so a system's

@@ -1,4 +1,4 @@
-"""OpenEvolve and GEPA on a ContextEvolve task, each in its own process (issue 11).
+"""OpenEvolve and GEPA on a ContextEvolve task, each in its own process.
 
 ``python -m contextevolve.compare.peers SPEC.json`` runs the system a :class:`PeerSpec` names.
 Both score candidates only through :func:`contextevolve.compare.ledger.evaluate` (our sandboxed

@@ -1,4 +1,4 @@
-"""A local OpenAI-compatible proxy that counts the tokens of every LLM request (issue 11).
+"""A local OpenAI-compatible proxy that counts the tokens of every LLM request.
 
 Every system in a comparison talks to the same endpoint through one :class:`CountingProxy`,
 each under its own path prefix: ``http://127.0.0.1:PORT/<label>/v1`` is forwarded to the

@@ -1,4 +1,4 @@
-"""A comparison's results as JSON, a markdown table and the paper's Figure 3 panels (issue 11).
+"""A comparison's results as JSON, a markdown table and the paper's Figure 3 panels.
 
 * ``results.json``: the settings (no API key) and every :class:`SystemResult`.
 * ``results.md``: one row per system and seed, then one per system with the median over seeds

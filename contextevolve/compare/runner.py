@@ -1,4 +1,4 @@
-"""``contextevolve compare``: ContextEvolve, OpenEvolve and GEPA on one task, same endpoint (issue 11).
+"""``contextevolve compare``: ContextEvolve, OpenEvolve and GEPA on one task, same endpoint.
 
 Protocol (README, *Side by side with OpenEvolve and GEPA*): for every seed, every system runs on
 the same task with the same endpoint (the embedded model unless ``base_url``), the same

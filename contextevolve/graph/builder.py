@@ -17,7 +17,7 @@ hands the updated lane state to the next phase with a ``Send`` and copies it int
 which commits the round once all its lanes reported (an earlier call waits: it writes nothing).
 
 With ``RunContext.parallelism.lanes = 1`` a round is one iteration of Algorithm 1, in the paper's order.
-``repair`` (issue 10) runs only for a child that failed, at most ``RunContext.search.repair_attempts``
+``repair`` (not in the paper) runs only for a child that failed, at most ``RunContext.search.repair_attempts``
 times; with 0 the lane is exactly the paper's phases 1-7.
 """
 

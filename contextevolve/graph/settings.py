@@ -1,4 +1,4 @@
-"""The groups of a run's settings (issue 13): models, search, parallelism, ablations.
+"""The groups of a run's settings: models, search, parallelism, ablations.
 
 Each group is a dataclass whose every field has its default and a docstring here (the one place
 both are written); :class:`contextevolve.graph.context.RunContext` holds one of each, plus the

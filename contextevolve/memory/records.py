@@ -22,7 +22,7 @@ def program_id(iteration: int) -> str:
 
 
 class RepairAttempt(BaseModel):
-    """One failed version of a child and how the next version was made from it (issue 10)."""
+    """One failed version of a child and how the next version was made from it."""
 
     attempt: int
     """1 for the first repair, 2 for the second, ..."""

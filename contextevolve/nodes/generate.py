@@ -89,7 +89,7 @@ def repairable(reason: str) -> bool:
 def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Ask the Generator for the child and store it (status pending, or failed with a reason).
 
-    Novelty (issue 10): a child whose normalised code equals its parent's or a buffered program's
+    Novelty: a child whose normalised code equals its parent's or a buffered program's
     is not kept; the Generator is asked once more, in a new conversation that names one concrete
     mutation (:func:`~contextevolve.prompts.generator.reask_messages`), and a second twin is a failed
     child whose reason names the twin (it is never evaluated, nor repaired).

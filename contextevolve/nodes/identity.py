@@ -1,4 +1,4 @@
-"""A thread belongs to one run (issue 12): the identity a thread keeps, and the check every phase makes."""
+"""A thread belongs to one run: the identity a thread keeps, and the check every phase makes."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from contextevolve.nodes.resources import memory_of
 
 class ThreadMismatchError(ValueError):
     """A thread is driven with run settings that name another run, or a run directory is opened by
-    a second thread (issue 12: both used to fail late, or silently finish at once)."""
+    a second thread (both used to fail late, or silently finish at once)."""
 
 
 def run_identity(ctx: RunContext) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Repair (issue 10, between phases 6 and 7): a failed child goes back to the Generator with its error.
+"""Repair (between phases 6 and 7; not in the paper): a failed child goes back to the Generator with its error.
 
 Not in the paper's Algorithm 1 (``RunContext.search.repair_attempts = 0`` restores it). A child that
 failed — it does not compile, raises, fails a pre-check, returns invalid output, or the

@@ -11,7 +11,7 @@ from contextevolve.nodes.identity import check_identity
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.nodes.stopping import round_size, stop_reason
 from contextevolve.roles import add_usage, total_tokens
-from contextevolve.timing import LLMCall, add_seconds
+from contextevolve.timing import LLMCall, add_seconds, wall
 
 
 def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
@@ -47,8 +47,7 @@ def update_buffer(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         seconds = add_seconds(seconds, child.seconds)
     # lanes run concurrently: the round took as long as its slowest lane (the commit itself, a few
     # milliseconds, is not timed, so that a replay of this node after a crash returns the same update)
-    slowest = max((sum(v for k, v in (r.get("seconds") or {}).items() if "." not in k) for r in round_results),
-                  default=0.0)
+    slowest = max((wall(r.get("seconds") or {}) for r in round_results), default=0.0)
     elapsed = round(state.elapsed_s + slowest, 3)
     return {
         "iteration": iteration,

@@ -12,7 +12,7 @@ DIRECTIONAL = ("Give the direction for the next change in 2-3 short sentences (a
                "with one focused change (its ordering, its choice rule, a constant, an extra pass) over "
                "replacing its algorithm. Stay at the level of strategy: no code and no step-by-step "
                "implementation instructions.")
-"""The paper's directional guidance. The "one focused change" sentence is ours (issue 10): with the
+"""The paper's directional guidance. The "one focused change" sentence is ours: with the
 embedded 1.5B model every TS guidance asked for "an evolutionary algorithm or a heuristic approach",
 and the first version of all 8 children failed (fragments, undefined names, invented interfaces)."""
 IMPLEMENTATION = ("Give a concrete implementation plan in at most 4 numbered steps (at most 70 words): which "

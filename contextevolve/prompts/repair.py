@@ -1,4 +1,4 @@
-"""Repair prompt: a failed child, its error and traceback excerpt → a minimal fix (issue 10).
+"""Repair prompt: a failed child, its error and traceback excerpt → a minimal fix.
 
 The Generator's model answers it (tokens are booked under the ``repair`` role). It is asked
 for the smallest change that removes the error while keeping the child's idea, as
@@ -67,7 +67,7 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
     """Messages asking for the child again, written from its (valid) parent, with the error the failed
     version met as a warning (the last repair, with ``repair_restart``).
 
-    Measured with the embedded 1.5B model (issue 10, seed 0, R = 2): model-written fixes of a failing
+    Measured with the embedded 1.5B model (seed 0, R = 2): model-written fixes of a failing
     child succeeded 0 times in 32 (MP full 0/8 besides one mechanical import fix, MP diff 0/12, TS full
     0/12), the failures being the rewrite's own inventions (a stub ``class Workload`` with other
     attribute names, ``Model`` objects indexed like tuples), which a fix of that program keeps; 5 of

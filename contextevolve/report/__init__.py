@@ -1,4 +1,4 @@
-"""Run reports: one self-contained HTML page (and its PNG figures) from a run directory (issue 12).
+"""Run reports: one self-contained HTML page (and its PNG figures) from a run directory.
 
 ``write_report(run_dir)`` reads the run (:mod:`contextevolve.report.data`), draws the figures
 (:mod:`contextevolve.report.figures`, matplotlib) and renders ``report.html.j2`` (jinja2, HTML

@@ -18,7 +18,7 @@ from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import BUFFER_FILE
 from contextevolve.roles import USAGE_ROLES, TokenUsage, add_usage, total_tokens
-from contextevolve.timing import add_seconds
+from contextevolve.timing import add_seconds, by_phase
 from contextevolve.tasks.base import Task
 from contextevolve.tasks.registry import get_task
 
@@ -72,11 +72,7 @@ class RunData:
     def seconds_by_phase(self) -> dict[str, dict[str, float]]:
         """Per phase, slowest first: ``{"seconds", "llm", "share"}`` (wall seconds summed over programs,
         the part spent on LLM replies, and the phase's share of all phases; :mod:`contextevolve.timing`)."""
-        total = functools.reduce(add_seconds, (p.seconds for p in self.programs), {})
-        phases = {k: v for k, v in total.items() if "." not in k}
-        whole = sum(phases.values()) or 1.0
-        return {phase: {"seconds": value, "llm": total.get(f"{phase}.llm", 0.0), "share": value / whole}
-                for phase, value in sorted(phases.items(), key=lambda kv: -kv[1])}
+        return by_phase(functools.reduce(add_seconds, (p.seconds for p in self.programs), {}))
 
     def total_tokens(self) -> int:
         """Prompt plus completion tokens of every role and program."""

@@ -78,7 +78,7 @@ class Task(ABC):
     gets, each with its inputs) and :meth:`grade_run` (the trusted grader);
     :meth:`evaluate` runs the sandbox between them.
 
-    Rules every task follows (issue 9): the grader recomputes every metric from the
+    Rules every task follows, so that a hostile candidate cannot forge its score: the grader recomputes every metric from the
     returned outputs with its own inputs and parses them against an explicit schema with
     size bounds; a call that fails, times out or returns invalid output counts at its worst
     value in every metric (partial failure never pays); call times are the supervisor's

@@ -1,6 +1,6 @@
 """Cheap checks a child must pass before its full evaluation, and code identity for novelty.
 
-Order (issue 10): the program compiles; it defines the task's entry function with the
+Order (cheapest first): the program compiles; it defines the task's entry function with the
 contract's positional parameters (those of the initial program's entry function); a smoke run
 of :meth:`~contextevolve.tasks.base.Task.smoke_job` (one small case) in the sandbox under a
 short limit raises nothing. A program that fails a pre-check is ``failed`` with a reason that

@@ -17,7 +17,7 @@ Metrics (ADRS eplb, docs/tasks.md):
   reproduces its Table 1 LB scores from its own columns (bal 0.25, speed 0.20 → 0.13;
   0.34, 0.65 → 0.20; 0.24, 0.43 → 0.14; 0.25, 0.45 → 0.15).
 
-Calls (issue 9): first one warm-up call on a synthetic load that is none of the windows
+Calls (so that no call's inputs hold what it is scored against): first one warm-up call on a synthetic load that is none of the windows
 (torch's first call is slow; its output is not graded and its time not counted), then one
 call per window i < last, whose only input is window i — never the window it is scored
 on. A window whose call failed (raised, timed out after ``CASE_TIMEOUT_S``, crashed)

@@ -14,7 +14,7 @@ kept weight before summing — huge finite weights cannot overflow).
 * ``combined_score`` = (density + error) / 2, **lower is better**; a rejected program
   scores 1.0, the worst value (``Task.worst_score``), never 0.
 
-Calls (issue 9): one call per captured layer, whose inputs are that layer's Q, K, V and
+Calls (so that no call's inputs hold what it is scored against): one call per captured layer, whose inputs are that layer's Q, K, V and
 the query positions only (the dense output the grader compares against is never sent;
 it is computed here, in float64, from our own copy). A layer whose call failed (raised,
 overran ``CASE_TIMEOUT_S``, crashed) counts with density 1 and error 1 for every row —
