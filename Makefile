@@ -11,7 +11,7 @@ RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
 
 setup: sandbox-tools $(VENV)/.installed
 
-# bubblewrap gives each evaluation a mount namespace (best effort: root + apt-get only; README, Sandbox).
+# bubblewrap gives each evaluation a mount namespace (best effort: root + apt-get only; docs/sandbox.md).
 # Checked on every setup, not only when .venv is built, so a machine without it gets it.
 sandbox-tools:
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \

@@ -29,6 +29,8 @@ from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
 from contextevolve.roles import TokenUsage, total_tokens
+from contextevolve.tasks.problem.source import PREFIX as PROBLEM_PREFIX
+from contextevolve.tasks.problem.source import ProblemSource
 from contextevolve.tasks.registry import get_task
 from contextevolve.timing import add_seconds, llm_by_role, wall
 
@@ -104,11 +106,15 @@ def prepare_context(run_dir: str | Path, *, resume: bool, **settings: Any) -> Ru
         except UnknownSettingError as exc:
             raise RunDirError(f"{saved_path}: {exc}") from None
         ctx = RunContext.from_json(saved, **settings)
+        staged = (root / "problem").resolve()
+        if ctx.task.startswith(PROBLEM_PREFIX) and (staged / "problem.json").is_file():
+            ctx.task = PROBLEM_PREFIX + str(staged)  # the run's own copy, wherever the directory now is
     else:
         if saved_path.exists() or (root / BUFFER_FILE).exists():
             raise RunDirError(f"{root} already holds a run; use --resume to continue it or pick another --run-dir")
         ctx = RunContext(**settings)
-    get_task(ctx.task)  # unknown task -> KeyError naming the known ones
+    if resume or not ctx.task.startswith(PROBLEM_PREFIX):  # a new problem is checked by ProblemSource.read
+        get_task(ctx.task)  # unknown task -> KeyError naming the known ones
     return ctx
 
 
@@ -177,7 +183,7 @@ def thread_state(run_dir: str | Path) -> dict[str, Any]:
 
     Read-only; loads no models. ``last_round`` holds what the last iteration(s) did: per lane the
     parent, guidance, exemplar ids, child id, status, score, reason, repairs and tokens. (A lane in
-    progress is in ``lanes``: per lane its state as its last finished phase left it; see the README, Stepping.)
+    progress is in ``lanes``: per lane its state as its last finished phase left it; see docs/usage.md, Stepping.)
 
     Raises:
         RunDirError: ``run_dir`` has no checkpoints.
@@ -229,14 +235,36 @@ def _written(result: Any) -> dict:
     return {}
 
 
+def _problem(problem: str | Path | ProblemSource | None, pieces: dict[str, Any],
+             settings: dict[str, Any]) -> ProblemSource | None:
+    """The user's problem named by :func:`evolve`'s arguments, read and checked (None: none given)."""
+    if isinstance(problem, ProblemSource):
+        return problem
+    if problem is None and not any(v is not None for v in pieces.values()):
+        return None
+    return ProblemSource.read(problem, **pieces, timeout_s=settings.get("eval_timeout_s"))
+
+
 def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: str | Path | None = None,
            resume: bool = False, on_update: Callable[[str, dict], None] | None = None,
-           on_phase: Callable[[str, str | None], None] | None = None, **settings: Any) -> RunResult:
+           on_phase: Callable[[str, str | None], None] | None = None,
+           problem: str | Path | ProblemSource | None = None, program: str | Path | None = None,
+           evaluator: str | Path | None = None, config: str | Path | None = None, description: str | None = None,
+           minimize: bool | None = None, **settings: Any) -> RunResult:
     """Run ContextEvolve on ``task`` for ``iterations`` iterations (total in the run) and return the result.
 
     Args:
         task: registered task name (``None``: ``model_placement`` for a new run, run.json's on resume;
             resuming under another task is refused).
+        problem: instead of a task, your own problem in OpenEvolve's form: a folder holding
+            ``initial_program.py``, ``evaluator.py`` (``evaluate(program_path)`` returning a dict of
+            metrics or an ``EvaluationResult``) and optionally ``config.yaml``; or a
+            :class:`~contextevolve.tasks.problem.source.ProblemSource`. It is copied into
+            ``RUN_DIR/problem`` (a resumed run uses that copy: leave the problem out on resume).
+        program, evaluator, config: the problem's files one by one (override the folder's).
+        description: the task description every agent sees (``@FILE`` reads it from FILE; default:
+            the config's ``prompt.system_message``, else one built from the evaluator's docstring).
+        minimize: the problem's score is better when lower.
         iterations: iteration budget of the whole run (``None``: 10 for a new run, run.json's on
             resume); a resumed run continues up to it.
         run_dir: run directory (default ``runs/<task>-<timestamp>``).
@@ -265,7 +293,21 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     from contextevolve.graph.builder import LANE_NODES, build_graph
     from contextevolve.llm import embedded, models
 
-    root = Path(run_dir or f"runs/{task or RunContext.task}-{time.strftime('%Y%m%d-%H%M%S')}")
+    source = _problem(problem, dict(program=program, evaluator=evaluator, config=config, description=description,
+                                    minimize=minimize), settings)
+    if source is not None:
+        if resume:
+            raise RunDirError("a resumed run evolves its own copy of the problem (RUN_DIR/problem): leave out "
+                              "the problem's folder and files on --resume")
+        if task is not None:
+            raise ValueError("give a task or a problem, not both")
+        settings = {**source.settings, **{k: v for k, v in settings.items() if v is not None}}
+        configured = settings.pop("max_iterations", None)
+        iterations = iterations if iterations is not None else configured
+    name = source.spec.title if source is not None else task or RunContext.task
+    root = Path(run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if source is not None:
+        task = PROBLEM_PREFIX + str((root / "problem").resolve())
     ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
     if ctx.review_guidance:
         raise ValueError("review_guidance pauses every lane for a person's answer, which evolve() cannot give: "
@@ -274,6 +316,8 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     where = ctx.parallelism
     executor_for(where.executor, where.eval_workers, where.ray_address)  # fail before writing if Ray is unreachable
     root.mkdir(parents=True, exist_ok=True)
+    if source is not None:
+        source.stage(root / "problem")
     _write_json(root / SETTINGS_FILE, ctx.to_json())
     started = time.perf_counter()
     conn = sqlite3.connect(root / CHECKPOINT_FILE, check_same_thread=False)

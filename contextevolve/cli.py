@@ -113,6 +113,46 @@ def run_settings(args: argparse.Namespace) -> dict:
     return settings
 
 
+def _add_problem_flags(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("your own problem, in OpenEvolve's form (instead of --task)")
+    group.add_argument("--problem", metavar="DIR",
+                       help="folder holding initial_program.py, evaluator.py and optionally config.yaml")
+    group.add_argument("--program", metavar="FILE", help="the initial program (overrides the folder's)")
+    group.add_argument("--evaluator", metavar="FILE",
+                       help="Python file whose evaluate(program_path) returns a dict of metrics or an EvaluationResult")
+    group.add_argument("--config", metavar="FILE", help="OpenEvolve config.yaml (what maps onto settings here; flags win)")
+    group.add_argument("--description", metavar="TEXT|@FILE", help="the task description every agent sees")
+    group.add_argument("--minimize", action="store_true", help="a lower score is better")
+
+
+def problem_source(args: argparse.Namespace, timeout_s: float | None = None):
+    """The user's problem the problem flags name, read and checked, its notes printed; None when no flag is given.
+
+    Raises:
+        ValueError: ``--task`` given too, or the problem is unusable (``ProblemError``, naming the file and why).
+    """
+    from contextevolve.tasks.problem.source import ProblemSource
+
+    given = [args.problem, args.program, args.evaluator, args.config, args.description, args.minimize or None]
+    if all(v is None for v in given):
+        return None
+    if getattr(args, "task", None):
+        raise ValueError("give --task or your own problem (--problem, --program, --evaluator), not both")
+    source = ProblemSource.read(args.problem, program=args.program, evaluator=args.evaluator, config=args.config,
+                                description=args.description, minimize=args.minimize or None, timeout_s=timeout_s)
+    console.print(f"problem: {escape(source.spec.title)} (program {escape(str(source.program))}, evaluator "
+                  f"{escape(str(source.evaluator))})", soft_wrap=True)
+    for note in source.notes:
+        console.print(f"note: {escape(note)}", soft_wrap=True)
+    return source
+
+
+def _task_name(args: argparse.Namespace, staging: Path, timeout_s: float | None = None) -> str | None:
+    """``args.task``, or the task name of the problem the flags name, staged into ``staging``."""
+    source = problem_source(args, timeout_s)
+    return source.stage(staging) if source is not None else args.task
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -120,6 +160,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from contextevolve.graph.context import RunContext
 
     settings = run_settings(args)
+    source = problem_source(args, args.eval_timeout)
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=console)
     tracker: dict = {"tokens": 0, "started": {}}
@@ -149,6 +190,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                           f"| tokens so far {tracker['tokens']}")
 
     total = args.iterations
+    if total is None and source is not None:
+        total = source.settings.get("max_iterations")
     if total is None:  # the run's own budget on --resume, else the default
         total = (saved_settings(args.run_dir) if args.resume and args.run_dir else {}).get(
             "max_iterations", RunContext.max_iterations)
@@ -156,7 +199,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         bar = progress.add_task("evolving", total=total,
                                 info="starting (the embedded LLM may take a minute)")
         result = evolve(args.task, iterations=args.iterations, run_dir=args.run_dir, resume=args.resume,
-                        on_update=on_update, on_phase=on_phase, **settings)
+                        on_update=on_update, on_phase=on_phase, problem=source, **settings)
         progress.update(bar, description="done")
     console.print(f"\n[bold]Run finished[/bold] ({result.stop_reason}) in {result.seconds:.0f} s: "
                   f"{result.iterations} iterations, {result.programs} programs")
@@ -241,9 +284,18 @@ def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    import tempfile
+
     from contextevolve.tasks.registry import get_task
 
-    task = get_task(args.task)
+    with tempfile.TemporaryDirectory(prefix="ce-problem-") as staging:
+        name = _task_name(args, Path(staging) / "problem", args.timeout)
+        if name is None:
+            raise ValueError("evaluate needs --task NAME or your own problem (--problem DIR)")
+        return _evaluate_file(args, get_task(name))
+
+
+def _evaluate_file(args: argparse.Namespace, task) -> int:
     path = Path(args.file)
     try:
         source = path.read_text(encoding="utf-8")
@@ -258,10 +310,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ce-problem-") as staging:
+        return _baselines(args, _task_name(args, Path(staging) / "problem"))
+
+
+def _baselines(args: argparse.Namespace, name: str | None) -> int:
     from contextevolve.baselines import LABELS, baseline_table
     from contextevolve.tasks.registry import get_task
 
-    rows = baseline_table([args.task] if args.task else None, include_one_shot=args.one_shot,
+    rows = baseline_table([name] if name else None, include_one_shot=args.one_shot,
                           base_url=args.base_url, model=args.model, seed=args.seed)
     if args.json:
         print(json.dumps([{"task": r.task, "baseline": r.baseline, "tokens": r.tokens, **r.evaluation.model_dump()}
@@ -294,6 +353,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:  # noqa: ARG001
         metrics = ", ".join(f"{m.name} ({'higher' if m.higher_is_better else 'lower'} is better)"
                             for m in task.metrics)
         print(f"{name}\t{task.title}\t{metrics}")
+    print("\nYour own problem (OpenEvolve's form: initial_program.py + evaluator.py [+ config.yaml]):\n"
+          "  contextevolve run --problem DIR --iterations N    (see docs/own-problem.md; example: examples/)")
     return 0
 
 
@@ -310,8 +371,12 @@ def cmd_compare(args) -> int:
     from contextevolve.compare.runner import CompareSettings, compare
     from contextevolve.tasks.registry import get_task
 
+    source = problem_source(args)
+    if source is None and not args.task:
+        raise ValueError("compare needs --task NAME or your own problem (--problem DIR)")
+    task = source.stage(Path(args.out) / "problem") if source is not None else args.task
     settings = CompareSettings(
-        task=args.task, systems=args.systems, candidates=args.iterations, seeds=args.seeds, out=args.out,
+        task=task, systems=args.systems, candidates=args.iterations, seeds=args.seeds, out=args.out,
         base_url=args.base_url, api_key=os.environ.get("CONTEXTEVOLVE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
         model=args.model, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
         token_budget=args.token_budget, timeout_s=args.system_timeout,
@@ -337,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run or resume an evolution")
-    run.add_argument("--task", help=f"task to evolve (default {DEFAULT_TASK}; on --resume: the run's own)")
+    run.add_argument("--task", help=f"built-in task to evolve (default {DEFAULT_TASK}; on --resume: the run's own)")
     run.add_argument("--iterations", type=int,
                      help="iteration budget of the whole run (default 10; on --resume: the run's own)")
     run.add_argument("--run-dir", help="run directory (default runs/TASK-TIMESTAMP)")
@@ -389,6 +454,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
     run.add_argument("--no-report", action="store_true",
                      help="do not write RUN_DIR/report.html (and its PNGs) at the end")
+    _add_problem_flags(run)
     _add_limit_flags(run)
     run.set_defaults(fn=cmd_run, parser=run)
 
@@ -403,9 +469,10 @@ def build_parser() -> argparse.ArgumentParser:
     status.set_defaults(fn=cmd_status, parser=status)
 
     evaluate = sub.add_parser("evaluate", help="score one program file and print its metrics as JSON")
-    evaluate.add_argument("--task", required=True)
+    evaluate.add_argument("--task", help="built-in task (or give your own problem)")
     evaluate.add_argument("file")
     evaluate.add_argument("--timeout", type=float, help="wall-clock limit, seconds")
+    _add_problem_flags(evaluate)
     _add_limit_flags(evaluate)
     evaluate.set_defaults(fn=cmd_evaluate, parser=evaluate)
 
@@ -416,11 +483,12 @@ def build_parser() -> argparse.ArgumentParser:
     base.add_argument("--model", help="model name for --one-shot")
     base.add_argument("--seed", type=int, help="seed sent to the endpoint for --one-shot")
     base.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    _add_problem_flags(base)
     base.set_defaults(fn=cmd_baselines, parser=base)
 
     comp = sub.add_parser("compare", help="ContextEvolve, OpenEvolve and GEPA side by side on one task "
                                           "(needs the [peers] extra)")
-    comp.add_argument("--task", required=True)
+    comp.add_argument("--task", help="built-in task (or give your own problem)")
     comp.add_argument("--systems", type=_csv(str), default=["contextevolve", "openevolve", "gepa"],
                       help="comma-separated: contextevolve, openevolve, openevolve-full (whole programs, not diffs), gepa, "
                            "contextevolve-no-summarizer, "
@@ -437,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--time-budget", type=float, metavar="MINUTES",
                       help="same-time-budget mode: minutes per system and seed")
     comp.add_argument("--system-timeout", type=float, metavar="S", help="wall-clock limit of one system run")
+    _add_problem_flags(comp)
     comp.set_defaults(fn=cmd_compare, parser=comp)
 
     tasks = sub.add_parser("tasks", help="list the tasks")

@@ -91,7 +91,7 @@ def evaluate(task: Task, source: str, ledger: Path, *, initial: bool = False) ->
 def record(task: Task, source: str, status: str, combined_score: float, ledger: Path, *, reason: str = "",
            seconds: float = 0.0, initial: bool = False) -> LedgerEntry:
     """Append one verdict on ``source`` to ``ledger`` (see :func:`evaluate`) and return its entry."""
-    digest = normalized_code(source, task.job().entry)
+    digest = normalized_code(source, task.job().entry or None)
     sha = hashlib.sha256(source.encode()).hexdigest()
     ledger = Path(ledger)
     ledger.parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """``contextevolve compare``: ContextEvolve, OpenEvolve and GEPA on one task, same endpoint.
 
-Protocol (README, *Side by side with OpenEvolve and GEPA*): for every seed, every system runs on
+Protocol (docs/compare.md): for every seed, every system runs on
 the same task with the same endpoint (the embedded model unless ``base_url``), the same
 sampling settings (temperature in each system's settings; top_p / top_k set by the proxy on
 every request), the same task description and the same evaluator (our sandboxed

@@ -132,6 +132,7 @@ def run_candidate(source: str, job: EvalJob, *, limits: SandboxLimits) -> Candid
         work.mkdir()
         (work / "candidate.py").write_text(source, encoding="utf-8")
         lib = _stage_modules(private / "lib", [job.harness, *job.modules])
+        _stage_files(lib, job.files)
         group = _make_cgroup(token, limits)
         try:
             run = _supervise(private, work, lib, token, limits, host, group, job)
@@ -206,6 +207,16 @@ def _stage_modules(lib: Path, modules: Sequence[str]) -> Path:
         (lib / target).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / target, lib / target)
     return lib
+
+
+def _stage_files(lib: Path, files: dict[str, bytes]) -> None:
+    """Write ``files`` (relative path -> bytes) under ``lib``; a path that leaves ``lib`` is refused (ValueError)."""
+    for name, data in files.items():
+        target = (lib / name).resolve()
+        if not target.is_relative_to(lib.resolve()) or Path(name).is_absolute():
+            raise ValueError(f"staged file {name!r} is outside the sandbox's lib")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
 
 
 def _command(host: HostSandbox, limits: SandboxLimits, report_fd: int, *, work: Path, lib: Path,

@@ -33,9 +33,13 @@ class EvalJob(BaseModel):
     harness: str
     """Module run next to the candidate (untrusted side), e.g. ``contextevolve.tasks.eplb.harness``."""
     entry: str
-    """Function the candidate must define (checked right after import)."""
+    """Function the candidate must define (checked right after import); empty: none is checked (a user's
+    evaluator decides what it calls)."""
     calls: list[Call]
     """The calls, run in order, each timed by the supervisor."""
     modules: list[str] = Field(default_factory=list)
     """Other ``contextevolve`` modules the harness imports (staged next to it; nothing else of the
     package — data generators, graders — is visible to the candidate)."""
+    files: dict[str, bytes] = Field(default_factory=dict)
+    """Other files staged read-only beside the harness, by relative path (a user's problem folder:
+    its evaluator, helper modules and data)."""

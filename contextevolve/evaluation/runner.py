@@ -74,7 +74,7 @@ def _load(config: dict, harness_name: str, entry: str):
     candidate = importlib.util.module_from_spec(spec)
     sys.modules["candidate"] = candidate
     spec.loader.exec_module(candidate)
-    if not callable(getattr(candidate, entry, None)):
+    if entry and not callable(getattr(candidate, entry, None)):
         raise AttributeError(f"the program defines no function {entry}")
     return harness, candidate
 

@@ -1,6 +1,6 @@
 """What this host can enforce, probed once per process, and the notes for what it cannot.
 
-Layers, each used when the host allows it (see the README's *Sandbox* section):
+Layers, each used when the host allows it (see docs/sandbox.md):
 
 =========================  ======================================================  ============================
 guarantee                  mechanism                                               without it

@@ -129,7 +129,7 @@ def _group(name: str, value: Any, updates: dict[str, Any]) -> Any:
 
 @dataclass(kw_only=True, init=False)
 class RunContext:
-    """Settings of one evolution run. All fields have defaults; see the README for the CLI flags.
+    """Settings of one evolution run. All fields have defaults; see docs/usage.md for the CLI flags.
 
     ``RunContext(task="eplb", repair_attempts=0, search=SearchSettings(lanes=...))``: keywords
     are run-wide fields, groups (instances or dicts) or flat names of grouped settings

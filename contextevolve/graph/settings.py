@@ -101,7 +101,7 @@ class SearchSettings:
     """Generator (and repair) writes a whole program, SEARCH/REPLACE diffs against the parent, or only the
     whole functions it changes, spliced in by name (:mod:`contextevolve.splicing`). ``full`` by
     evidence: with the embedded model it made twice the valid children per iteration of ``diff``
-    (README, "Every attempt counts"), and ``functions`` did not shorten the replies: the 1.5B model
+    (docs/search.md), and ``functions`` did not shorten the replies: the 1.5B model
     still wrote the whole program, often with extra helpers (generated tokens per Generator call,
     MP 506-539 against 520, TS 654 against 371; docs/results.md). ``functions`` should pay off with
     larger programs or models that follow the format."""

@@ -33,7 +33,7 @@ TOP_P = 0.8
 """Nucleus sampling for the embedded model when the run sets none: Qwen2.5's recommended generation
 settings (top_p 0.8, top_k 20). Replayed on 24 stored first Generator prompts (TS, SQL, SAK; same
 seeds), they gave 11 valid first versions against 8 with llama-cpp-python's defaults (0.95, 40),
-2 pre-check failures against 9, and 9 copies of the parent against 6 (README, "Sampling, by evidence")."""
+2 pre-check failures against 9, and 9 copies of the parent against 6 (docs/results.md)."""
 TOP_K = 20
 """Top-k sampling for the embedded model when the run sets none (see :data:`TOP_P`)."""
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"

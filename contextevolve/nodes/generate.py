@@ -110,7 +110,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
                               stop=stop_after_code(mode, ctx))
             usage, text = add_usage(usage, reply.usage), reply.text
             record.source = build_child(parent.source, reply.text, mode, truncated=reply.truncated)
-            twin = find_twin(memory, record.source, parent, task.job().entry)
+            twin = find_twin(memory, record.source, parent, task.job().entry or None)
         except MalformedReply as exc:  # the endpoint's fault, after the retries
             usage, text, reason = add_usage(usage, exc.usage), exc.text, f"endpoint fault: {exc}"
         except EditError as exc:  # the model's fault

@@ -32,7 +32,9 @@ def check_identity(identity: dict[str, str] | None, ctx: RunContext) -> None:
     """
     if not identity:
         return
-    same = ctx.task == identity["task"] and stored_run_id(Path(ctx.run_dir) / BUFFER_FILE) == identity["run_id"]
+    tasks = (ctx.task, identity["task"])  # a user's problem is named by its copy's path, which moves with the run
+    same_task = tasks[0] == tasks[1] or all(t.startswith("problem:") for t in tasks)
+    same = same_task and stored_run_id(Path(ctx.run_dir) / BUFFER_FILE) == identity["run_id"]
     if not same:
         raise ThreadMismatchError(
             f"this thread drives the {identity['task']} run in {identity['run_dir']}, but the run settings name "

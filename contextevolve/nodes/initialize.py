@@ -55,7 +55,7 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         source = task.initial_program
         with phase_clock("initialize") as watch:
             evaluation = run_evaluation(ctx, source)
-            abstract, spent = abstract_for(ctx, task, source, parent_abstract=None)
+            abstract, spent = abstract_for(ctx, task, source, parent_abstract=None, diagnostics=evaluation.diagnostics)
         record = memory.commit(ProgramRecord(
             id=first, iteration=0, source=source, abstract=abstract, metrics=evaluation.metrics,
             combined_score=evaluation.combined_score, status=evaluation.status, reason=evaluation.reason,

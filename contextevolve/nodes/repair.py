@@ -82,7 +82,7 @@ def second_ask(ctx: RunContext, task: Task, memory: RunMemory, parent: ProgramRe
         if exc.duplicate:
             return parent.source, reply.text, "", parent.id, usage
         return exc.source, reply.text, f"a restart's second ask could not be applied: {exc}", None, usage
-    return source, reply.text, "", find_twin(memory, source, parent, task.job().entry), usage
+    return source, reply.text, "", find_twin(memory, source, parent, task.job().entry or None), usage
 
 
 def after_evaluate(state: LaneState) -> Literal["repair", "summarize"]:
@@ -146,7 +146,7 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         fixed = base if restart and exc.duplicate else exc.source  # (a restart's copy: its parent's twin)
         unchanged = exc.duplicate and bool(child.source) and not restart
         problem = "" if unchanged or (restart and exc.duplicate) else f"repair {number} could not be applied: {exc}"
-    twin = find_twin(memory, fixed, parent, task.job().entry) if fixed and not unchanged else None
+    twin = find_twin(memory, fixed, parent, task.job().entry or None) if fixed and not unchanged else None
     if restart and twin is not None and not problem:  # the restart wrote its parent again
         fixed, text, problem, twin, more = second_ask(ctx, task, memory, parent, state.iteration, call_ctx.seed)
         usage = add_usage(usage, more)

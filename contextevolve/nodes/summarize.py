@@ -34,8 +34,10 @@ EMPTY_ABSTRACT = "(the summarizer returned nothing)"
 """The abstract when the Summarizer gave no usable reply."""
 
 
-def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str | None) -> tuple[str, TokenUsage]:
-    """The abstract of ``source`` and the tokens it cost (``{}`` when no LLM call was made).
+def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str | None,
+                 diagnostics: str = "") -> tuple[str, TokenUsage]:
+    """The abstract of ``source`` and the tokens it cost (``{}`` when no LLM call was made); the program's
+    ``diagnostics`` are shown to the Summarizer only where the task asks (:attr:`Task.abstract_feedback`).
 
     Raises:
         contextevolve.llm.faults.EndpointUnavailable: the summarizer's endpoint is down.
@@ -43,7 +45,8 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
     if not ctx.ablations.summarizer_enabled:
         return source[:RAW_ABSTRACT_CHARS], {}
     try:
-        messages = prompt.messages(task.title, source, parent_abstract, ctx.ablations.summary_variant)
+        messages = prompt.messages(task.title, source, parent_abstract, ctx.ablations.summary_variant,
+                                   diagnostics if task.abstract_feedback else "")
         reply = call_role("summarizer", messages, ctx)
     except MalformedReply as exc:
         return EMPTY_ABSTRACT, exc.usage
@@ -80,7 +83,7 @@ def summarize(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         abstract = failure_abstract(child.status, child.reason, child.guidance)
     else:
         parent = memory.buffer.require(child.parent_id)
-        abstract, usage = abstract_for(ctx, task, child.source, parent.abstract)
+        abstract, usage = abstract_for(ctx, task, child.source, parent.abstract, child.diagnostics)
     abstract += repair_note(child)
     memory.buffer.update(child.id, abstract=abstract)
     report = LaneResult(lane=state.lane, child_id=child.id, status=child.status, score=child.combined_score,

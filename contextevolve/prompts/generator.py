@@ -130,7 +130,7 @@ def reask_messages(task_description: str, parent_source: str, mutation: str, hig
     It holds only the task, the current program without its docstrings and one concrete ``mutation``
     to make, and wants the whole program back (or, in ``functions`` mode, the functions it changes).
     Measured with the embedded model on the 23 stored second asks of five runs (same seeds;
-    ``benchmarks/sampling.py --reask``; see README "The second ask after a twin"): this prompt beat the follow-up conversation
+    ``benchmarks/sampling.py --reask``; see docs/results.md): this prompt beat the follow-up conversation
     that asked for SEARCH/REPLACE edits, whose replies copied the format example or came back as fragments.
     """
     goal = "raises the score (higher is better)" if higher_is_better else "lowers the score (lower is better)"

@@ -16,12 +16,19 @@ INITIAL = ("Write the abstract of this program in at most 70 words: its core alg
            "rules, data structures and key design choices.")
 
 
-def messages(task_title: str, child_code: str, parent_abstract: str | None, variant: str) -> list:
-    """Messages asking for z_c. ``parent_abstract=None`` abstracts the initial program."""
+FEEDBACK_CHARS = 400
+"""Characters of the evaluator's feedback shown (when the task asks for it)."""
+
+
+def messages(task_title: str, child_code: str, parent_abstract: str | None, variant: str,
+             feedback: str = "") -> list:
+    """Messages asking for z_c. ``parent_abstract=None`` abstracts the initial program; ``feedback`` (the
+    evaluator's diagnostics of the program, capped at :data:`FEEDBACK_CHARS`) follows the code when given."""
+    shown = f"Evaluator's feedback on it:\n{feedback[:FEEDBACK_CHARS]}\n\n" if feedback.strip() else ""
     if parent_abstract is None:
-        user = f"Task: {task_title}.\n\nProgram:\n```python\n{child_code}```\n\n{INITIAL}"
+        user = f"Task: {task_title}.\n\nProgram:\n```python\n{child_code}```\n\n{shown}{INITIAL}"
     else:
         instruction = NOVEL_ONLY if variant == "novel_only" else INHERITED
         user = (f"Task: {task_title}.\n\nParent abstract: {parent_abstract}\n\n"
-                f"New program:\n```python\n{child_code}```\n\n{instruction}")
+                f"New program:\n```python\n{child_code}```\n\n{shown}{instruction}")
     return [SystemMessage(SYSTEM), HumanMessage(user)]

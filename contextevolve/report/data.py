@@ -114,6 +114,11 @@ def load_run(run_dir: str | Path) -> RunData:
         task = get_task(settings.get("task", DEFAULT_TASK))
     except KeyError as exc:
         raise ReportError(f"{root}/run.json names a task that is not registered: {exc}") from None
+    except ValueError as exc:  # a user's problem whose staged copy is gone
+        raise ReportError(f"{root}/run.json names a problem that cannot be loaded: {exc}") from None
+    for program in programs:
+        if program.status == "ok":
+            task.observe(program.metrics)
     data = RunData(root, task, settings, programs)
     best: ProgramRecord | None = None
     for program in programs:

@@ -105,6 +105,11 @@ class Task(ABC):
     whose score is deterministic; a task whose score has a timing term sets the change that term
     makes for timing noise, so a copy that ran a few milliseconds faster is not a new best."""
 
+    abstract_feedback: bool = False
+    """Show the Summarizer the evaluator's diagnostics of each program. Off for the built-in tasks (their
+    descriptions say what is measured); on for a user's problem, whose metrics and artifacts are the
+    agents' only statement of what its evaluator measures."""
+
     baseline_files: dict[str, str] = {}
     """Table 1 baselines shipped with the task: label -> file in the task's package
     (``heuristic``, ``human_sota``); the initial program is always a baseline too."""
@@ -208,8 +213,8 @@ class Task(ABC):
                           metrics={m.name: m.worst for m in self.metrics}, traceback=traceback,
                           diagnostics=diagnostics or (f"Rejected: {reason}" if status == "invalid" else ""))
 
-    def smoke_job(self) -> EvalJob:
-        """One small case for the pre-check's smoke run (:mod:`contextevolve.tasks.prechecks`).
+    def smoke_job(self) -> EvalJob | None:
+        """One small case for the pre-check's smoke run (:mod:`contextevolve.tasks.prechecks`); None: no smoke run.
 
         Default: the first call of :meth:`job`. Tasks whose first case is large override it.
         """
@@ -220,6 +225,10 @@ class Task(ABC):
         """Why the smoke call's harness value already shows a broken contract; ``""`` (default) when
         it cannot tell without the full grader."""
         return ""
+
+    def observe(self, metrics: dict[str, float]) -> None:  # noqa: ARG002 - tasks with fixed metrics ignore it
+        """Note the metric names of a stored evaluation: a task whose evaluator decides its metrics (a user's
+        problem) lists them in :attr:`metrics` from then on. Default: nothing (the metrics are fixed)."""
 
     def better(self, a: float | None, b: float | None) -> bool:
         """True when combined score ``a`` is better than ``b`` by more than :attr:`score_tolerance`

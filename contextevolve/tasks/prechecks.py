@@ -54,6 +54,8 @@ def static_check(task: Task, source: str) -> str:
     except (ValueError, MemoryError, RecursionError) as exc:
         return f"{PREFIX}the program does not compile: {type(exc).__name__}"
     name = task.job().entry
+    if not name:  # the task's evaluator decides what it calls (a user's problem)
+        return ""
     fn = _entry(tree, name)
     if fn is None:
         assigned = any(isinstance(n, (ast.Assign, ast.ImportFrom, ast.Import, ast.ClassDef)) for n in tree.body)
@@ -73,6 +75,8 @@ def smoke_check(task: Task, source: str, limits: SandboxLimits) -> Evaluation | 
     """Run ``task.smoke_job()`` on ``source`` in the sandbox; a ``failed`` Evaluation if it raised or
     died, else None (timeouts pass, see module doc). Never raises for a bad candidate."""
     job = task.smoke_job()
+    if job is None:
+        return None
     wall = min(SMOKE_WALL_S, limits.wall_s or task.timeout_s)
     small = limits.model_copy(update={"wall_s": wall, "cpu_s": min(limits.cpu_s or wall, wall)})
     run = run_candidate(source, job, limits=small)

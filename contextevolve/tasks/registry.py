@@ -31,9 +31,17 @@ def task_names() -> list[str]:
 def get_task(name: str) -> Task:
     """Return the (cached) task instance called ``name``.
 
+    ``problem:<folder>`` names a user's problem staged in ``folder``
+    (:mod:`contextevolve.tasks.problem`).
+
     Raises:
         KeyError: no such task; the message lists the known ones.
+        contextevolve.tasks.problem.source.ProblemError: ``folder`` holds no staged problem.
     """
+    if name.startswith("problem:"):  # a user's staged problem folder (contextevolve.tasks.problem.source)
+        from contextevolve.tasks.problem.task import ProblemTask
+
+        return ProblemTask(name.removeprefix("problem:"))
     try:
         target = _TASKS[name]
     except KeyError:

@@ -24,10 +24,11 @@ def cli(*args: str) -> subprocess.CompletedProcess:
 def test_tasks_lists_all_five_adrs_tasks():
     out = cli("tasks")
     assert out.returncode == 0
-    lines = {line.split("\t")[0]: line for line in out.stdout.splitlines()}
+    lines = {line.split("\t")[0]: line for line in out.stdout.splitlines() if "\t" in line}
     assert set(lines) == {"model_placement", "txn_scheduling", "llm_sql", "eplb", "sparse_attention"}
     assert lines["model_placement"].startswith("model_placement\tModel Placement")
     assert "density (lower is better)" in lines["sparse_attention"]
+    assert "contextevolve run --problem DIR" in out.stdout  # and how to run your own problem
 
 
 def test_evaluate_any_task_from_a_file(tmp_path):

@@ -109,7 +109,7 @@ class LlmSql(Task):
     higher_is_better = True
     score_tolerance = 0.05 * 0.05 / SECONDS_CAP
     """The speed term's change for 50 ms: the initial program's mean call takes ~0.08 s, and three
-    evaluations of it on this 2-core machine spread 0.076-0.091 s (README)."""
+    evaluations of it on this 2-core machine spread 0.076-0.091 s (docs/results.md)."""
     timeout_s = 120.0
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 

@@ -1,0 +1,134 @@
+"""The :class:`~contextevolve.tasks.base.Task` of a user's problem: the user's evaluator, run in the sandbox.
+
+Unlike the built-in tasks, whose trusted grader recomputes every metric outside the sandbox, the
+user's ``evaluate(program_path)`` imports the candidate in its own process, so both run inside
+the sandbox together (:mod:`.harness`) and the metrics come back from there. The sandbox keeps
+every limit (no network, memory, processes, wall clock, the run directory out of reach), but a
+hostile candidate can forge its own metrics: grade code you do not trust with a native Task.
+
+What this side still checks (:meth:`ProblemTask.grade_run`): the reply's shape and sizes; a
+metric that is NaN or infinite, no numeric metric at all, an ``error`` the evaluator reported, an
+exception or a timeout each make the child ``failed`` (``timeout``) with a readable reason. The
+score is ``combined_score`` when the evaluator returns one, else the mean of the numeric metrics
+(OpenEvolve's rule); failed children are stored with score 0 and never ranked.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cached_property
+from pathlib import Path
+
+from contextevolve.tasks.base import Call, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
+from contextevolve.tasks.problem.source import PREFIX, PROGRAM_FILE, SPEC_FILE, ProblemError, ProblemSpec, _folder_files
+
+HARNESS = "contextevolve.tasks.problem.harness"
+STAGED = "ce_problem"
+"""Folder name of the problem's files in the sandbox's read-only ``lib``."""
+MAX_DIAGNOSTICS = 1500
+"""Characters of artifacts and non-numeric metrics kept as the child's diagnostics."""
+IMPORT_MARGIN_S = 30.0
+"""Seconds added to the evaluator's limit for the sandbox to start and import the program."""
+
+
+class ProblemTask(Task):
+    """A staged problem folder (:mod:`contextevolve.tasks.problem.source`) as a task.
+
+    ``metrics`` lists the numeric metrics seen so far (the evaluator decides them), each taken to
+    improve in the score's direction.
+    """
+
+    higher_is_better = True
+    worst_score = 0.0
+    abstract_feedback = True
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        try:
+            self.spec = ProblemSpec.model_validate_json((self.folder / SPEC_FILE).read_text())
+        except (OSError, ValueError) as exc:
+            raise ProblemError(f"{self.folder} holds no staged problem ({SPEC_FILE}: {exc})") from None
+        self.name = PREFIX + str(self.folder)
+        self.title = self.spec.title
+        self.description = self.spec.description
+        self.higher_is_better = not self.spec.minimize
+        self.timeout_s = self.spec.timeout_s + IMPORT_MARGIN_S
+        self._seen: dict[str, None] = {}
+
+    @property
+    def metrics(self) -> list[MetricSpec]:  # type: ignore[override]
+        return [MetricSpec(name=n, higher_is_better=self.higher_is_better) for n in self._seen]
+
+    def observe(self, metrics: dict[str, float]) -> None:
+        """Note metric names a stored evaluation holds (a fresh process learns them from the run's programs)."""
+        self._seen.update(dict.fromkeys(metrics))
+
+    @property
+    def initial_program(self) -> str:
+        return (self.folder / PROGRAM_FILE).read_text(encoding="utf-8")
+
+    def baselines(self) -> dict[str, str]:
+        return {"initial": self.initial_program}
+
+    @cached_property
+    def _files(self) -> dict[str, bytes]:
+        return {f"{STAGED}/{p.relative_to(self.folder).as_posix()}": p.read_bytes()
+                for p in _folder_files(self.folder) if p.name != SPEC_FILE}
+
+    def job(self) -> EvalJob:
+        """One call: the user's evaluator (or its cascade) on the candidate's file, within ``spec.timeout_s``."""
+        return EvalJob(harness=HARNESS, entry="", files=self._files, calls=[Call(
+            fn="evaluate", timeout_s=self.spec.timeout_s,
+            args={"folder": STAGED, "evaluator": self.spec.evaluator, "cascade": self.spec.cascade,
+                  "thresholds": self.spec.thresholds})])
+
+    def smoke_job(self) -> None:  # type: ignore[override]
+        """None: the one call is the whole evaluation, so there is no cheaper smoke run."""
+        return None
+
+    def grade_run(self, run: CandidateRun) -> Evaluation:
+        """Check the evaluator's reply and score it (see the module docstring); never raises."""
+        if len(run.calls) != 1:
+            return self.rejected("failed", f"{len(run.calls)} results for 1 evaluator call")
+        call = run.calls[0]
+        if call.status == "timeout":
+            return self.rejected("timeout", f"the evaluator did not return within {self.spec.timeout_s:g} s")
+        if call.status != "ok":
+            return self.rejected("failed", f"the evaluator failed: {call.error}"[:500],
+                                 diagnostics=call.error[:500])
+        value = call.value
+        if not isinstance(value, dict) or not isinstance(value.get("metrics"), dict) \
+                or not isinstance(value.get("text"), dict):
+            return self.rejected("failed", "malformed reply from the evaluator's sandbox")
+        text = {str(k)[:100]: str(v)[:2000] for k, v in list(value["text"].items())[:64]}
+        diagnostics = _diagnostics(text)
+        metrics: dict[str, float] = {}
+        for name, number in list(value["metrics"].items())[:64]:
+            if isinstance(number, str) or not isinstance(number, (int, float)) or not math.isfinite(number):
+                return self.rejected("failed", f"the evaluator returned a non-finite metric {name} ({number})",
+                                     diagnostics=diagnostics)
+            metrics[str(name)[:100]] = float(number)
+        if text.get("error", "").strip():
+            return self.rejected("failed", f"the evaluator reported an error: {text['error'][:300]}",
+                                 diagnostics=diagnostics)
+        combined = metrics.pop("combined_score", None)
+        if combined is None and not metrics:
+            shown = ", ".join(sorted(text)[:5]) or "nothing"
+            return self.rejected("failed", f"the evaluator returned no numeric metric (it returned {shown})",
+                                 diagnostics=diagnostics)
+        score = combined if combined is not None else sum(metrics.values()) / len(metrics)
+        self.observe(metrics)
+        lines = [f"{k}: {v:.6g}" for k, v in metrics.items()][:12]
+        return Evaluation(status="ok", metrics=metrics, combined_score=score,
+                          diagnostics="\n".join(lines + ([diagnostics] if diagnostics else []))[:MAX_DIAGNOSTICS])
+
+    def rejected(self, status, reason, *, seconds=0.0, diagnostics="", traceback=""):  # noqa: ANN001
+        """A rejection with score 0 and no metrics (the evaluator decides the metrics, so there are no worst values)."""
+        return Evaluation(status=status, reason=reason, seconds=seconds, combined_score=self.worst_score,
+                          traceback=traceback, diagnostics=diagnostics or f"Rejected: {reason}")
+
+
+def _diagnostics(text: dict[str, str]) -> str:
+    """Artifacts and non-numeric metrics as ``name: value`` lines, capped at :data:`MAX_DIAGNOSTICS` characters."""
+    out = "\n".join(f"{k}: {v.strip()}" for k, v in text.items() if v.strip())
+    return out[:MAX_DIAGNOSTICS]

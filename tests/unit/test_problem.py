@@ -1,0 +1,244 @@
+"""A user's own problem in OpenEvolve's form (initial program + evaluator.py [+ config.yaml]) through the
+real graph with scripted models: scores, diagnostics in the prompts, failed children, resume, report."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from contextevolve.api import evolve, run_status
+from contextevolve.cli import main
+from contextevolve.llm.models import use_chat_models
+from contextevolve.tasks.problem.config import ConfigError, read_config
+from contextevolve.tasks.problem.source import ProblemError, ProblemSource
+from contextevolve.tasks.registry import get_task
+from tests.fakes import reply, scripted
+
+PROGRAM = textwrap.dedent('''\
+    """A program the tests evolve."""
+    # EVOLVE-BLOCK-START
+    MODE = "ok"
+    GAIN = 1.0
+
+
+    def solve(x):
+        return x * GAIN
+    # EVOLVE-BLOCK-END
+    ''')
+
+#: One evaluator for every behaviour; the candidate's MODE picks it (the candidate controls its evaluation anyway).
+EVALUATOR = textwrap.dedent('''\
+    """Scores solve(3) against 9: closer is better."""
+    import importlib.util
+    import math
+
+
+    class Result:
+        """Shaped like OpenEvolve's EvaluationResult."""
+
+        def __init__(self, metrics, artifacts):
+            self.metrics, self.artifacts = metrics, artifacts
+
+
+    def _load(path):
+        spec = importlib.util.spec_from_file_location("program", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+
+    def evaluate(program_path):
+        program = _load(program_path)
+        mode = getattr(program, "MODE", "ok")
+        if mode == "raise":
+            raise RuntimeError("the evaluator broke on purpose")
+        if mode == "garbage":
+            return "hello"
+        if mode == "nan":
+            return {"combined_score": math.nan}
+        if mode == "strings":
+            return {"verdict": "fine"}
+        if mode == "hang":
+            while True:
+                pass
+        if mode == "error":
+            return {"combined_score": 0.0, "error": "solve returned None"}
+        value = program.solve(3)
+        closeness = 1.0 / (1.0 + abs(value - 9))
+        if mode == "result":
+            return Result({"closeness": closeness, "combined_score": closeness}, {"stdout": "tried 3"})
+        return {"closeness": closeness, "combined_score": closeness, "note": f"solve(3) = {value}"}
+    ''')
+
+
+def make_problem(root: Path, *, evaluator: str = EVALUATOR, program: str = PROGRAM, config: str | None = None) -> Path:
+    root.mkdir(parents=True)
+    (root / "initial_program.py").write_text(program)
+    (root / "evaluator.py").write_text(evaluator)
+    if config is not None:
+        (root / "config.yaml").write_text(config)
+    return root
+
+
+def child(**changes) -> str:
+    source = PROGRAM
+    for name, value in changes.items():
+        old = next(line for line in source.splitlines() if line.startswith(f"{name} ="))
+        source = source.replace(old, f"{name} = {value!r}")
+    return f"```python\n{source}```"
+
+
+def models(*generator_replies: str) -> dict:
+    return {"summarizer": scripted(reply("Multiplies x by a gain.", 200, 20)),
+            "navigator": scripted(reply("Raise the gain towards 3.", 200, 20)),
+            "sampler": scripted(reply('{"exemplars": [1], "why": "best"}', 100, 10)),
+            "generator": scripted(*(reply(r, 500, 200) for r in generator_replies))}
+
+
+def test_a_problem_folder_runs_through_the_graph_resumes_and_reports(tmp_path):
+    folder = make_problem(tmp_path / "gain")
+    scripted_models = models(child(GAIN=2.0), child(MODE="raise"), child(GAIN=3.0), child(GAIN=2.5))
+    with use_chat_models(**scripted_models):
+        result = evolve(problem=folder, iterations=2, run_dir=tmp_path / "run", max_retries=0)
+        staged = tmp_path / "run" / "problem"
+        assert (staged / "evaluator.py").read_text() == EVALUATOR and (staged / "problem.json").is_file()
+        (folder / "evaluator.py").write_text("def evaluate(p):\n    return {'combined_score': -1.0}\n")  # the run keeps its copy
+        resumed = evolve(iterations=3, run_dir=tmp_path / "run", resume=True)
+    programs = [json.loads(line) for line in (tmp_path / "run" / "programs.jsonl").read_text().splitlines()]
+    by_iteration = {p["iteration"]: p for p in programs}
+    assert by_iteration[0]["combined_score"] == pytest.approx(1 / 7)  # solve(3) = 3, |3 - 9| = 6
+    assert by_iteration[1]["status"] == "ok" and by_iteration[1]["combined_score"] == pytest.approx(1 / 4)
+    assert by_iteration[1]["metrics"] == {"closeness": pytest.approx(0.25)}
+    assert "note: solve(3) = 6.0" in by_iteration[1]["diagnostics"]
+    repaired = by_iteration[2]  # the evaluator raised on the child; the repair (a restart) made GAIN = 3
+    assert repaired["attempts"][0]["reason"] == "the evaluator failed: RuntimeError: the evaluator broke on purpose"
+    assert repaired["status"] == "ok" and repaired["combined_score"] == pytest.approx(1.0)
+    assert result.iterations == 2 and resumed.iterations == 3
+    assert resumed.best_score == pytest.approx(1.0)  # GAIN = 3: solve(3) = 9, scored by the staged evaluator
+    task = get_task(json.loads((tmp_path / "run" / "run.json").read_text())["task"])
+    assert task.evaluate(resumed.best_program).combined_score == resumed.best_score  # recomputed
+    summarizer_prompts = "\n".join(str(m.content) for call in scripted_models["summarizer"].seen for m in call)
+    assert "note: solve(3) = 6.0" in summarizer_prompts  # the evaluator's text reaches the Summarizer
+    generator_prompts = "\n".join(str(m.content) for call in scripted_models["generator"].seen for m in call)
+    assert "the evaluator broke on purpose" in generator_prompts  # ... and the repair prompt
+    assert run_status(tmp_path / "run")["statuses"]["ok"] >= 3
+    assert main(["report", str(tmp_path / "run")]) == 0
+    assert "closeness" in (tmp_path / "run" / "report.html").read_text()
+
+
+def test_every_broken_evaluation_fails_its_child_with_a_reason_and_the_run_goes_on(tmp_path):
+    folder = make_problem(tmp_path / "gain", config="evaluator:\n  timeout: 3\n")
+    modes = ["raise", "garbage", "nan", "strings", "hang", "error"]
+    with use_chat_models(**models(*(child(MODE=m) for m in modes))):
+        result = evolve(problem=folder, iterations=len(modes), run_dir=tmp_path / "run", max_retries=0,
+                        repair_attempts=0)
+    programs = [json.loads(line) for line in (tmp_path / "run" / "programs.jsonl").read_text().splitlines()]
+    children = {p["iteration"]: p for p in programs if p["iteration"]}
+    reasons = {modes[i - 1]: (p["status"], p["reason"]) for i, p in children.items()}
+    assert reasons["raise"] == ("failed", "the evaluator failed: RuntimeError: the evaluator broke on purpose")
+    assert reasons["garbage"][0] == "failed" and "returned str, expected a dict of metrics" in reasons["garbage"][1]
+    assert reasons["nan"] == ("failed", "the evaluator returned a non-finite metric combined_score (nan)")
+    assert reasons["strings"] == ("failed", "the evaluator returned no numeric metric (it returned verdict)")
+    assert reasons["hang"] == ("timeout", "the evaluator did not return within 3 s")
+    assert reasons["error"] == ("failed", "the evaluator reported an error: solve returned None")
+    assert result.iterations == len(modes) and result.best_score == pytest.approx(1 / 7)
+
+
+def test_evaluation_result_objects_and_cascades(tmp_path):
+    folder = make_problem(tmp_path / "gain")
+    source = ProblemSource.read(folder)
+    task = get_task(source.stage(tmp_path / "staged"))
+    result = task.evaluate(PROGRAM.replace('MODE = "ok"', 'MODE = "result"'))
+    assert result.status == "ok" and result.metrics == {"closeness": pytest.approx(1 / 7)}
+    assert "stdout: tried 3" in result.diagnostics  # artifacts become diagnostics
+    cascade = EVALUATOR + textwrap.dedent('''
+        def evaluate_stage1(program_path):
+            gain = _load(program_path).GAIN
+            return {"combined_score": 0.1 * gain, "stage1": 1.0}
+
+        def evaluate_stage2(program_path):
+            return {"combined_score": 0.9, "stage2": 1.0}
+        ''')
+    folder2 = make_problem(tmp_path / "cascade", evaluator=cascade,
+                           config="evaluator:\n  cascade_thresholds: [0.25]\n")
+    task2 = get_task(ProblemSource.read(folder2).stage(tmp_path / "staged2"))
+    low = task2.evaluate(PROGRAM)  # stage 1 scores 0.1 < 0.25: stage 2 does not run
+    high = task2.evaluate(PROGRAM.replace("GAIN = 1.0", "GAIN = 3.0"))  # 0.3 >= 0.25: stage 2 runs
+    assert (low.combined_score, low.metrics) == (pytest.approx(0.1), {"stage1": 1.0})
+    assert (high.combined_score, high.metrics) == (pytest.approx(0.9), {"stage1": 1.0, "stage2": 1.0})
+    off = make_problem(tmp_path / "off", evaluator=cascade, config="evaluator:\n  cascade_evaluation: false\n")
+    plain = get_task(ProblemSource.read(off).stage(tmp_path / "staged3")).evaluate(PROGRAM)
+    assert plain.metrics == {"closeness": pytest.approx(1 / 7)}  # evaluate() itself
+
+
+def test_config_maps_onto_settings_and_names_what_it_ignores(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text(textwrap.dedent('''\
+        max_iterations: 12
+        random_seed: 7
+        diff_based_evolution: true
+        checkpoint_interval: 5
+        llm:
+          api_base: http://localhost:8000/v1
+          models: [{name: qwen, weight: 1.0}]
+          temperature: 0.6
+          max_tokens: 900
+          top_p: 0.9
+          api_key: secret
+        evaluator: {timeout: 20, cascade_thresholds: [0.3], parallel_evaluations: 4}
+        prompt: {system_message: Make it fast.}
+        database: {population_size: 50}
+        '''))
+    cfg = read_config(path)
+    assert cfg.settings["max_iterations"] == 12 and cfg.settings["seed"] == 7
+    assert cfg.settings["generation_mode"] == "diff" and cfg.settings["base_url"] == "http://localhost:8000/v1"
+    assert cfg.settings["model"] == "qwen" and cfg.settings["top_p"] == 0.9
+    assert cfg.settings["temperatures"]["generator"] == 0.6 and cfg.settings["max_tokens"]["generator"] == 900
+    assert (cfg.timeout_s, cfg.thresholds, cfg.description) == (20.0, [0.3], "Make it fast.")
+    assert cfg.ignored == ["checkpoint_interval", "llm.api_key", "evaluator.parallel_evaluations", "database"]
+    path.write_text("evalutor:\n  timeout: 3\n")
+    with pytest.raises(ConfigError, match="unknown section 'evalutor' \\(did you mean 'evaluator'\\?\\)"):
+        read_config(path)
+    path.write_text("language: rust\n")
+    with pytest.raises(ConfigError, match="only Python programs"):
+        read_config(path)
+
+
+def test_flags_win_over_the_config(tmp_path):
+    folder = make_problem(tmp_path / "gain", config="max_iterations: 1\nrandom_seed: 5\n")
+    with use_chat_models(**models(child(GAIN=2.0))):
+        evolve(problem=folder, run_dir=tmp_path / "run", seed=9, max_retries=0)
+    saved = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert saved["max_iterations"] == 1 and saved["seed"] == 9
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"evaluator.py": EVALUATOR}, "program file {d}/initial_program.py does not exist"),
+    ({"initial_program.py": PROGRAM, "evaluator.py": "def score(p):\n    return {}\n"},
+     "defines no function evaluate(program_path)"),
+    ({"initial_program.py": PROGRAM, "evaluator.py": EVALUATOR, "config.yaml": "evalutor: {timeout: 3}\n"},
+     "unknown section 'evalutor' (did you mean 'evaluator'?)"),
+    ({"initial_program.py": "def solve(:\n", "evaluator.py": EVALUATOR}, "is not valid Python"),
+])
+def test_bad_problems_are_refused_with_exit_2_and_nothing_written(tmp_path, capsys, files, message):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    code = main(["run", "--problem", str(folder), "--run-dir", str(tmp_path / "run"), "--iterations", "1"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and message.format(d=folder) in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_program_without_markers_is_evolved_whole_and_the_user_is_told(tmp_path, capsys):
+    folder = make_problem(tmp_path / "p", program="def solve(x):\n    return x\n")
+    assert main(["evaluate", "--problem", str(folder), str(folder / "initial_program.py")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "has no # EVOLVE-BLOCK-START / # EVOLVE-BLOCK-END markers: the whole file is evolved" in err
+    with pytest.raises(ProblemError, match="a problem needs --program and --evaluator"):
+        ProblemSource.read(program=folder / "initial_program.py")
+    assert main(["run", "--task", "txn_scheduling", "--problem", str(folder)]) == 2  # not both
