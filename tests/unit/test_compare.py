@@ -200,3 +200,27 @@ def test_a_peer_is_stopped_at_the_time_budget(tmp_path):
                                            time_budget_s=6))
     assert result.stopped == "time budget 0.1 min reached"
     assert result.llm_calls < 50 and result.initial is not None  # stopped early, the ledger kept
+
+
+def test_compare_on_a_problem_folder_scores_every_system_with_the_users_evaluator(tmp_path):
+    from contextevolve.cli import main
+    from tests.unit.test_problem import PROGRAM, make_problem
+
+    folder = make_problem(tmp_path / "gain")
+    better = PROGRAM.replace("GAIN = 1.0", "GAIN = 3.0")
+
+    def answer(body: dict) -> str:
+        if "<<<<<<< SEARCH" in json.dumps(body.get("messages", "")):
+            return "<<<<<<< SEARCH\nGAIN = 1.0\n=======\nGAIN = 3.0\n>>>>>>> REPLACE\n"
+        return "```python\n" + better + "```"
+
+    out = tmp_path / "cmp"
+    with FakeEndpoint(answer) as endpoint:
+        code = main(["compare", "--problem", str(folder), "--systems", "contextevolve,openevolve,gepa",
+                     "--iterations", "1", "--out", str(out), "--base-url", endpoint.url, "--model", "fake"])
+    assert code == 0
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["settings"]["task"] == f"problem:{(out / 'problem').resolve()}"
+    for result in saved["results"]:  # solve(3) = 3 scores 1/7; GAIN = 3 makes it 9: 1.0
+        assert result["initial"] == pytest.approx(1 / 7) and result["best"] == pytest.approx(1.0), result["label"]
+        assert result["best_recomputed"] == pytest.approx(1.0)
