@@ -242,3 +242,20 @@ def test_a_program_without_markers_is_evolved_whole_and_the_user_is_told(tmp_pat
     with pytest.raises(ProblemError, match="a problem needs --program and --evaluator"):
         ProblemSource.read(program=folder / "initial_program.py")
     assert main(["run", "--task", "txn_scheduling", "--problem", str(folder)]) == 2  # not both
+
+
+def test_the_copy_leaves_out_runs_environments_and_caches_kept_beside_the_evaluator(tmp_path):
+    folder = make_problem(tmp_path / "p")
+    (folder / "data.txt").write_text("3")
+    for junk in ("runs/old/buffer.sqlite", "venv/pyvenv.cfg", "__pycache__/x.pyc", ".git/HEAD",
+                 "openevolve_output/best.py", "runs/old/problem/problem.json"):
+        (folder / junk).parent.mkdir(parents=True, exist_ok=True)
+        (folder / junk).write_text("x")
+    name = ProblemSource.read(folder).stage(tmp_path / "staged")
+    copied = sorted(str(p.relative_to(tmp_path / "staged")) for p in (tmp_path / "staged").rglob("*") if p.is_file())
+    assert copied == ["data.txt", "evaluator.py", "initial_program.py", "problem.json"]
+    assert name == f"problem:{(tmp_path / 'staged').resolve()}"
+    assert ProblemSource.read(folder).stage(tmp_path / "staged") == name  # the same problem again: reused
+    (folder / "data.txt").write_text("4")
+    with pytest.raises(ProblemError, match="holds another version of the problem"):
+        ProblemSource.read(folder).stage(tmp_path / "staged")

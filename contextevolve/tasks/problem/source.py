@@ -2,7 +2,8 @@
 
 A run works on its own copy, ``RUN_DIR/problem/``, so it survives edits to the originals and
 ``--resume`` finds it: the evaluator's folder (its sibling modules and data files; hidden
-entries, ``__pycache__``, virtual environments and ``openevolve_output`` left out), the initial
+entries, ``__pycache__``, virtual environments, run directories, staged problems and
+``openevolve_output`` left out), the initial
 program as ``initial_program.py`` and ``problem.json`` (:class:`ProblemSpec`: what was decided
 from the flags and the config). The task name of a staged problem is ``problem:<absolute path>``
 (:data:`PREFIX`), which :func:`contextevolve.tasks.registry.get_task` resolves.
@@ -29,6 +30,8 @@ MAX_BYTES = 50 * 2**20
 """Cap on a problem folder's copy, bytes (its files travel into every evaluation's sandbox)."""
 MAX_FILES = 2000
 _SKIPPED = ("__pycache__", "openevolve_output", "node_modules")
+_FOREIGN = ("pyvenv.cfg", "buffer.sqlite", SPEC_FILE)
+"""A folder holding one of these is a virtual environment, a run directory or a staged problem: not copied."""
 DEFAULT_TIMEOUT_S = 60.0
 """Wall-clock limit of one evaluation when neither ``--eval-timeout`` nor the config's ``evaluator.timeout`` sets one."""
 DEFAULT_THRESHOLDS = [0.5, 0.75, 0.9]
@@ -215,7 +218,7 @@ def _folder_files(root: Path) -> list[Path]:
     stack = [root]
     while stack:
         folder = stack.pop()
-        if (folder / "pyvenv.cfg").exists():
+        if folder != root and any((folder / marker).exists() for marker in _FOREIGN):
             continue
         for entry in sorted(folder.iterdir()):
             if entry.name.startswith(".") or entry.name in _SKIPPED or entry.is_symlink():
