@@ -117,10 +117,8 @@ class ProblemTask(Task):
             return self.rejected("failed", f"the evaluator returned no numeric metric (it returned {shown})",
                                  diagnostics=diagnostics)
         score = combined if combined is not None else sum(metrics.values()) / len(metrics)
-        self.observe(metrics)
-        lines = [f"{k}: {v:.6g}" for k, v in metrics.items()][:12]
-        return Evaluation(status="ok", metrics=metrics, combined_score=score,
-                          diagnostics="\n".join(lines + ([diagnostics] if diagnostics else []))[:MAX_DIAGNOSTICS])
+        self.observe(metrics)  # the numbers are shown as metrics; the diagnostics are the evaluator's text
+        return Evaluation(status="ok", metrics=metrics, combined_score=score, diagnostics=diagnostics)
 
     def rejected(self, status, reason, *, seconds=0.0, diagnostics="", traceback=""):  # noqa: ANN001
         """A rejection with score 0 and no metrics (the evaluator decides the metrics, so there are no worst values)."""
