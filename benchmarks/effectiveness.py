@@ -15,7 +15,8 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
   records (:mod:`contextevolve.timing`).
 
 ``--no-stop`` and ``--no-prompt-cache`` switch off the stop at the end of the code block and the
-embedded server's prompt cache, so a run with ``--mode full --no-stop --no-prompt-cache
+embedded server's prompt cache (off by default since it ran out of memory; the flag forces it off
+when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set), so a run with ``--mode full --no-stop --no-prompt-cache
 --max-tokens navigator=160`` measures the system as it was before them, beside one with the defaults.
 
 The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one

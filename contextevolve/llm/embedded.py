@@ -140,12 +140,15 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-PROMPT_CACHE_MB = 1024
-"""RAM the embedded server may use to keep the KV state of earlier prompts (llama-cpp-python's
-``--cache``): a request whose start matches a kept prompt (the same system message, task description
-and parent program as an earlier Generator request) skips reading that part again.
-``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` overrides it; 0 switches the cache off (the server then reuses
-only the prefix it shares with the request just before)."""
+PROMPT_CACHE_MB = 0
+"""Off by default. Cap of llama-cpp-python's RAM prompt cache (``--cache``), which keeps earlier prompts'
+KV state so a request starting like a kept prompt skips reading that part again. The cap counts only
+the KV state (~18 MB per prompt of this model), but llama-cpp-python 0.3.36 keeps with every entry a
+copy of its logits buffer (n_batch 512 x 151,936 float32 = 311 MB) that it does not count: with a
+1 GiB cap an 8-iteration run held ~60 entries, 22.6 GB, and was killed by the kernel's OOM killer.
+Its measured gain was small (no large effect on seconds per iteration, docs/results.md), so it stays off.
+``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` switches it on at that cap: expect ~18x the cap in RAM. Without it
+the server still reuses the prefix a request shares with the request just before."""
 
 
 def prompt_cache_args() -> list[str]:

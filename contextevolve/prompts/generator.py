@@ -12,7 +12,8 @@ from contextevolve.editing import evolve_region
 SYSTEM = "You are an expert systems programmer improving a program in an evolutionary search."
 """The one system message of every Generator-model request (first asks, second asks, repairs, restarts):
 with the task description first in the user message, every such request starts with the same tokens,
-which the embedded server keeps in its prompt cache instead of reading them again."""
+which a server reuses from the request just before instead of reading them again (a repair or second
+ask right after its Generator request)."""
 FORMAT_FULL = "Reply with the complete improved program in a single ```python code block, then nothing else."
 FORMAT_FUNCTIONS = ("Reply with only the top-level functions (or classes) you change or add, each written out "
                     "complete from its def line to its last line, plus any new imports, in a single ```python "

@@ -5,7 +5,7 @@ for the smallest change that removes the error while keeping the child's idea, a
 SEARCH/REPLACE edits against the failing program (``diff`` mode), the functions it changes
 (``functions`` mode) or the whole fixed program (``full`` mode); any reply format is accepted
 (:func:`contextevolve.editing.build_child`). The system message and the task description come
-first and are the Generator's own, so the embedded server's prompt cache serves them.
+first and are the Generator's own, so a server reuses them from the Generator's request just before.
 The last repair may instead start again from the parent (:func:`restart_messages`).
 """
 
