@@ -259,3 +259,12 @@ def test_the_copy_leaves_out_runs_environments_and_caches_kept_beside_the_evalua
     (folder / "data.txt").write_text("4")
     with pytest.raises(ProblemError, match="holds another version of the problem"):
         ProblemSource.read(folder).stage(tmp_path / "staged")
+
+
+def test_baselines_with_one_shot_on_a_problem(tmp_path, capsys):
+    folder = make_problem(tmp_path / "gain")
+    with use_chat_models(**models(child(GAIN=3.0))):
+        assert main(["baselines", "--problem", str(folder), "--one-shot", "--json"]) == 0
+    rows = {r["baseline"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["initial"]["combined_score"] == pytest.approx(1 / 7)
+    assert rows["one_shot"]["status"] == "ok" and rows["one_shot"]["combined_score"] == pytest.approx(1.0)
