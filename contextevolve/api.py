@@ -30,7 +30,7 @@ from contextevolve.memory.records import program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
 from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.problem.source import PREFIX as PROBLEM_PREFIX
-from contextevolve.tasks.problem.source import ProblemSource
+from contextevolve.tasks.problem.source import ProblemSource, staged_task
 from contextevolve.tasks.registry import get_task
 from contextevolve.timing import add_seconds, llm_by_role, wall
 
@@ -106,9 +106,7 @@ def prepare_context(run_dir: str | Path, *, resume: bool, **settings: Any) -> Ru
         except UnknownSettingError as exc:
             raise RunDirError(f"{saved_path}: {exc}") from None
         ctx = RunContext.from_json(saved, **settings)
-        staged = (root / "problem").resolve()
-        if ctx.task.startswith(PROBLEM_PREFIX) and (staged / "problem.json").is_file():
-            ctx.task = PROBLEM_PREFIX + str(staged)  # the run's own copy, wherever the directory now is
+        ctx.task = staged_task(ctx.task, root)  # a problem's own copy, wherever the run directory now is
     else:
         if saved_path.exists() or (root / BUFFER_FILE).exists():
             raise RunDirError(f"{root} already holds a run; use --resume to continue it or pick another --run-dir")
@@ -144,7 +142,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     if not (root / BUFFER_FILE).exists():
         raise RunDirError(f"{root} holds no run (no {BUFFER_FILE})")
     settings = json.loads((root / SETTINGS_FILE).read_text()) if (root / SETTINGS_FILE).exists() else {}
-    task = get_task(settings.get("task", DEFAULT_TASK))
+    task = get_task(staged_task(settings.get("task", DEFAULT_TASK), root))
     buffer = EvolveBuffer(root / BUFFER_FILE)
     try:
         records = buffer.committed()
@@ -302,6 +300,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         if task is not None:
             raise ValueError("give a task or a problem, not both")
         settings = {**source.settings, **{k: v for k, v in settings.items() if v is not None}}
+        settings.pop("eval_timeout_s", None)  # in the problem's spec: the call's limit, and 30 s more for the sandbox
         configured = settings.pop("max_iterations", None)
         iterations = iterations if iterations is not None else configured
     name = source.spec.title if source is not None else task or RunContext.task

@@ -66,8 +66,16 @@ class PeerSpec(BaseModel):
     ``{"diff_based_evolution": False}`` for the ``openevolve-full`` variant."""
 
 
+FAILED_SCORE = -1e18
+"""What the peers are told a program that is not ``ok`` scored: below any real score (a user's problem
+stores failures at 0, which may beat valid negative or, when minimised, positive scores)."""
+
+
 def oriented(task: Task, evaluation: Evaluation) -> float:
-    """The evaluation's combined score with higher = better, as both peers maximise."""
+    """The evaluation's combined score with higher = better, as both peers maximise; :data:`FAILED_SCORE`
+    for a program that is not ``ok``."""
+    if evaluation.status != "ok":
+        return FAILED_SCORE
     return evaluation.combined_score if task.higher_is_better else -evaluation.combined_score
 
 

@@ -80,6 +80,8 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         note("evaluate.full", time.perf_counter() - started)
         note("evaluate.import", result.import_seconds)
         note("evaluate.calls", result.call_seconds)
+    if result.status == "ok":
+        task.observe(result.metrics)  # graded on a Ray worker, the driver's task learns its metrics here
     memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
                          combined_score=result.combined_score, reason=result.reason,
                          diagnostics=result.diagnostics, traceback=result.traceback,

@@ -20,6 +20,7 @@ from contextevolve.memory.store import BUFFER_FILE
 from contextevolve.roles import USAGE_ROLES, TokenUsage, add_usage, total_tokens
 from contextevolve.timing import add_seconds, by_phase
 from contextevolve.tasks.base import Task
+from contextevolve.tasks.problem.source import staged_task
 from contextevolve.tasks.registry import get_task
 
 
@@ -111,7 +112,7 @@ def load_run(run_dir: str | Path) -> RunData:
     if not programs:
         raise ReportError(f"{root} holds no committed program yet (the initial program is scored first)")
     try:
-        task = get_task(settings.get("task", DEFAULT_TASK))
+        task = get_task(staged_task(settings.get("task", DEFAULT_TASK), root))
     except KeyError as exc:
         raise ReportError(f"{root}/run.json names a task that is not registered: {exc}") from None
     except ValueError as exc:  # a user's problem whose staged copy is gone

@@ -19,7 +19,7 @@ _TASKS: dict[str, str] = {
 def register_task(name: str, target: str) -> None:
     """Register a task class by import path ``"package.module:ClassName"`` under ``name``."""
     _TASKS[name] = target
-    get_task.cache_clear()
+    _registered.cache_clear()
 
 
 def task_names() -> list[str]:
@@ -27,7 +27,6 @@ def task_names() -> list[str]:
     return sorted(_TASKS)
 
 
-@cache
 def get_task(name: str) -> Task:
     """Return the (cached) task instance called ``name``.
 
@@ -39,9 +38,14 @@ def get_task(name: str) -> Task:
         contextevolve.tasks.problem.source.ProblemError: ``folder`` holds no staged problem.
     """
     if name.startswith("problem:"):  # a user's staged problem folder (contextevolve.tasks.problem.source)
-        from contextevolve.tasks.problem.task import ProblemTask
+        from contextevolve.tasks.problem.task import problem_task
 
-        return ProblemTask(name.removeprefix("problem:"))
+        return problem_task(name.removeprefix("problem:"))
+    return _registered(name)
+
+
+@cache
+def _registered(name: str) -> Task:
     try:
         target = _TASKS[name]
     except KeyError:

@@ -111,7 +111,7 @@ def test_a_problem_folder_runs_through_the_graph_resumes_and_reports(tmp_path):
     by_iteration = {p["iteration"]: p for p in programs}
     assert by_iteration[0]["combined_score"] == pytest.approx(1 / 7)  # solve(3) = 3, |3 - 9| = 6
     assert by_iteration[1]["status"] == "ok" and by_iteration[1]["combined_score"] == pytest.approx(1 / 4)
-    assert by_iteration[1]["metrics"] == {"closeness": pytest.approx(0.25)}
+    assert by_iteration[1]["metrics"] == {"closeness": pytest.approx(0.25), "combined_score": pytest.approx(0.25)}
     assert "note: solve(3) = 6.0" in by_iteration[1]["diagnostics"]
     repaired = by_iteration[2]  # the evaluator raised on the child; the repair (a restart) made GAIN = 3
     assert repaired["attempts"][0]["reason"] == "the evaluator failed: RuntimeError: the evaluator broke on purpose"
@@ -152,7 +152,7 @@ def test_evaluation_result_objects_and_cascades(tmp_path):
     source = ProblemSource.read(folder)
     task = get_task(source.stage(tmp_path / "staged"))
     result = task.evaluate(PROGRAM.replace('MODE = "ok"', 'MODE = "result"'))
-    assert result.status == "ok" and result.metrics == {"closeness": pytest.approx(1 / 7)}
+    assert result.status == "ok" and result.metrics == {"closeness": pytest.approx(1 / 7), "combined_score": pytest.approx(1 / 7)}
     assert "stdout: tried 3" in result.diagnostics  # artifacts become diagnostics
     cascade = EVALUATOR + textwrap.dedent('''
         def evaluate_stage1(program_path):
@@ -167,11 +167,11 @@ def test_evaluation_result_objects_and_cascades(tmp_path):
     task2 = get_task(ProblemSource.read(folder2).stage(tmp_path / "staged2"))
     low = task2.evaluate(PROGRAM)  # stage 1 scores 0.1 < 0.25: stage 2 does not run
     high = task2.evaluate(PROGRAM.replace("GAIN = 1.0", "GAIN = 3.0"))  # 0.3 >= 0.25: stage 2 runs
-    assert (low.combined_score, low.metrics) == (pytest.approx(0.1), {"stage1": 1.0})
-    assert (high.combined_score, high.metrics) == (pytest.approx(0.9), {"stage1": 1.0, "stage2": 1.0})
+    assert (low.combined_score, low.metrics) == (pytest.approx(0.1), {"combined_score": pytest.approx(0.1), "stage1": 1.0})
+    assert (high.combined_score, high.metrics) == (pytest.approx(0.9), {"combined_score": 0.9, "stage1": 1.0, "stage2": 1.0})
     off = make_problem(tmp_path / "off", evaluator=cascade, config="evaluator:\n  cascade_evaluation: false\n")
     plain = get_task(ProblemSource.read(off).stage(tmp_path / "staged3")).evaluate(PROGRAM)
-    assert plain.metrics == {"closeness": pytest.approx(1 / 7)}  # evaluate() itself
+    assert plain.metrics["closeness"] == pytest.approx(1 / 7)  # evaluate() itself
 
 
 def test_config_maps_onto_settings_and_names_what_it_ignores(tmp_path):
@@ -188,7 +188,8 @@ def test_config_maps_onto_settings_and_names_what_it_ignores(tmp_path):
           max_tokens: 900
           top_p: 0.9
           api_key: secret
-        evaluator: {timeout: 20, cascade_thresholds: [0.3], parallel_evaluations: 4}
+        evaluator: {timeout: 20, cascade_thresholds: [0.3], parallel_evaluations: 4, memory_limit_mb: 512}
+        allow_full_rewrites: false
         prompt: {system_message: Make it fast.}
         database: {population_size: 50}
         '''))
@@ -198,7 +199,8 @@ def test_config_maps_onto_settings_and_names_what_it_ignores(tmp_path):
     assert cfg.settings["model"] == "qwen" and cfg.settings["top_p"] == 0.9
     assert cfg.settings["temperatures"]["generator"] == 0.6 and cfg.settings["max_tokens"]["generator"] == 900
     assert (cfg.timeout_s, cfg.thresholds, cfg.description) == (20.0, [0.3], "Make it fast.")
-    assert cfg.ignored == ["checkpoint_interval", "llm.api_key", "evaluator.parallel_evaluations", "database"]
+    assert cfg.ignored == ["checkpoint_interval", "llm.api_key", "evaluator.parallel_evaluations",
+                           "evaluator.memory_limit_mb", "allow_full_rewrites", "database"]
     path.write_text("evalutor:\n  timeout: 3\n")
     with pytest.raises(ConfigError, match="unknown section 'evalutor' \\(did you mean 'evaluator'\\?\\)"):
         read_config(path)
@@ -268,3 +270,36 @@ def test_baselines_with_one_shot_on_a_problem(tmp_path, capsys):
     rows = {r["baseline"]: r for r in json.loads(capsys.readouterr().out)}
     assert rows["initial"]["combined_score"] == pytest.approx(1 / 7)
     assert rows["one_shot"]["status"] == "ok" and rows["one_shot"]["combined_score"] == pytest.approx(1.0)
+
+
+def test_the_program_imports_the_problems_own_modules_and_a_late_stage_that_raises_keeps_the_earlier_result(tmp_path):
+    program = "from helper import BASE\n" + PROGRAM.replace("GAIN = 1.0", "GAIN = BASE")
+    cascade = EVALUATOR + textwrap.dedent('''
+        def evaluate_stage1(program_path):
+            return {"combined_score": 0.6, "valid": True}
+
+        def evaluate_stage2(program_path):
+            raise RuntimeError("stage 2 too slow")
+        ''')
+    folder = make_problem(tmp_path / "p", program=program, evaluator=cascade)
+    (folder / "helper.py").write_text("BASE = 3.0\n")
+    task = get_task(ProblemSource.read(folder).stage(tmp_path / "staged"))
+    result = task.evaluate(task.initial_program)
+    assert result.status == "ok" and result.combined_score == 0.6 and result.metrics == {"combined_score": 0.6}
+    assert "stage2_error: RuntimeError: stage 2 too slow" in result.diagnostics and "valid: True" in result.diagnostics
+
+
+def test_a_moved_problem_run_still_reports_and_a_restaged_folder_is_a_new_task(tmp_path):
+    folder = make_problem(tmp_path / "gain")
+    with use_chat_models(**models(child(GAIN=2.0))):
+        evolve(problem=folder, iterations=1, run_dir=tmp_path / "run", max_retries=0)
+    (tmp_path / "run").rename(tmp_path / "moved")
+    assert run_status(tmp_path / "moved")["best_score"] == pytest.approx(1 / 4)
+    assert main(["report", str(tmp_path / "moved")]) == 0
+    name = ProblemSource.read(folder).stage(tmp_path / "st")
+    assert get_task(name) is get_task(name)  # one task per staged version: it keeps the metrics it saw
+    import shutil
+    shutil.rmtree(tmp_path / "st")
+    (folder / "evaluator.py").write_text("def evaluate(p):\n    return {'combined_score': 0.9}\n")
+    assert ProblemSource.read(folder).stage(tmp_path / "st") == name
+    assert get_task(name).evaluate(PROGRAM).combined_score == 0.9  # not the task staged there before

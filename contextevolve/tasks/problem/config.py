@@ -6,8 +6,7 @@ false: ``full``); ``llm.api_base`` → ``base_url``; ``llm.primary_model`` or th
 ``llm.models`` → ``model``; ``llm.temperature``, ``llm.max_tokens`` → the Generator's temperature
 and completion cap; ``llm.top_p``; ``llm.timeout`` → ``request_timeout_s``; ``llm.retries`` →
 ``max_retries``; ``llm.retry_delay`` → ``retry_wait_s``; ``evaluator.timeout`` → the evaluation's
-wall-clock limit; ``evaluator.memory_limit_mb`` → ``eval_memory_mb``;
-``evaluator.cascade_evaluation`` and ``evaluator.cascade_thresholds`` → the cascade;
+wall-clock limit; ``evaluator.cascade_evaluation`` and ``evaluator.cascade_thresholds`` → the cascade;
 ``prompt.system_message`` → the task description every agent sees.
 
 Every other key of OpenEvolve's ``Config`` (0.4) has no equivalent here and is named in one
@@ -29,11 +28,12 @@ KNOWN_TOP = ("max_iterations", "checkpoint_interval", "checkpoint_on_improvement
              "logger_prefix", "random_seed", "language", "file_suffix", "llm", "prompt", "database", "evaluator",
              "evolution_trace", "diff_based_evolution", "full_rewrite_probability", "max_code_length",
              "enforce_evolve_blocks", "diff_pattern", "early_stopping_patience", "convergence_threshold",
-             "early_stopping_metric", "max_tasks_per_child")
+             "early_stopping_metric", "max_tasks_per_child",
+             "allow_full_rewrites")  # older OpenEvolve releases' key, still in many published configs
 #: Sections whose keys are checked one by one (the others are ignored whole).
 _MAPPED = {"llm": ("api_base", "primary_model", "models", "temperature", "max_tokens", "top_p", "timeout",
                    "retries", "retry_delay"),
-           "evaluator": ("timeout", "memory_limit_mb", "cascade_evaluation", "cascade_thresholds"),
+           "evaluator": ("timeout", "cascade_evaluation", "cascade_thresholds"),
            "prompt": ("system_message",)}
 
 
@@ -125,8 +125,6 @@ def read_config(path: str | Path) -> ProblemConfig:
             s[name] = _number(path, f"llm.{key}", llm[key], kind)
     if evaluator.get("timeout") is not None:
         out.timeout_s = _number(path, "evaluator.timeout", evaluator["timeout"], float)
-    if evaluator.get("memory_limit_mb") is not None:
-        s["eval_memory_mb"] = _number(path, "evaluator.memory_limit_mb", evaluator["memory_limit_mb"], int)
     if "cascade_evaluation" in evaluator:
         out.cascade = bool(evaluator["cascade_evaluation"])
     if evaluator.get("cascade_thresholds") is not None:

@@ -21,13 +21,21 @@ import os
 import sys
 from pathlib import Path
 
+STAGED = "ce_problem"
+"""Folder of the problem's files beside this package in the sandbox's ``lib`` (read-only)."""
+FOLDER = Path(__file__).resolve().parents[3] / STAGED
+if FOLDER.is_dir():  # before the runner imports the candidate, which may import the problem's own modules
+    sys.path.insert(0, str(FOLDER))
+MAX_STAGES = 3
+"""OpenEvolve runs at most ``evaluate_stage1`` .. ``evaluate_stage3``."""
 MAX_METRICS = 64
 MAX_TEXT = 2000
 """Characters kept of one artifact or non-numeric metric (the grader caps the total again)."""
 
 
 def _load(folder: Path, filename: str):
-    sys.path.insert(0, str(folder))
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
     spec = importlib.util.spec_from_file_location("evaluator", folder / filename)
     module = importlib.util.module_from_spec(spec)
     sys.modules["evaluator"] = module
@@ -36,9 +44,10 @@ def _load(folder: Path, filename: str):
 
 
 def _number(value):
-    """``value`` as a float when it is a real number (numpy scalars included), else None."""
-    if isinstance(value, bool):
-        return float(value)
+    """``value`` as a float when it is a real number (numpy scalars included), else None. A bool is
+    not a number here (OpenEvolve leaves flags out of its scores too)."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return None
     if isinstance(value, (int, float)):
         return float(value)
     item = getattr(value, "item", None)
@@ -76,18 +85,23 @@ def _score(metrics: dict) -> float:
     combined = _number(metrics.get("combined_score"))
     if combined is not None:
         return combined
-    values = [v for v in (_number(m) for m in metrics.values()) if v is not None and math.isfinite(v)]
+    values = [v for k, v in ((k, _number(m)) for k, m in metrics.items())
+              if k != "error" and v is not None and math.isfinite(v)]
     return sum(values) / len(values) if values else 0.0
 
 
 def _cascade(module, program: str, thresholds: list) -> tuple[dict, dict, int]:
     metrics, artifacts = _parts(module.evaluate_stage1(program))
     merged_m, merged_a, stages = dict(metrics), dict(artifacts), 1
-    for k, threshold in enumerate(thresholds, start=2):
+    for k, threshold in enumerate(thresholds[:MAX_STAGES - 1], start=2):
         stage = getattr(module, f"evaluate_stage{k}", None)
         if not callable(stage) or _score(merged_m) < float(threshold):
             break
-        metrics, artifacts = _parts(stage(program))
+        try:
+            metrics, artifacts = _parts(stage(program))
+        except Exception as exc:  # noqa: BLE001 - as OpenEvolve: the earlier stages' result stands
+            merged_a[f"stage{k}_error"] = f"{type(exc).__name__}: {exc}"
+            break
         merged_m.update(metrics)
         merged_a.update(artifacts)
         stages = k
@@ -97,14 +111,12 @@ def _cascade(module, program: str, thresholds: list) -> tuple[dict, dict, int]:
 def evaluate(candidate, args: dict, blobs: dict) -> tuple[dict, dict]:  # noqa: ARG001 - no binary inputs
     """Run the user's evaluator on the candidate's file.
 
-    Args: ``{"folder": str (staged folder name), "evaluator": str (file in it), "cascade": bool,
-    "thresholds": [float]}``.
+    Args: ``{"evaluator": str (file in the staged folder), "cascade": bool, "thresholds": [float]}``.
     Returns ``({"metrics": {name: float | "nan" | "inf" | "-inf"}, "text": {name: str}, "stages": int}, {})``:
     numbers as floats (non-finite ones as strings, which JSON cannot carry), every other metric value
     and every artifact as capped text.
     """
-    folder = Path(__file__).resolve().parents[3] / args["folder"]
-    module = _load(folder, args["evaluator"])
+    module = _load(FOLDER, args["evaluator"])
     program = getattr(candidate, "__file__", None) or os.path.join(os.getcwd(), "candidate.py")
     if args.get("cascade") and callable(getattr(module, "evaluate_stage1", None)):
         metrics, artifacts, stages = _cascade(module, program, list(args.get("thresholds") or []))

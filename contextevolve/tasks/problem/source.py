@@ -30,10 +30,12 @@ MAX_BYTES = 50 * 2**20
 """Cap on a problem folder's copy, bytes (its files travel into every evaluation's sandbox)."""
 MAX_FILES = 2000
 _SKIPPED = ("__pycache__", "openevolve_output", "node_modules")
-_FOREIGN = ("pyvenv.cfg", "buffer.sqlite", SPEC_FILE)
-"""A folder holding one of these is a virtual environment, a run directory or a staged problem: not copied."""
-DEFAULT_TIMEOUT_S = 60.0
-"""Wall-clock limit of one evaluation when neither ``--eval-timeout`` nor the config's ``evaluator.timeout`` sets one."""
+_FOREIGN = ("pyvenv.cfg", "buffer.sqlite")
+"""A folder holding one of these is a virtual environment or a run directory: not copied (nor a staged
+problem: ``problem.json`` beside ``initial_program.py``)."""
+DEFAULT_TIMEOUT_S = 300.0
+"""Wall-clock limit of the evaluator's call, seconds, when neither ``--eval-timeout`` nor the config's
+``evaluator.timeout`` sets one (OpenEvolve's default, so a problem written for it runs unchanged)."""
 DEFAULT_THRESHOLDS = [0.5, 0.75, 0.9]
 """OpenEvolve's default cascade thresholds."""
 
@@ -108,11 +110,12 @@ class ProblemSource:
         evaluator_text = _read_text(evaluator, "evaluator")
         _check_parses(source, program, "program")
         tree = _check_parses(evaluator_text, evaluator, "evaluator")
-        defined = _top_level_names(tree)
-        if "evaluate" not in defined and "evaluate_stage1" not in defined:
+        cfg = read_config(config) if config is not None else ProblemConfig()
+        defined = _defined_names(tree)
+        cascade = cfg.cascade if cfg.cascade is not None else True
+        if "*" not in defined and "evaluate" not in defined and not (cascade and "evaluate_stage1" in defined):
             raise ProblemError(f"evaluator {evaluator} defines no function evaluate(program_path) "
                                "(OpenEvolve's contract: it returns a dict of metrics or an EvaluationResult)")
-        cfg = read_config(config) if config is not None else ProblemConfig()
         if description and description.startswith("@"):
             description = _read_text(Path(description[1:]), "description")
         notes = []
@@ -131,7 +134,7 @@ class ProblemSource:
             timeout_s=timeout_s or cfg.timeout_s or DEFAULT_TIMEOUT_S,
             cascade=cfg.cascade if cfg.cascade is not None else True,
             thresholds=cfg.thresholds if cfg.thresholds is not None else list(DEFAULT_THRESHOLDS))
-        files = _folder_files(evaluator.parent)
+        files = folder_files(evaluator.parent)
         spec.digest = _digest(files, evaluator.parent, source, spec.model_dump_json(exclude={"digest"}))
         return cls(program=program, evaluator=evaluator, spec=spec, config=cfg, notes=notes)
 
@@ -161,7 +164,7 @@ class ProblemSource:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         root = self.evaluator.parent
-        for path in _folder_files(root):
+        for path in folder_files(root):
             target = tmp / path.relative_to(root)
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target)
@@ -200,29 +203,52 @@ def _check_parses(text: str, path: Path, what: str) -> ast.Module:
         raise ProblemError(f"{what} {path} is not valid Python: {exc}") from None
 
 
-def _top_level_names(tree: ast.Module) -> set[str]:
-    names = set()
-    for node in tree.body:
+def _defined_names(tree: ast.Module) -> set[str]:
+    """Names the module may bind at import (anywhere outside function bodies: under ``if``/``try`` too);
+    ``"*"`` when a star import makes that unknowable."""
+    names: set[str] = set()
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        stack.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt))
     return names
 
 
-def _folder_files(root: Path) -> list[Path]:
+def staged_task(name: str, run_dir: str | Path) -> str:
+    """``name`` (a task name from a run's ``run.json``), pointed at the run's own copy of its problem when
+    the run directory holds one: a moved run directory keeps working."""
+    staged = (Path(run_dir) / "problem").resolve()
+    if name.startswith(PREFIX) and (staged / SPEC_FILE).is_file():
+        return PREFIX + str(staged)
+    return name
+
+
+def folder_files(root: Path) -> list[Path]:
     """Files of ``root`` that a staged copy holds (sorted); raises :class:`ProblemError` beyond the caps."""
     out, total = [], 0
     stack = [root]
     while stack:
         folder = stack.pop()
-        if folder != root and any((folder / marker).exists() for marker in _FOREIGN):
+        if folder != root and (any((folder / marker).exists() for marker in _FOREIGN)
+                               or ((folder / SPEC_FILE).is_file() and (folder / PROGRAM_FILE).is_file())):
             continue
-        for entry in sorted(folder.iterdir()):
-            if entry.name.startswith(".") or entry.name in _SKIPPED or entry.is_symlink():
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError as exc:
+            raise ProblemError(f"cannot read the problem's folder {folder}: {exc}") from None
+        for entry in entries:
+            if entry.name.startswith(".") or entry.name in _SKIPPED:
                 continue
+            if entry.is_dir() and entry.is_symlink():
+                continue  # a linked folder may lead anywhere (or round in a circle); a linked file is copied
             if entry.is_dir():
                 stack.append(entry)
             elif entry.is_file():
@@ -239,6 +265,10 @@ def _digest(files: list[Path], root: Path, program: str, settings: str) -> str:
     for path in files:
         if path.name == PROGRAM_FILE and path.parent == root:
             continue  # the staged initial program is the one given, below
-        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ProblemError(f"cannot read {path}: {exc}") from None
+        h.update(str(path.relative_to(root)).encode() + b"\0" + data + b"\0")
     h.update(PROGRAM_FILE.encode() + b"\0" + program.encode())
     return h.hexdigest()

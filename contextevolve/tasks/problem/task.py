@@ -16,15 +16,15 @@ score is ``combined_score`` when the evaluator returns one, else the mean of the
 from __future__ import annotations
 
 import math
+import threading
 from functools import cached_property
 from pathlib import Path
 
 from contextevolve.tasks.base import Call, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
-from contextevolve.tasks.problem.source import PREFIX, PROGRAM_FILE, SPEC_FILE, ProblemError, ProblemSpec, _folder_files
+from contextevolve.tasks.problem.harness import STAGED
+from contextevolve.tasks.problem.source import PREFIX, PROGRAM_FILE, SPEC_FILE, ProblemError, ProblemSpec, folder_files
 
 HARNESS = "contextevolve.tasks.problem.harness"
-STAGED = "ce_problem"
-"""Folder name of the problem's files in the sandbox's read-only ``lib``."""
 MAX_DIAGNOSTICS = 1500
 """Characters of artifacts and non-numeric metrics kept as the child's diagnostics."""
 IMPORT_MARGIN_S = 30.0
@@ -57,7 +57,7 @@ class ProblemTask(Task):
 
     @property
     def metrics(self) -> list[MetricSpec]:  # type: ignore[override]
-        return [MetricSpec(name=n, higher_is_better=self.higher_is_better) for n in self._seen]
+        return [MetricSpec(name=n, higher_is_better=self.higher_is_better) for n in list(self._seen)]
 
     def observe(self, metrics: dict[str, float]) -> None:
         """Note metric names a stored evaluation holds (a fresh process learns them from the run's programs)."""
@@ -73,13 +73,13 @@ class ProblemTask(Task):
     @cached_property
     def _files(self) -> dict[str, bytes]:
         return {f"{STAGED}/{p.relative_to(self.folder).as_posix()}": p.read_bytes()
-                for p in _folder_files(self.folder) if p.name != SPEC_FILE}
+                for p in folder_files(self.folder) if p != self.folder / SPEC_FILE}
 
     def job(self) -> EvalJob:
         """One call: the user's evaluator (or its cascade) on the candidate's file, within ``spec.timeout_s``."""
         return EvalJob(harness=HARNESS, entry="", files=self._files, calls=[Call(
             fn="evaluate", timeout_s=self.spec.timeout_s,
-            args={"folder": STAGED, "evaluator": self.spec.evaluator, "cascade": self.spec.cascade,
+            args={"evaluator": self.spec.evaluator, "cascade": self.spec.cascade,
                   "thresholds": self.spec.thresholds})])
 
     def smoke_job(self) -> None:  # type: ignore[override]
@@ -111,12 +111,13 @@ class ProblemTask(Task):
         if text.get("error", "").strip():
             return self.rejected("failed", f"the evaluator reported an error: {text['error'][:300]}",
                                  diagnostics=diagnostics)
-        combined = metrics.pop("combined_score", None)
-        if combined is None and not metrics:
+        combined = metrics.get("combined_score")
+        others = [v for k, v in metrics.items() if k != "combined_score"]
+        if combined is None and not others:
             shown = ", ".join(sorted(text)[:5]) or "nothing"
             return self.rejected("failed", f"the evaluator returned no numeric metric (it returned {shown})",
                                  diagnostics=diagnostics)
-        score = combined if combined is not None else sum(metrics.values()) / len(metrics)
+        score = combined if combined is not None else sum(others) / len(others)
         self.observe(metrics)  # the numbers are shown as metrics; the diagnostics are the evaluator's text
         return Evaluation(status="ok", metrics=metrics, combined_score=score, diagnostics=diagnostics)
 
@@ -130,3 +131,26 @@ def _diagnostics(text: dict[str, str]) -> str:
     """Artifacts and non-numeric metrics as ``name: value`` lines, capped at :data:`MAX_DIAGNOSTICS` characters."""
     out = "\n".join(f"{k}: {v.strip()}" for k, v in text.items() if v.strip())
     return out[:MAX_DIAGNOSTICS]
+
+
+_LOADED: dict[tuple[str, str], ProblemTask] = {}
+_LOCK = threading.Lock()
+
+
+def problem_task(folder: str | Path) -> ProblemTask:
+    """The :class:`ProblemTask` of a staged folder, one instance per folder and version (its ``problem.json``
+    digest): a folder staged again with other files gets a fresh task, the same one keeps its metrics.
+
+    Raises:
+        ProblemError: the folder holds no staged problem.
+    """
+    folder = Path(folder)
+    try:
+        digest = ProblemSpec.model_validate_json((folder / SPEC_FILE).read_text()).digest
+    except (OSError, ValueError) as exc:
+        raise ProblemError(f"{folder} holds no staged problem ({SPEC_FILE}: {exc})") from None
+    with _LOCK:
+        key = (str(folder), digest)
+        if key not in _LOADED:
+            _LOADED[key] = ProblemTask(folder)
+        return _LOADED[key]
