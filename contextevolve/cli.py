@@ -179,6 +179,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             done = update.get("iteration", 0)
             console.print(f"initial program: combined score {update.get('initial_score')}"
                           + (f" (resuming after iteration {done})" if done else ""))
+            if update.get("initial_failure"):
+                console.print(f"[yellow]warning:[/yellow] the initial program is not ok "
+                              f"({escape(update['initial_failure'])}): children start from a failed parent; "
+                              "check the program and evaluator with `contextevolve evaluate`", soft_wrap=True)
         elif node == "summarize":  # a lane finished: its child is scored and abstracted
             for lane in update.get("lane_results") or []:
                 console.print(child_line(lane, tracker["started"].pop(lane["child_id"], None)))

@@ -85,6 +85,9 @@ class EvolveState:
     """Program id of the initial program c_0."""
     initial_score: float | None = None
     """Combined score of c_0, recomputed by the evaluator."""
+    initial_failure: str = ""
+    """``"status: reason"`` when c_0 is not ``ok`` (a user's problem whose evaluator or program is broken:
+    every child would start from a failed parent); empty when it is ok."""
     best_id: str | None = None
     """Id of the best ok program so far."""
     best_score: float | None = None

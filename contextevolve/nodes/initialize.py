@@ -70,6 +70,7 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "iteration": iteration,
         "initial_id": record.id,
         "initial_score": record.combined_score,
+        "initial_failure": f"{record.status}: {record.reason}"[:300] if record.status != "ok" else "",
         "best_id": best.id,
         "best_score": best.combined_score,
         "total_usage": usage,

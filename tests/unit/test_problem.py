@@ -303,3 +303,14 @@ def test_a_moved_problem_run_still_reports_and_a_restaged_folder_is_a_new_task(t
     (folder / "evaluator.py").write_text("def evaluate(p):\n    return {'combined_score': 0.9}\n")
     assert ProblemSource.read(folder).stage(tmp_path / "st") == name
     assert get_task(name).evaluate(PROGRAM).combined_score == 0.9  # not the task staged there before
+
+
+def test_a_failing_initial_program_is_flagged_when_the_run_starts(tmp_path, capsys):
+    folder = make_problem(tmp_path / "p", program=PROGRAM.replace('MODE = "ok"', 'MODE = "raise"'))
+    with use_chat_models(**models(child(GAIN=3.0))):
+        code = main(["run", "--problem", str(folder), "--iterations", "1", "--run-dir", str(tmp_path / "run"),
+                     "--no-report"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 0
+    assert ("warning: the initial program is not ok (failed: the evaluator failed: RuntimeError: the evaluator "
+            "broke on purpose)") in err
