@@ -24,7 +24,9 @@ from pathlib import Path
 STAGED = "ce_problem"
 """Folder of the problem's files beside this package in the sandbox's ``lib`` (read-only)."""
 FOLDER = Path(__file__).resolve().parents[3] / STAGED
-if FOLDER.is_dir():  # before the runner imports the candidate, which may import the problem's own modules
+if os.environ.get("CONTEXTEVOLVE_SANDBOX") and FOLDER.is_dir():
+    # in the sandbox (its token is set), before the runner imports the candidate, which may import the
+    # problem's own modules; imported on the host for STAGED only, it changes nothing there
     sys.path.insert(0, str(FOLDER))
 MAX_STAGES = 3
 """OpenEvolve runs at most ``evaluate_stage1`` .. ``evaluate_stage3``."""

@@ -76,7 +76,12 @@ class ProblemTask(Task):
                 for p in folder_files(self.folder) if p != self.folder / SPEC_FILE}
 
     def job(self) -> EvalJob:
-        """One call: the user's evaluator (or its cascade) on the candidate's file, within ``spec.timeout_s``."""
+        """One call: the user's evaluator (or its cascade) on the candidate's file, within ``spec.timeout_s``
+        (built once: callers that only read ``entry`` do not copy the folder's files again)."""
+        return self._job
+
+    @cached_property
+    def _job(self) -> EvalJob:
         return EvalJob(harness=HARNESS, entry="", files=self._files, calls=[Call(
             fn="evaluate", timeout_s=self.spec.timeout_s,
             args={"evaluator": self.spec.evaluator, "cascade": self.spec.cascade,
@@ -121,11 +126,6 @@ class ProblemTask(Task):
         self.observe(metrics)  # the numbers are shown as metrics; the diagnostics are the evaluator's text
         return Evaluation(status="ok", metrics=metrics, combined_score=score, diagnostics=diagnostics)
 
-    def rejected(self, status, reason, *, seconds=0.0, diagnostics="", traceback=""):  # noqa: ANN001
-        """A rejection with score 0 and no metrics (the evaluator decides the metrics, so there are no worst values)."""
-        return Evaluation(status=status, reason=reason, seconds=seconds, combined_score=self.worst_score,
-                          traceback=traceback, diagnostics=diagnostics or f"Rejected: {reason}")
-
 
 def _diagnostics(text: dict[str, str]) -> str:
     """Artifacts and non-numeric metrics as ``name: value`` lines, capped at :data:`MAX_DIAGNOSTICS` characters."""
@@ -133,24 +133,25 @@ def _diagnostics(text: dict[str, str]) -> str:
     return out[:MAX_DIAGNOSTICS]
 
 
-_LOADED: dict[tuple[str, str], ProblemTask] = {}
+_LOADED: dict[tuple[str, int, int], ProblemTask] = {}
 _LOCK = threading.Lock()
 
 
 def problem_task(folder: str | Path) -> ProblemTask:
-    """The :class:`ProblemTask` of a staged folder, one instance per folder and version (its ``problem.json``
-    digest): a folder staged again with other files gets a fresh task, the same one keeps its metrics.
+    """The :class:`ProblemTask` of a staged folder, one instance per folder and version (its ``problem.json``,
+    told apart by a ``stat``: every node asks for the task): a folder staged again gets a fresh task, the
+    same one keeps its metrics.
 
     Raises:
         ProblemError: the folder holds no staged problem.
     """
     folder = Path(folder)
     try:
-        digest = ProblemSpec.model_validate_json((folder / SPEC_FILE).read_text()).digest
-    except (OSError, ValueError) as exc:
+        stat = (folder / SPEC_FILE).stat()
+    except OSError as exc:
         raise ProblemError(f"{folder} holds no staged problem ({SPEC_FILE}: {exc})") from None
     with _LOCK:
-        key = (str(folder), digest)
+        key = (str(folder), stat.st_mtime_ns, stat.st_ino)
         if key not in _LOADED:
             _LOADED[key] = ProblemTask(folder)
         return _LOADED[key]
