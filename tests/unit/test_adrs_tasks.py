@@ -182,7 +182,9 @@ def test_lb_cheats_are_rejected(body, fragment):
     ("    logcnt = torch.ones_like(logcnt)\n", "logcnt does not match"),          # under-reports replicas
     ("    log2phy[:, :, 0] = 0\n", "disagree"),                                   # all experts claim slot 0
     ("    log2phy = log2phy[:, :, :1].clone()\n", "lists 1 slots per expert"),     # drops the second replicas
-    ("    log2phy[:, :, 1] = log2phy[:, :, 0]\n", "padding"),                        # pads with slot ids
+    ("    log2phy[:, :, 1] = log2phy[:, :, 0]\n", "pad with exactly -1"),             # pads with slot ids
+    ("    log2phy[log2phy < 0] = -2\n", "exactly -1 after each expert's logcnt slots, found -2"),  # another negative
+    ("    log2phy[:, :, 0] = -1\n", "followed by -1 padding"),                        # a listed slot is padding
 ])
 def test_lb_inconsistent_maps_are_rejected(edit, fragment):
     source = LB_VALID.replace("    return phy2log, log2phy, logcnt\n", edit + "    return phy2log, log2phy, logcnt\n")

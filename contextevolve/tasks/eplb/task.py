@@ -90,9 +90,14 @@ def check_maps(phy2log: np.ndarray, log2phy: np.ndarray, logcnt: np.ndarray) -> 
     width = log2phy.shape[2]
     if width < logcnt.max():
         return f"log2phy lists {width} slots per expert but an expert has {logcnt.max()} replicas"
-    valid = log2phy >= 0
-    if not np.array_equal(valid, np.arange(width) < logcnt[..., None]):
+    valid = np.arange(width) < logcnt[..., None]
+    if np.any(log2phy[valid] < 0):
         return "log2phy must list logcnt slots per expert followed by -1 padding"
+    # a real EPLB consumer tells a slot from padding by the value -1, so any other negative is wrong
+    padding = log2phy[~valid]
+    if np.any(padding != -1):
+        return (f"log2phy must pad with exactly -1 after each expert's logcnt slots, "
+                f"found {int(padding[padding != -1][0])}")
     slots = np.where(valid, log2phy, 0)
     if slots.max() >= NUM_REPLICAS:
         return "log2phy holds slot ids beyond num_replicas"
