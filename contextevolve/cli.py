@@ -79,7 +79,7 @@ def child_line(lane: dict, started: float | None) -> str:
 API_ONLY_SETTINGS = frozenset({
     "task", "run_dir", "max_iterations",  # --task, --run-dir, --iterations: evolve() arguments of their own
     "api_key",  # CONTEXTEVOLVE_API_KEY / OPENAI_API_KEY only: never on a command line
-    "temperatures", "max_tokens", "request_timeout_s", "parent_selection", "tournament_size",
+    "temperatures", "max_tokens", "parent_selection", "tournament_size",
     "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
 })
 """Run settings (flat names, ``graph.context.flat_setting_names``) without a ``run`` flag (set them from
@@ -94,7 +94,8 @@ def run_settings(args: argparse.Namespace) -> dict:
     """
     settings = dict(
         base_url=args.base_url, model=args.model, models=_role_models(args.role_model) or None,
-        max_retries=args.max_retries, retry_wait_s=args.retry_wait, top_p=args.top_p, top_k=args.top_k, seed=args.seed,
+        max_retries=args.max_retries, retry_wait_s=args.retry_wait, request_timeout_s=args.request_timeout,
+        top_p=args.top_p, top_k=args.top_k, seed=args.seed,
         target_score=args.target_score, token_budget=args.token_budget,
         time_budget_s=args.time_budget * 60 if args.time_budget is not None else None,
         generation_mode=args.mode, repair_attempts=args.repair_attempts,
@@ -423,6 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="retries of an LLM request on connection errors, 429/5xx and malformed replies (default 4)")
     run.add_argument("--retry-wait", type=float, metavar="S",
                      help="first backoff wait between retries, seconds; doubles per retry (default 1)")
+    run.add_argument("--request-timeout", type=float, metavar="S",
+                     help="timeout of one LLM request, seconds; a timed-out request is retried (default 600)")
     run.add_argument("--seed", type=int)
     run.add_argument("--target-score", type=float)
     run.add_argument("--token-budget", type=int, help="stop after this many prompt+completion tokens")

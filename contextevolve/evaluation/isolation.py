@@ -19,7 +19,6 @@ any process still carrying the evaluation's environment token.
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -32,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextevolve.evaluation import cgroups, protocol
+from contextevolve.evaluation import cgroups, cleanup, protocol
 from contextevolve.evaluation.jobs import EvalJob
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.sandbox import HostSandbox, host_sandbox
@@ -40,8 +39,7 @@ from contextevolve.evaluation.sandbox import HostSandbox, host_sandbox
 #: Environment variables passed through to the candidate; everything else (API keys,
 #: tokens, endpoint settings) is dropped.
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
-#: Variable carrying the evaluation's token: how leftover processes are recognised.
-TOKEN_ENV = "CONTEXTEVOLVE_SANDBOX"
+TOKEN_ENV = cleanup.TOKEN_ENV
 #: Characters of captured stdout/stderr kept for diagnostics.
 _OUTPUT_TAIL = 2000
 #: Seconds between the host's checks of output and disk use.
@@ -125,8 +123,9 @@ def run_candidate(source: str, job: EvalJob, *, limits: SandboxLimits) -> Candid
         raise ValueError("run_candidate needs limits.wall_s; use SandboxLimits.resolved(task_timeout_s)")
     limits = limits.resolved(limits.wall_s)
     host = host_sandbox()
-    token = secrets.token_hex(8)
-    tmp = tempfile.mkdtemp(prefix="ce-eval-")
+    cleanup.remove_orphans()
+    token = cleanup.new_token()
+    tmp = tempfile.mkdtemp(prefix=f"{cleanup.DIR_PREFIX}{token}-")
     try:
         private, work = Path(tmp), Path(tmp) / "work"
         work.mkdir()
@@ -140,25 +139,17 @@ def run_candidate(source: str, job: EvalJob, *, limits: SandboxLimits) -> Candid
             run = CandidateRun("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:200]}", 0.0, "", "")
         finally:
             killed = group.destroy() if group else 0
-            killed += _sweep(token)
+            killed += cleanup.kill_tagged(token)
         run.leftovers_killed += killed
         run.notes = host.notes_for(limits.allow_network)
         return run
     finally:
-        _remove_tree(tmp)
-
-
-def _remove_tree(path: str) -> None:
-    """Delete an evaluation's directory, however deep or wide the candidate made it."""
-    try:
-        shutil.rmtree(path, ignore_errors=True)
-    except RecursionError:  # Python < 3.12 removes recursively
-        subprocess.run(["rm", "-rf", "--one-file-system", path], check=False, timeout=300)
+        cleanup.remove_tree(tmp)
 
 
 def _make_cgroup(token: str, limits: SandboxLimits) -> cgroups.EvalCgroup | None:
     try:
-        return cgroups.create(f"ce-{token}", max_processes=limits.max_processes,
+        return cgroups.create(f"{cleanup.CGROUP_PREFIX}{token}", max_processes=limits.max_processes,
                               memory_bytes=limits.memory_mb * 2**20)
     except OSError:
         return None
@@ -462,32 +453,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _proc_environ_has(pid: str, needle: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as fh:
-            return needle in fh.read().split(b"\0")
-    except OSError:
-        return False
-
-
-def _sweep(token: str) -> int:
-    """SIGKILL every process whose environment carries ``token`` (leftovers of one evaluation)."""
-    needle = f"{TOKEN_ENV}={token}".encode()
-    killed = 0
-    for _ in range(50):
-        found = [pid for pid in os.listdir("/proc") if pid.isdigit() and _proc_environ_has(pid, needle)]
-        if not found:
-            break
-        for pid in found:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-                killed += 1
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.02)
-    return killed
 
 
 def _user_processes() -> int:

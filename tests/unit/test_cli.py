@@ -136,7 +136,7 @@ def test_run_flags_and_run_settings_agree():
     from contextevolve.graph.context import SANDBOX_DEFAULTS, RunContext, check_setting_names, flat_setting_names
 
     everything = ["run", "--base-url", "http://h/v1", "--model", "m", "--role-model", "generator=g",
-                  "--max-retries", "1", "--retry-wait", "0.5", "--top-p", "0.8", "--top-k", "20", "--seed", "3", "--target-score", "30",
+                  "--max-retries", "1", "--retry-wait", "0.5", "--request-timeout", "7", "--top-p", "0.8", "--top-k", "20", "--seed", "3", "--target-score", "30",
                   "--token-budget", "9", "--time-budget", "1.5", "--mode", "diff", "--repair-attempts", "1", "--no-repair-restart",
                   "--no-prechecks", "--no-code-stop", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",

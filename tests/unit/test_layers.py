@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "contextevolve"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (0, ("contextevolve.graph.context", "contextevolve.graph.settings", "contextevolve.graph.state", "contextevolve.evaluation.limits",
-         "contextevolve.memory.records", "contextevolve.roles", "contextevolve.timing", "contextevolve.editing",
+         "contextevolve.memory.records", "contextevolve.roles", "contextevolve.timing", "contextevolve.editing", "contextevolve.leftovers",
          "contextevolve.splicing")),
     (1, ("contextevolve.memory", "contextevolve.llm", "contextevolve.prompts", "contextevolve.evaluation",
          "contextevolve.fixes")),

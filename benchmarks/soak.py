@@ -1,0 +1,345 @@
+"""Soak: a long run, SIGKILLed at random moments over and over, with faults throughout; then an audit.
+
+``contextevolve run`` runs as a child process (its own session) against the scripted, faulty
+endpoint of :mod:`benchmarks.soak_endpoint`. At seeded random moments (every ``--kill-min`` to
+``--kill-max`` seconds) the soak SIGKILLs the child's whole process group and resumes the run
+(``run --resume``), as an operator would, until the run exits 0. A run that stops by itself
+(exit 3: the endpoint failed every retry) is resumed too. The soak is the child's subreaper, so a
+process that escaped the process group is re-parented to it and found.
+
+Then it audits and prints one table: iterations committed vs asked; programs in the Evolve
+Buffer vs the checkpointed state (every ``last_round`` in the thread's checkpoint history) vs the
+Chroma collection, each id exactly once; tokens in the buffer vs tokens the endpoint served
+(the difference must lie within what was served while an iteration was uncommitted at a kill,
+which is counted); the best score recomputed by a fresh evaluation; processes, temporary files
+and SysV IPC objects left; run-directory size and peak RSS per 100 iterations; kills survived;
+wall time.
+
+Usage: python benchmarks/soak.py [--iterations 200] [--lanes 1] [--executor local|ray] [--seed 0]
+                                 [--kill-min 5] [--kill-max 40] [--out DIR] [--json FILE]
+
+Exit status 0 when every check holds, 1 otherwise. Not part of the test suite (it runs for minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.soak_endpoint import ScriptedEndpoint  # noqa: E402
+
+PR_SET_CHILD_SUBREAPER = 36
+REQUEST_TIMEOUT_S = 4.0
+TASK = "model_placement"
+
+
+# --------------------------------------------------------------------------- processes
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state letter, parent pid) of ``pid``, or None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()
+    return fields[0], int(fields[1])
+
+
+def descendants(root: int) -> list[int]:
+    """Living (non-zombie) processes below ``root``."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (info := _stat(int(entry))) and info[0] != "Z":
+            parents.setdefault(info[1], []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def reap_orphans(keep: int | None) -> None:
+    """Collect exited processes re-parented to us (we are a subreaper), except the run itself."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != keep and (info := _stat(int(entry))) and \
+                info == ("Z", os.getpid()):
+            try:
+                os.waitpid(int(entry), os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:160]
+    except OSError:
+        return "?"
+
+
+def sysv_ipc() -> int:
+    """SysV shared-memory segments, semaphore sets and message queues on the machine."""
+    return sum(max(0, len(Path(f"/proc/sysvipc/{kind}").read_text().splitlines()) - 1)
+               for kind in ("shm", "sem", "msg") if Path(f"/proc/sysvipc/{kind}").exists())
+
+
+def cgroup_entries() -> set[str]:
+    """The evaluation control groups (``ce-*``) on the machine."""
+    from contextevolve.evaluation import cgroups
+
+    return {str(p) for base in cgroups.available().values() for p in base.glob("ce-*")}
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+# --------------------------------------------------------------------------- the run
+
+class Monitor(threading.Thread):
+    """Polls the run: committed programs (read-only SQLite) and the RSS of everything below us."""
+
+    def __init__(self, buffer_path: Path):
+        super().__init__(daemon=True)
+        self.buffer_path = buffer_path
+        self.committed = 0
+        self.commit_seen_before = 0.0
+        """Monotonic time of the last poll *before* the latest change of ``committed`` was seen:
+        the latest commit happened after it."""
+        self.peak_rss: dict[int, int] = {}
+        self.stop = threading.Event()
+
+    def _count(self) -> int | None:
+        if not self.buffer_path.exists():
+            return None
+        try:
+            db = sqlite3.connect(f"file:{self.buffer_path}?mode=ro", uri=True, timeout=1)
+            try:
+                return db.execute("SELECT count(*) FROM programs WHERE committed = 1").fetchone()[0]
+            finally:
+                db.close()
+        except sqlite3.Error:
+            return None
+
+    def run(self) -> None:
+        previous_poll = time.monotonic()
+        while not self.stop.wait(0.25):
+            count = self._count()
+            if count is not None and count != self.committed:
+                self.committed, self.commit_seen_before = count, previous_poll
+            bucket = max(0, self.committed - 1) // 100
+            self.peak_rss[bucket] = max(self.peak_rss.get(bucket, 0), rss_bytes(descendants(os.getpid())))
+            previous_poll = time.monotonic()
+
+
+def run_command(args: argparse.Namespace, run_dir: Path, url: str) -> list[str]:
+    if (run_dir / "run.json").exists():
+        return [sys.executable, "-m", "contextevolve.cli", "run", "--resume", "--run-dir", str(run_dir)]
+    return [sys.executable, "-m", "contextevolve.cli", "run", "--task", TASK, "--iterations", str(args.iterations),
+            "--run-dir", str(run_dir), "--base-url", url, "--model", "ctx", "--role-model", "generator=gen",
+            "--max-retries", "2", "--retry-wait", "0.05", "--request-timeout", str(REQUEST_TIMEOUT_S),
+            "--seed", str(args.seed), "--lanes", str(args.lanes), "--eval-workers", str(args.lanes),
+            "--executor", args.executor, "--eval-timeout", "10", "--no-report"]
+
+
+def soak(args: argparse.Namespace) -> dict:
+    """Run the killed-and-resumed run to completion; return what the audit needs."""
+    out = Path(args.out)
+    run_dir, tmp = out / "run", out / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(args.seed)
+    endpoint = ScriptedEndpoint(args.seed, hang_s=REQUEST_TIMEOUT_S + 1)
+    env = dict(os.environ, TMPDIR=str(tmp), OPENAI_API_KEY="soak", PYTHONPATH=str(ROOT))
+    monitor = Monitor(run_dir / "buffer.sqlite")
+    monitor.start()
+    kills, stops, launches, at_risk, in_flight_at_kills, exits = 0, 0, 0, 0, 0, []
+    started = time.monotonic()
+    log = (out / "run.log").open("ab")
+    while True:
+        launched = time.monotonic()
+        launches += 1
+        child = subprocess.Popen(run_command(args, run_dir, endpoint.url), cwd=ROOT, env=env, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = launched + rng.uniform(args.kill_min, args.kill_max)
+        while child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            reap_orphans(child.pid)
+        if child.poll() is None:
+            in_flight_at_kills += endpoint.in_flight
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            kills += 1
+        else:
+            exits.append(child.returncode)
+            if child.returncode == 0:
+                break
+            if child.returncode != 3:  # 3: the endpoint failed every retry; anything else is a defect
+                raise SystemExit(f"the run exited {child.returncode} (see {out / 'run.log'})")
+            stops += 1
+        time.sleep(0.3)  # a reply being written to the dead client lands in this launch's window
+        # what was served since the later of this launch and the last commit may be unaccounted
+        window_start = max(launched, monitor.commit_seen_before)
+        at_risk += endpoint.served_between(window_start, time.monotonic())
+        if launches > 20 * (args.iterations + 10):
+            raise SystemExit("the run makes no progress")
+    wall = time.monotonic() - started
+    time.sleep(1.0)
+    monitor.stop.set()
+    monitor.join()
+    reap_orphans(None)
+    endpoint.close()
+    return dict(run_dir=run_dir, tmp=tmp, endpoint=endpoint, kills=kills, stops=stops, launches=launches,
+                at_risk=at_risk, in_flight_at_kills=in_flight_at_kills, wall_s=wall, peak_rss=monitor.peak_rss)
+
+
+# --------------------------------------------------------------------------- the audit
+
+def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, str, bool]]:
+    """Rows (what, measured, ok) of the soak's table."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from contextevolve.memory.buffer import EvolveBuffer
+    from contextevolve.memory.vectors import AbstractIndex
+    from contextevolve.roles import total_tokens
+    from contextevolve.tasks.registry import get_task
+
+    run_dir: Path = ran["run_dir"]
+    buffer = EvolveBuffer(run_dir / "buffer.sqlite")
+    committed = buffer.committed()
+    ids = [r.id for r in committed]
+    children = sorted(r.iteration for r in committed if r.iteration > 0)
+    rows = [("iterations committed / asked", f"{len(children)} / {args.iterations}",
+             children == list(range(1, args.iterations + 1)))]
+    with sqlite3.connect(f"file:{run_dir / 'buffer.sqlite'}?mode=ro", uri=True) as db:
+        uncommitted = db.execute("SELECT count(*) FROM programs WHERE committed = 0").fetchone()[0]
+    rows.append(("programs in the Evolve Buffer (committed; uncommitted)",
+                 f"{len(ids)} ({len(set(ids))} distinct); {uncommitted}", len(ids) == len(set(ids)) == args.iterations + 1))
+
+    conn = sqlite3.connect(f"file:{run_dir / 'checkpoints.sqlite'}?mode=ro", uri=True, check_same_thread=False)
+    in_state, checkpoints, final_usage = set(), 0, None
+    for item in SqliteSaver(conn).list({"configurable": {"thread_id": "main"}}):
+        values = item.checkpoint["channel_values"]
+        checkpoints += 1
+        if final_usage is None and "total_usage" in values:
+            final_usage = values["total_usage"]
+        for lane in values.get("last_round") or []:
+            in_state.add(lane["child_id"])
+        for key in ("initial_id", "best_id"):
+            if values.get(key):
+                in_state.add(values[key])
+    conn.close()
+    rows.append(("programs in the checkpointed state (history of last_round, initial, best)",
+                 f"{len(in_state)} in {checkpoints} checkpoints", in_state == set(ids)))
+
+    chroma = AbstractIndex(run_dir / "chroma").ids()
+    rows.append(("programs in the Chroma collection", str(len(chroma)), chroma == set(ids)))
+
+    in_buffer = sum(total_tokens(r.tokens) for r in committed)
+    served = sum(s.tokens for s in ran["endpoint"].served)
+    state_tokens = total_tokens(final_usage)
+    lost = served - in_buffer
+    rows.append(("tokens in the buffer / in the state / served by the endpoint",
+                 f"{in_buffer:,} / {state_tokens:,} / {served:,}", in_buffer == state_tokens))
+    rows.append(("served but not in the buffer / served while uncommitted at a kill",
+                 f"{lost:,} / {ran['at_risk']:,}", 0 <= lost <= ran["at_risk"]))
+    rows.append(("requests in flight at the kills", str(ran["in_flight_at_kills"]), True))
+
+    task = get_task(TASK)
+    best = buffer.best(task.higher_is_better)
+    fresh = task.evaluate(best.source)
+    rows.append(("best score stored / recomputed by a fresh evaluation",
+                 f"{best.combined_score:.6f} / {fresh.combined_score:.6f}",
+                 fresh.status == "ok" and abs(fresh.combined_score - best.combined_score) <= task.score_tolerance))
+    buffer.close()
+
+    left = [pid for pid in descendants(os.getpid())]
+    rows.append(("processes left (below the soak, its subreaper)",
+                 "0" if not left else f"{len(left)}: " + "; ".join(cmdline(p) for p in left[:3]), not left))
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    # torch keeps its compile cache in TMPDIR/torchinductor_<user>: one, reused, not a leftover
+    tmp_left = sorted(n for n in os.listdir(ran["tmp"]) if not n.startswith("torchinductor_"))
+    rows.append(("temporary files left (the run's TMPDIR)", f"{len(tmp_left)} {tmp_left[:3]}" if tmp_left else "0",
+                 not tmp_left))
+    from contextevolve.leftovers import orphaned
+
+    # another soak or run may be evaluating now: only groups whose owner is gone are left over
+    groups = orphaned([Path(p) for p in cgroup_entries() - before["cgroups"]], "ce-")
+    rows.append(("control groups left", str(len(groups)), not groups))
+    shm_new = shm_entries() - before["shm"]
+    ipc = sysv_ipc() - before["ipc"]
+    rows.append(("SysV IPC objects / /dev/shm entries left", f"{ipc} / {len(shm_new)}", ipc <= 0 and not shm_new))
+    size = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file())
+    rows.append(("run directory size", f"{size / 2**20:.1f} MiB", True))
+    rss = ", ".join(f"{100 * b + 1}-{100 * b + 100}: {v / 2**20:.0f} MiB" for b, v in sorted(ran["peak_rss"].items()))
+    rows.append(("peak RSS per 100 iterations (run + sandbox)", rss, True))
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(ran["endpoint"].kinds.items()))
+    rows.append(("endpoint replies", kinds, True))
+    rows.append(("kills survived / endpoint stops resumed / launches",
+                 f"{ran['kills']} / {ran['stops']} / {ran['launches']}", True))
+    rows.append(("wall time", f"{ran['wall_s'] / 60:.1f} min", True))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--iterations", type=int, default=200)
+    parser.add_argument("--lanes", type=int, default=1)
+    parser.add_argument("--executor", choices=["local", "ray"], default="local")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--kill-min", type=float, default=5.0, help="seconds (default 5)")
+    parser.add_argument("--kill-max", type=float, default=40.0, help="seconds (default 40)")
+    parser.add_argument("--out", help="folder for the run, its log and TMPDIR (default: a new temporary folder)")
+    parser.add_argument("--json", help="also write the table here")
+    args = parser.parse_args()
+    args.out = args.out or tempfile.mkdtemp(prefix="ce-soak-")
+    if Path(args.out, "run").exists():
+        parser.error(f"{args.out}/run exists: give a new --out")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        parser.error("cannot become a child subreaper (prctl)")
+    before = {"shm": shm_entries(), "ipc": sysv_ipc(), "cgroups": cgroup_entries()}
+    print(f"soak: {args.iterations} iterations, lanes {args.lanes}, {args.executor} executor, seed {args.seed}, "
+          f"kills every {args.kill_min:g}-{args.kill_max:g} s, in {args.out}", flush=True)
+    rows = audit(args, soak(args), before)
+    width = max(len(r[0]) for r in rows)
+    print(f"\n| {'check'.ljust(width)} | measured | ok |\n|{'-' * (width + 2)}|---|---|")
+    for what, value, ok in rows:
+        print(f"| {what.ljust(width)} | {value} | {'yes' if ok else 'NO'} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps([{"check": w, "measured": v, "ok": ok} for w, v, ok in rows], indent=1))
+    if all(ok for *_, ok in rows):
+        shutil.rmtree(Path(args.out) / "tmp", ignore_errors=True)
+    return 0 if all(ok for *_, ok in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
