@@ -232,8 +232,9 @@ class EmbeddedServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise EmbeddedModelError(f"embedded LLM server exited with code {self._proc.returncode}: "
-                                         f"{self._log_tail()}")
+                code, tail = self._proc.returncode, self._log_tail()
+                self.stop()  # removes its log
+                raise EmbeddedModelError(f"embedded LLM server exited with code {code}: {tail}")
             try:
                 with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
                     if resp.status == 200:
@@ -241,8 +242,9 @@ class EmbeddedServer:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.5)
+        tail = self._log_tail()
         self.stop()
-        raise EmbeddedModelError(f"embedded LLM server not ready after {timeout_s:g} s: {self._log_tail()}")
+        raise EmbeddedModelError(f"embedded LLM server not ready after {timeout_s:g} s: {tail}")
 
     def _log_tail(self) -> str:
         try:

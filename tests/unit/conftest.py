@@ -10,6 +10,9 @@ import pytest
 
 from contextevolve.llm import embedded
 
+REAL_START = embedded.EmbeddedServer.start
+"""The unguarded start, for a test that starts a server on a file that is not a model (it exits at once)."""
+
 
 @pytest.fixture(autouse=True)
 def no_embedded_llm(monkeypatch):

@@ -152,3 +152,31 @@ def test_completion_cap_reaches_non_openai_servers():
     assert local.extra_body == {"max_tokens": DEFAULT_MAX_TOKENS["navigator"]} == {"max_tokens": 100}
     official = create_chat_model("navigator", RunContext(base_url="https://api.openai.com/v1", model="m"))
     assert official.extra_body is None and official.max_tokens == 100
+
+
+def test_a_server_start_removes_the_logs_of_killed_servers_and_a_failed_start_keeps_none(monkeypatch, tmp_path):
+    """A run killed with SIGKILL leaves its server's log in the temporary directory; the next start
+    removes it (and only logs whose owner is gone). A server that exits at start leaves no log."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from contextevolve.leftovers import owner_tag
+    from contextevolve.llm.embedded import LOG_PREFIX, EmbeddedModelError, EmbeddedServer
+    from tests.unit.conftest import REAL_START
+
+    monkeypatch.setattr(EmbeddedServer, "start", REAL_START)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead_tag = owner_tag(dead.pid)
+    dead.wait()
+    killed = tmp_path / f"{LOG_PREFIX}{dead_tag}-x.log"
+    live = tmp_path / f"{LOG_PREFIX}{owner_tag()}-y.log"
+    killed.write_text("old")
+    live.write_text("another run's")
+    bogus = tmp_path / "model.gguf"
+    bogus.write_bytes(b"not a model")
+    with pytest.raises(EmbeddedModelError, match="exited with code"):
+        EmbeddedServer(bogus, threads=1).start(timeout_s=120)
+    assert not killed.exists() and live.exists()
+    assert sorted(p.name for p in tmp_path.glob(f"{LOG_PREFIX}*")) == [live.name]
