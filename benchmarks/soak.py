@@ -124,9 +124,10 @@ def shm_entries() -> set[str]:
 class Monitor(threading.Thread):
     """Polls the run: committed programs (read-only SQLite) and the RSS of everything below us."""
 
-    def __init__(self, buffer_path: Path):
+    def __init__(self, buffer_path: Path, iterations: int):
         super().__init__(daemon=True)
         self.buffer_path = buffer_path
+        self.last_iteration = iterations
         self.committed = 0
         self.commit_seen_before = 0.0
         """Monotonic time of the last poll *before* the latest change of ``committed`` was seen:
@@ -148,11 +149,12 @@ class Monitor(threading.Thread):
 
     def run(self) -> None:
         previous_poll = time.monotonic()
-        while not self.stop.wait(0.25):
+        while not self.stop.wait(0.5):
             count = self._count()
             if count is not None and count != self.committed:
                 self.committed, self.commit_seen_before = count, previous_poll
-            bucket = max(0, self.committed - 1) // 100
+            # the iteration under way is the committed count (the initial program is one of them)
+            bucket = min(max(0, self.committed - 1), self.last_iteration - 1) // 100
             self.peak_rss[bucket] = max(self.peak_rss.get(bucket, 0), rss_bytes(descendants(os.getpid())))
             previous_poll = time.monotonic()
 
@@ -175,7 +177,7 @@ def soak(args: argparse.Namespace) -> dict:
     rng = random.Random(args.seed)
     endpoint = ScriptedEndpoint(args.seed, hang_s=REQUEST_TIMEOUT_S + 1)
     env = dict(os.environ, TMPDIR=str(tmp), OPENAI_API_KEY="soak", PYTHONPATH=str(ROOT))
-    monitor = Monitor(run_dir / "buffer.sqlite")
+    monitor = Monitor(run_dir / "buffer.sqlite", args.iterations)
     monitor.start()
     kills, stops, launches, at_risk, in_flight_at_kills, exits = 0, 0, 0, 0, 0, []
     started = time.monotonic()
@@ -186,9 +188,12 @@ def soak(args: argparse.Namespace) -> dict:
         child = subprocess.Popen(run_command(args, run_dir, endpoint.url), cwd=ROOT, env=env, stdout=log,
                                  stderr=subprocess.STDOUT, start_new_session=True)
         deadline = launched + rng.uniform(args.kill_min, args.kill_max)
+        polls = 0
         while child.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-            reap_orphans(child.pid)
+            polls += 1
+            if polls % 10 == 0:  # scanning /proc costs CPU the run needs
+                reap_orphans(child.pid)
         if child.poll() is None:
             in_flight_at_kills += endpoint.in_flight
             os.killpg(child.pid, signal.SIGKILL)

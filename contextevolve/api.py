@@ -327,24 +327,34 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         graph = build_graph(SqliteSaver(conn))
         config = {"configurable": {"thread_id": THREAD_ID},
                   "recursion_limit": (ctx.max_iterations + 2) * (10 + 2 * ctx.search.repair_attempts)}
-        pending = graph.get_state(config).next if resume else ()
+        # every task of the latest checkpoint, also one whose writes were saved just before a kill
+        # (``next`` leaves those out): with any, the stream resumes and applies the saved writes;
+        # new input instead would drop them (a round committed to the buffer but never counted)
+        pending = tuple(t.name for t in graph.get_state(config).tasks) if resume else ()
         unknown = sorted(set(pending) - set(graph.nodes))
         if unknown:
             raise RunDirError(f"{root} was checkpointed by an older version of the graph (pending nodes "
                               f"{', '.join(unknown)}); it cannot be resumed: start a new run directory")
         # durability="sync": each step's checkpoint is written before the next step starts, so a kill
         # replays at most the step in flight
-        for event in graph.stream(None if pending else {}, config, context=ctx, stream_mode="tasks",
-                                  durability="sync"):
-            node = event.get("name", "")
-            child = (program_id(int(_field(event.get("input"), "iteration", 0)) + 1)
-                     if node in LANE_NODES else None)
-            if "result" not in event:  # a node starts
-                if on_phase is not None:
-                    on_phase(node, child)
-            elif on_update is not None and not event.get("error"):
-                on_update(node, _written(event.get("result")))
-        final = graph.get_state(config).values
+        payload = None if pending else {}
+        while True:
+            for event in graph.stream(payload, config, context=ctx, stream_mode="tasks", durability="sync"):
+                node = event.get("name", "")
+                child = (program_id(int(_field(event.get("input"), "iteration", 0)) + 1)
+                         if node in LANE_NODES else None)
+                if "result" not in event:  # a node starts
+                    if on_phase is not None:
+                        on_phase(node, child)
+                elif on_update is not None and not event.get("error"):
+                    on_update(node, _written(event.get("result")))
+            snapshot = graph.get_state(config)
+            # the finished step may have stopped the run under the old budget: new input lets
+            # initialize check the stop rule again with this call's settings
+            if payload is not None or snapshot.tasks or snapshot.values.get("iteration", 0) >= ctx.max_iterations:
+                break
+            payload = {}
+        final = snapshot.values
     except EndpointUnavailable as exc:
         exc.run_dir = root
         close_memory(root)

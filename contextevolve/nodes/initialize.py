@@ -66,6 +66,8 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         elapsed = round(elapsed + watch.seconds["initialize"], 3)
     best = memory.buffer.best(task.higher_is_better) or record
     iteration = max(state.iteration, memory.buffer.max_iteration())
+    if iteration > state.iteration:  # a round committed to the buffer whose checkpoint was lost:
+        usage = memory.buffer.token_usage()  # the buffer, the source of truth, counts its tokens
     return {
         "iteration": iteration,
         "initial_id": record.id,
@@ -78,7 +80,7 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         "elapsed_s": elapsed,
         "round_size": round_size(ctx, iteration),
         # a round abandoned by new input on the thread (its pending sends dropped) is forgotten: its
-        # children were never committed, so the next round makes those iterations again
+        # uncommitted children are made again by the next round (committed ones are counted above)
         "lane_results": Overwrite([]),
         "lanes": Overwrite([]),
         "run_identity": run_identity(ctx),

@@ -413,3 +413,59 @@ def test_a_time_budget_stops_the_run_between_rounds(tmp_path, models):
     assert spent.iterations == 0 and "time budget reached" in spent.stop_reason  # the initial program took longer
     with pytest.raises(ValueError, match="time_budget_s must be > 0"):
         evolve("model_placement", iterations=1, run_dir=tmp_path / "u", time_budget_s=0)
+
+
+def _cut_before_the_last_commit_was_checkpointed(run_dir: Path) -> None:
+    """Make the checkpoint store look as after a SIGKILL that landed after ``update_buffer`` had
+    committed its round to the buffer and saved its writes, but before the step's checkpoint."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(run_dir / "checkpoints.sqlite")
+    history = list(SqliteSaver(conn).list({"configurable": {"thread_id": "main"}}))
+    cut = next(t for t in history if any(w[1] == "last_round" for w in t.pending_writes or []))
+    newest = cut.config["configurable"]["checkpoint_id"]
+    conn.execute("DELETE FROM checkpoints WHERE checkpoint_id > ?", (newest,))
+    conn.execute("DELETE FROM writes WHERE checkpoint_id > ?", (newest,))
+    conn.commit()
+    conn.close()
+
+
+def _checkpointed_tokens(run_dir: Path) -> int:
+    """Total tokens in the newest checkpoint itself (pending writes not applied)."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from contextevolve.roles import total_tokens
+
+    conn = sqlite3.connect(run_dir / "checkpoints.sqlite")
+    newest = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "main"}})
+    conn.close()
+    return total_tokens(newest.checkpoint["channel_values"].get("total_usage"))
+
+
+@pytest.mark.parametrize("how", ["resume", "new input"])
+def test_a_kill_between_the_commit_and_its_checkpoint_loses_no_tokens(tmp_path, models, how):
+    """Found by benchmarks/soak.py: resuming on new input after such a kill dropped the saved writes of
+    update_buffer, so the round's children were in the buffer but their tokens never in the run's
+    total (the token budget undercounted) and the round never in ``last_round``."""
+    from contextevolve.api import thread_state
+    from contextevolve.memory.buffer import EvolveBuffer
+    from contextevolve.roles import total_tokens
+
+    run_dir = tmp_path / "r"
+    evolve("model_placement", iterations=2, run_dir=run_dir, max_retries=0)
+    buffer = EvolveBuffer(run_dir / "buffer.sqlite")
+    in_buffer = total_tokens(buffer.token_usage())
+    buffer.close()
+    _cut_before_the_last_commit_was_checkpointed(run_dir)
+    assert _checkpointed_tokens(run_dir) < in_buffer  # the round is not counted yet
+    if how == "resume":
+        evolve("model_placement", iterations=2, run_dir=run_dir, resume=True)
+    else:  # new input on the thread: initialize runs again
+        evolve("model_placement", iterations=3, run_dir=run_dir, resume=True)
+    state = thread_state(run_dir)
+    buffer = EvolveBuffer(run_dir / "buffer.sqlite")
+    assert total_tokens(state["total_usage"]) == _checkpointed_tokens(run_dir) == total_tokens(buffer.token_usage())
+    assert [r.id for r in buffer.committed()] == [f"it{n:05d}" for n in range(3 if how == "resume" else 4)]
+    buffer.close()
+    if how == "resume":
+        assert [lane["child_id"] for lane in state["last_round"]] == ["it00002"]
