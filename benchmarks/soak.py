@@ -172,8 +172,10 @@ def run_command(args: argparse.Namespace, run_dir: Path, url: str) -> list[str]:
 def soak(args: argparse.Namespace) -> dict:
     """Run the killed-and-resumed run to completion; return what the audit needs."""
     out = Path(args.out)
-    run_dir, tmp = out / "run", out / "tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
+    run_dir = out / "run"
+    out.mkdir(parents=True, exist_ok=True)
+    # the run's own TMPDIR, short: Ray puts its sockets there, and a Unix socket path has 107 bytes at most
+    tmp = Path(tempfile.mkdtemp(prefix="ce-soak-", dir="/tmp"))
     rng = random.Random(args.seed)
     endpoint = ScriptedEndpoint(args.seed, hang_s=REQUEST_TIMEOUT_S + 1)
     env = dict(os.environ, TMPDIR=str(tmp), OPENAI_API_KEY="soak", PYTHONPATH=str(ROOT))
@@ -290,10 +292,17 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-    # torch keeps its compile cache in TMPDIR/torchinductor_<user>: one, reused, not a leftover
-    tmp_left = sorted(n for n in os.listdir(ran["tmp"]) if not n.startswith("torchinductor_"))
+    # kept in TMPDIR by libraries on purpose, also after a clean exit: torch's compile cache
+    # (torchinductor_<user>, one, reused) and Ray's session folders (ray/session_*, its logs)
+    kept = {n for n in os.listdir(ran["tmp"]) if n.startswith("torchinductor_") or n == "ray"}
+    tmp_left = sorted(set(os.listdir(ran["tmp"])) - kept)
     rows.append(("temporary files left (the run's TMPDIR)", f"{len(tmp_left)} {tmp_left[:3]}" if tmp_left else "0",
                  not tmp_left))
+    if (ran["tmp"] / "ray").is_dir():
+        sessions = len(list((ran["tmp"] / "ray").glob("session_2*")))
+        ray_bytes = sum(p.stat().st_size for p in (ran["tmp"] / "ray").rglob("*") if p.is_file() and not p.is_symlink())
+        rows.append(("Ray's own session folders (its logs, kept by Ray)",
+                     f"{sessions} sessions, {ray_bytes / 2**20:.1f} MiB", True))
     from contextevolve.leftovers import orphaned
 
     # another soak or run may be evaluating now: only groups whose owner is gone are left over
@@ -322,7 +331,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kill-min", type=float, default=5.0, help="seconds (default 5)")
     parser.add_argument("--kill-max", type=float, default=40.0, help="seconds (default 40)")
-    parser.add_argument("--out", help="folder for the run, its log and TMPDIR (default: a new temporary folder)")
+    parser.add_argument("--out", help="folder for the run and its log (default: a new temporary folder)")
     parser.add_argument("--json", help="also write the table here")
     args = parser.parse_args()
     args.out = args.out or tempfile.mkdtemp(prefix="ce-soak-")
@@ -334,7 +343,8 @@ def main() -> int:
     before = {"shm": shm_entries(), "ipc": sysv_ipc(), "cgroups": cgroup_entries()}
     print(f"soak: {args.iterations} iterations, lanes {args.lanes}, {args.executor} executor, seed {args.seed}, "
           f"kills every {args.kill_min:g}-{args.kill_max:g} s, in {args.out}", flush=True)
-    rows = audit(args, soak(args), before)
+    ran = soak(args)
+    rows = audit(args, ran, before)
     width = max(len(r[0]) for r in rows)
     print(f"\n| {'check'.ljust(width)} | measured | ok |\n|{'-' * (width + 2)}|---|---|")
     for what, value, ok in rows:
@@ -342,7 +352,7 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps([{"check": w, "measured": v, "ok": ok} for w, v, ok in rows], indent=1))
     if all(ok for *_, ok in rows):
-        shutil.rmtree(Path(args.out) / "tmp", ignore_errors=True)
+        shutil.rmtree(ran["tmp"], ignore_errors=True)
     return 0 if all(ok for *_, ok in rows) else 1
 
 
