@@ -121,7 +121,8 @@ class RayExecutor(Executor):
                          runtime_env={"env_vars": {"PYTHONPATH": path}},
                          **({} if address else {"num_cpus": max(workers, os.cpu_count() or 1)}))
             except Exception as exc:  # noqa: BLE001 - ray raises ConnectionError and others
-                raise ExecutorError(f"cannot connect to Ray at {address or 'a new local instance'}: {exc}") from exc
+                raise ExecutorError(f"cannot connect to Ray at {address or 'a new local instance'}: {exc}"
+                                    f"{_auth_hint(address)}") from exc
         self._remote = ray.remote(num_cpus=1, max_retries=0)(evaluate_by_name)
 
     def evaluate(self, task: str, source: str, *, timeout_s: float | None = None,
@@ -148,6 +149,17 @@ _lock = threading.Lock()
 
 
 @functools.cache
+def _auth_hint(address: str | None) -> str:
+    """A hint for a refused connection where Ray's token authentication may be why: a local
+    ``ray.init`` writes ``~/.ray/auth_token`` (Ray 2.5x), after which a head started with ``ray start``
+    demands the token, which a client sends only with ``RAY_AUTH_MODE=token``."""
+    token = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if address is None or "RAY_AUTH_MODE" in os.environ or not token.is_file():
+        return ""
+    return (f"; if the cluster uses Ray's token authentication ({token} exists), set RAY_AUTH_MODE=token, "
+            "or start the head with RAY_AUTH_MODE=disabled")
+
+
 def _cached(kind: ExecutorKind, workers: int, address: str | None) -> Executor:
     if kind == "ray":
         return RayExecutor(workers, address)

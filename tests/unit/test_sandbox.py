@@ -33,6 +33,9 @@ def _ray_address(tmp: Path) -> tuple[str, dict]:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY",)}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # without it, a head started where ~/.ray/auth_token exists (written by any earlier local ray.init,
+    # e.g. a run with --executor ray) requires the token, which this test's client does not send
+    env["RAY_AUTH_MODE"] = "disabled"
     subprocess.run([str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}",
                     "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={tmp}", "--disable-usage-stats"],
                    check=True, capture_output=True, env=env, timeout=180)
@@ -419,3 +422,20 @@ def test_host_side_limits_hold_against_odd_trees_and_replies(executor, attack, f
     assert fragment in f"{result.status} {result.reason}", result.reason
     leftover = [d for d in set(os.listdir(tempfile.gettempdir())) - before if d.startswith("ce-eval-")]
     assert leftover == []
+
+
+def test_a_refused_ray_connection_names_token_authentication_where_it_may_be_why(tmp_path, monkeypatch):
+    """After any local ``ray.init`` (Ray 2.5x writes ~/.ray/auth_token), a head started with ``ray start``
+    refuses clients without ``RAY_AUTH_MODE=token``; the error says so (seen by benchmarks/soak.py)."""
+    pytest.importorskip("ray")
+    from contextevolve.evaluation.executors import _auth_hint
+
+    token = tmp_path / "auth_token"
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    assert _auth_hint("127.0.0.1:6379") == ""  # no token file: not the reason
+    token.write_text("t")
+    assert "RAY_AUTH_MODE=token" in _auth_hint("127.0.0.1:6379")
+    assert _auth_hint(None) == ""  # a local instance we start ourselves
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert _auth_hint("127.0.0.1:6379") == ""  # already chosen
