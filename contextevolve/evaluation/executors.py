@@ -148,7 +148,6 @@ class RayExecutor(Executor):
 _lock = threading.Lock()
 
 
-@functools.cache
 def _auth_hint(address: str | None) -> str:
     """A hint for a refused connection where Ray's token authentication may be why: a local
     ``ray.init`` writes ``~/.ray/auth_token`` (Ray 2.5x), after which a head started with ``ray start``
@@ -160,6 +159,7 @@ def _auth_hint(address: str | None) -> str:
             "or start the head with RAY_AUTH_MODE=disabled")
 
 
+@functools.cache
 def _cached(kind: ExecutorKind, workers: int, address: str | None) -> Executor:
     if kind == "ray":
         return RayExecutor(workers, address)
