@@ -4,10 +4,12 @@ remove what a SIGKILLed one left behind.
 A process killed with SIGKILL runs no ``finally`` and no ``atexit``: an evaluation's temporary
 directory and control groups, or the embedded server's log, stay behind, one per kill, for ever.
 Everything of that kind is therefore named ``<prefix><owner>-<rest>``, where ``<owner>`` is
-``<pid>.<start time>`` of the creating process (the start time, in clock ticks since boot from
-``/proc/<pid>/stat``, tells a live owner from a recycled pid). Anyone may remove an entry whose
-owner is no longer running; entries of live owners and names without an owner are never touched,
-so runs sharing a machine (and its ``/tmp``) leave each other alone.
+``<pid>.<start time>.<pid namespace>`` of the creating process (the start time, in clock ticks
+since boot from ``/proc/<pid>/stat``, tells a live owner from a recycled pid; the namespace's
+inode number tells whether that pid means anything here). Anyone may remove an entry whose owner
+is no longer running; entries of live owners, of owners in another pid namespace (a container
+sharing ``/tmp``) and names without an owner are never touched, so runs sharing a machine leave
+each other alone.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-_OWNER = re.compile(r"(\d+)\.(\d+)-")
+_OWNER = re.compile(r"(\d+\.\d+\.\d+)-")
 
 
 def _start_time(pid: int) -> str | None:
@@ -30,28 +32,38 @@ def _start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
 
 
+def _pid_namespace() -> int:
+    """Inode number of this process's pid namespace (0 where ``/proc`` does not tell)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
 def owner_tag(pid: int | None = None) -> str:
-    """``<pid>.<start time>`` of ``pid`` (default: this process); start time 0 where ``/proc`` is unreadable."""
+    """``<pid>.<start time>.<pid namespace>`` of ``pid`` (default: this process, whose namespace it
+    shares); start time 0 where ``/proc`` is unreadable."""
     pid = os.getpid() if pid is None else pid
-    return f"{pid}.{_start_time(pid) or 0}"
+    return f"{pid}.{_start_time(pid) or 0}.{_pid_namespace()}"
 
 
 def owner_alive(tag: str) -> bool:
-    """True when the process that ``tag`` names is still running (a pid reused since counts as dead)."""
-    pid, _, start = tag.partition(".")
-    if not pid.isdigit():
+    """True unless ``tag`` names a process of this pid namespace that is no longer running (a pid
+    reused since counts as gone); a tag we cannot judge (another namespace, not a tag) counts as alive."""
+    parts = tag.split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[2]) != _pid_namespace():
         return True  # not ours to judge
-    now = _start_time(int(pid))
-    return now is not None and (start == "0" or now == start)
+    now = _start_time(int(parts[0]))
+    return now is not None and (parts[1] == "0" or now == parts[1])
 
 
 def orphaned(entries: Iterable[Path], prefix: str) -> list[Path]:
-    """The entries named ``<prefix><pid>.<start>-...`` whose owner is no longer running."""
+    """The entries named ``<prefix><owner tag>-...`` whose owner is no longer running."""
     found = []
     for entry in entries:
         if not entry.name.startswith(prefix):
             continue
         match = _OWNER.match(entry.name[len(prefix):])
-        if match and not owner_alive(f"{match[1]}.{match[2]}"):
+        if match and not owner_alive(match[1]):
             found.append(entry)
     return found

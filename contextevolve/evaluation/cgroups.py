@@ -70,7 +70,8 @@ class EvalCgroup:
         found: set[int] = set()
         for d in self.dirs:
             try:
-                found.update(int(p) for p in (d / "cgroup.procs").read_text().split())
+                # a process outside our pid namespace reads as 0 (cgroup v2): never signal 0, our own group
+                found.update(pid for pid in map(int, (d / "cgroup.procs").read_text().split()) if pid > 0)
             except (OSError, ValueError):
                 pass
         return found

@@ -43,7 +43,10 @@ def remove_tree(path: str | Path) -> None:
     try:
         shutil.rmtree(path, ignore_errors=True)
     except RecursionError:  # Python < 3.12 removes recursively
-        subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False, timeout=300)
+        try:
+            subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False, timeout=300)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _environ_token(pid: str) -> str | None:
@@ -76,25 +79,33 @@ def kill_tagged(token: str) -> int:
 
 def remove_orphans() -> dict[str, int]:
     """Once per process: kill the processes, and remove the directories and control groups, of
-    evaluations whose owner is no longer running. Returns counts by kind (all zero after the first call)."""
+    evaluations whose owner is no longer running. Returns what it tried, by kind (all zero after the
+    first call). Never raises: a failed sweep must not fail the evaluation that asked for it."""
     counts = {"processes": 0, "directories": 0, "cgroups": 0}
     with _sweeping:
         if _swept.is_set():
             return counts
         _swept.set()
-        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-            token = _environ_token(pid)
-            if token and not owner_alive(token.split("-", 1)[0]):
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                    counts["processes"] += 1
-                except (ProcessLookupError, PermissionError):
-                    pass
-        for path in orphaned(Path(tempfile.gettempdir()).iterdir(), DIR_PREFIX):
-            remove_tree(path)
-            counts["directories"] += 1
-        for base in cgroups.available().values():
-            for path in orphaned((p for p in base.iterdir() if p.is_dir()), CGROUP_PREFIX):
-                cgroups.EvalCgroup([path], None).destroy()
-                counts["cgroups"] += 1
+        try:
+            _sweep(counts)
+        except (OSError, ValueError):
+            pass
     return counts
+
+
+def _sweep(counts: dict[str, int]) -> None:
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        token = _environ_token(pid)
+        if token and not owner_alive(token.split("-", 1)[0]):
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+                counts["processes"] += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    for path in orphaned(Path(tempfile.gettempdir()).iterdir(), DIR_PREFIX):
+        remove_tree(path)
+        counts["directories"] += 1
+    for base in cgroups.available().values():
+        for path in orphaned((p for p in base.iterdir() if p.is_dir()), CGROUP_PREFIX):
+            cgroups.EvalCgroup([path], None).destroy()
+            counts["cgroups"] += 1

@@ -217,7 +217,10 @@ class EmbeddedServer:
         self.port = _free_port()
         # named after this process, so the next start can remove the logs of servers whose run was killed
         for stale in orphaned(Path(tempfile.gettempdir()).iterdir(), LOG_PREFIX):
-            stale.unlink(missing_ok=True)
+            try:
+                stale.unlink(missing_ok=True)
+            except OSError:  # another user's, or not a file: not worth failing the start for
+                pass
         self._log = tempfile.NamedTemporaryFile(prefix=f"{LOG_PREFIX}{owner_tag()}-", suffix=".log", delete=False)
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),

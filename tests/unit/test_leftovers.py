@@ -48,9 +48,10 @@ def test_owner_tags_tell_live_owners_from_dead_and_recycled_ones():
     tag = owner_tag(child.pid)
     child.wait()
     assert not owner_alive(tag)
-    pid, _, start = owner_tag().partition(".")
-    assert not owner_alive(f"{pid}.{int(start) + 1}")  # same pid, another process: dead
-    assert owner_alive("not-a-tag")  # a name we did not write is never judged dead
+    pid, start, namespace = owner_tag().split(".")
+    assert not owner_alive(f"{pid}.{int(start) + 1}.{namespace}")  # same pid, another process: gone
+    assert owner_alive(f"{tag.rsplit('.', 1)[0]}.{int(namespace) + 1}")  # another pid namespace: not ours to judge
+    assert owner_alive("not-a-tag") and owner_alive("12.34")  # names we did not write are never judged
     names = [Path(f"ce-eval-{tag}-a"), Path(f"ce-eval-{owner_tag()}-b"), Path("ce-eval-old"), Path("other")]
     assert orphaned(names, "ce-eval-") == [names[0]]
 
