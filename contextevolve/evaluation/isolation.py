@@ -39,7 +39,6 @@ from contextevolve.evaluation.sandbox import HostSandbox, host_sandbox
 #: Environment variables passed through to the candidate; everything else (API keys,
 #: tokens, endpoint settings) is dropped.
 _KEPT_ENV = ("PATH", "LANG", "LC_ALL", "TZ")
-TOKEN_ENV = cleanup.TOKEN_ENV
 #: Characters of captured stdout/stderr kept for diagnostics.
 _OUTPUT_TAIL = 2000
 #: Seconds between the host's checks of output and disk use.
@@ -170,7 +169,7 @@ def _rlimits(limits: SandboxLimits) -> dict[str, tuple[int, int]]:
 def _environment(work: Path, lib: Path, token: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in _KEPT_ENV if k in os.environ}
     env.update(HOME=str(work), TMPDIR=str(work), PYTHONDONTWRITEBYTECODE="1", OMP_NUM_THREADS="1",
-               PYTHONHASHSEED="0", PYTHONPATH=str(lib), **{TOKEN_ENV: token})
+               PYTHONHASHSEED="0", PYTHONPATH=str(lib), **{cleanup.TOKEN_ENV: token})
     return env
 
 
