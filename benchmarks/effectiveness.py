@@ -4,7 +4,7 @@ Runs ContextEvolve on one task for N iterations (the embedded model unless ``--b
 the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the run stored:
 
 * valid-child rate: children with status ``ok`` / children;
-* repairs attempted / children they turned ``ok`` (issue 10), pre-check stops, duplicates;
+* repairs attempted / children they turned ``ok``, pre-check stops, duplicates;
 * improvements of the best (children that beat the best-so-far), initial vs best score;
 * tokens per iteration by role, completion tokens of the Generator and repairs per iteration
   ("code tokens", what a generation mode costs), tokens per valid child;
@@ -42,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from contextevolve.memory.records import ProgramRecord  # noqa: E402
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
 from contextevolve.timing import LLMCall, add_seconds, llm_by_role, wall  # noqa: E402
@@ -76,7 +77,7 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
         "repairs_attempted": sum(len(c.get("attempts", [])) for c in children),
         "repairs_succeeded": sum(1 for c in children if c.get("attempts") and c["status"] == "ok"),
         "precheck_stops": sum(c.get("prechecks_failed", 0) for c in children),
-        "duplicates": sum(c["reason"].startswith("duplicate of") for c in children),
+        "duplicates": sum(ProgramRecord.model_validate(c).failure_kind == "twin" for c in children),
         "improvements": improvements, "initial": initial["combined_score"], "best": best,
         "higher_is_better": task.higher_is_better,
         "tokens_per_iteration": {role: by_role.get(role, 0) / n for role in USAGE_ROLES},

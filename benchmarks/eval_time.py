@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from contextevolve.tasks.registry import get_task, task_names  # noqa: E402
 
 LIMITS_S = {"model_placement": 1, "txn_scheduling": 3, "eplb": 10, "llm_sql": 20, "sparse_attention": 20}
-"""Per-task evaluation time limits on a 2-core machine (issue 3)."""
+"""Per-task evaluation time limits on a 2-core machine."""
 
 
 def build_data(name: str) -> None:

@@ -36,7 +36,7 @@ from contextevolve.fixes import missing_import  # noqa: E402
 from contextevolve.graph.context import RunContext  # noqa: E402
 from contextevolve.llm.calls import MalformedReply, call_role  # noqa: E402
 from contextevolve.nodes.evaluate import run_evaluation  # noqa: E402
-from contextevolve.nodes.generate import whole_program  # noqa: E402
+from contextevolve.nodes.ask import whole_program  # noqa: E402
 from contextevolve.prompts import repair as prompt  # noqa: E402
 from contextevolve.tasks.base import Evaluation  # noqa: E402
 from contextevolve.tasks.prechecks import precheck  # noqa: E402

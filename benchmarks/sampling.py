@@ -5,7 +5,7 @@ Takes the first Generator prompt of every iteration of runs recorded with ``--lo
 again under each sampling configuration with the same seeds, and judges every reply as a run
 would: turned into a child (``editing.build_child``), compared with its parent (normalised code),
 pre-checked, and evaluated in full. No repair, no context agents: only the Generator's first
-version, which is where the embedded model's children fail (issue 10). Configurations alternate
+version, which is where the embedded model's children fail. Configurations alternate
 prompt by prompt, so a noisy machine slows them alike.
 
 Prints per configuration: replies, children built, twins of the parent, pre-check failures,
@@ -45,7 +45,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # no
 from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
 from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
 from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
-from contextevolve.nodes.generate import REASK_HOTTER  # noqa: E402
+from contextevolve.nodes.ask import REASK_HOTTER  # noqa: E402
 from contextevolve.prompts.generator import edit_format, mutation_for, reask_messages  # noqa: E402
 from contextevolve.tasks.prechecks import precheck  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402

@@ -45,7 +45,7 @@ def one_shot(task: Task, ctx: RunContext, initial: Evaluation | None = None) -> 
     """
     from contextevolve.editing import EditError, build_child
     from contextevolve.llm.calls import MalformedReply, call_role
-    from contextevolve.nodes.generate import whole_program
+    from contextevolve.nodes.ask import whole_program
     from contextevolve.prompts import generator as prompt
     from contextevolve.roles import total_tokens
 

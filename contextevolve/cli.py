@@ -24,11 +24,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from contextevolve.display import RunProgress, seconds_table, tokens_table
 from contextevolve.evaluation.executors import ExecutorError
+from contextevolve.flags import add_limit_flags, add_run_flags, limit_settings, run_settings
 from contextevolve.graph.context import DEFAULT_TASK
 from contextevolve.llm.faults import EndpointUnavailable
-from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
-from contextevolve.timing import PHASE_ROLE, by_phase
 
 EXIT_BAD_INPUT = 2
 """Exit code for bad input (nothing was written)."""
@@ -36,82 +36,6 @@ EXIT_ENDPOINT_UNAVAILABLE = 3
 """Exit code when an LLM endpoint is unavailable; the run is checkpointed and ``--resume`` continues it."""
 
 console = Console(stderr=True)
-
-
-def _role_models(pairs: list[str]) -> dict[str, str]:
-    out = {}
-    for pair in pairs:
-        role, sep, name = pair.partition("=")
-        if not sep or not name:
-            raise ValueError(f"--role-model takes ROLE=MODEL, got {pair!r}")
-        out[role] = name
-    return out
-
-
-def _tokens_table(tokens: dict) -> Table:
-    table = Table(title="Tokens by role")
-    for col in ("role", "prompt", "completion", "total"):
-        table.add_column(col, justify="right" if col != "role" else "left")
-    for role in [*USAGE_ROLES, *sorted(set(tokens) - set(USAGE_ROLES))]:
-        c = tokens.get(role, {})
-        table.add_row(role, str(c.get("prompt", 0)), str(c.get("completion", 0)),
-                      str(role_tokens(c)))
-    return table
-
-
-PHASE_LABELS = {"initialize": "evaluating and abstracting the initial program", "select_parent": "selecting parent",
-                "navigate": "navigator: guidance", "sample": "sampler: exemplars", "compose": "composing context",
-                "generate": "generator: writing the child", "evaluate": "evaluating", "repair": "repairing",
-                "summarize": "summarizer: abstract", "update_buffer": "committing"}
-"""What the progress line says while each node runs."""
-
-
-def child_line(lane: dict, started: float | None) -> str:
-    """One printed line per finished child: status, score (or why it failed), repairs, tokens, seconds."""
-    outcome = (f"score {lane['score']:.4f}" if lane["status"] == "ok"
-               else f"[red]{escape(str(lane.get('reason') or lane['status'])[:200])}[/red]")
-    repairs = f" | repaired {lane['repairs']}x" if lane.get("repairs") else ""
-    seconds = f" | {time.perf_counter() - started:.0f} s" if started else ""
-    return (f"child {lane['child_id']} (lane {lane['lane']}): {lane['status']} {outcome}{repairs} "
-            f"| tokens {total_tokens(lane['usage'])}{seconds}")
-
-
-API_ONLY_SETTINGS = frozenset({
-    "task", "run_dir", "max_iterations",  # --task, --run-dir, --iterations: evolve() arguments of their own
-    "api_key",  # CONTEXTEVOLVE_API_KEY / OPENAI_API_KEY only: never on a command line
-    "temperatures", "max_tokens", "parent_selection", "tournament_size",
-    "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
-})
-"""Run settings (flat names, ``graph.context.flat_setting_names``) without a ``run`` flag (set them from
-Python, or in ``langgraph dev``'s context)."""
-
-
-def run_settings(args: argparse.Namespace) -> dict:
-    """The run settings (flat names) a ``run`` command line sets (None: not given; run.json's or the default).
-
-    Every key is a setting's flat name, and every setting is either here or in :data:`API_ONLY_SETTINGS`
-    (checked by ``tests/unit/test_cli.py``).
-    """
-    settings = dict(
-        base_url=args.base_url, model=args.model, models=_role_models(args.role_model) or None,
-        max_retries=args.max_retries, retry_wait_s=args.retry_wait, request_timeout_s=args.request_timeout,
-        top_p=args.top_p, top_k=args.top_k, seed=args.seed,
-        target_score=args.target_score, token_budget=args.token_budget,
-        time_budget_s=args.time_budget * 60 if args.time_budget is not None else None,
-        generation_mode=args.mode, repair_attempts=args.repair_attempts,
-        repair_restart=False if args.no_repair_restart else None,
-        prechecks=False if args.no_prechecks else None,
-        stop_at_code_end=False if args.no_code_stop else None, log_prompts=True if args.log_prompts else None,
-        eval_timeout_s=args.eval_timeout, num_exemplars=args.exemplars,
-        num_trajectories=args.trajectories, context_token_budget=args.context_budget,
-        summary_variant=args.summary_variant, guidance_variant=args.guidance_variant,
-        sampling_variant=args.sampling_variant, chroma_url=args.chroma_url,
-        lanes=args.lanes, eval_workers=args.eval_workers, executor=args.executor, ray_address=args.ray_address,
-        **_limit_settings(args),
-    )
-    for agent in ("summarizer", "navigator", "sampler"):
-        settings[f"{agent}_enabled"] = False if agent in (args.disable or []) else None
-    return settings
 
 
 def _add_problem_flags(parser: argparse.ArgumentParser) -> None:
@@ -155,62 +79,25 @@ def _task_name(args: argparse.Namespace, staging: Path, timeout_s: float | None 
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from contextevolve.api import evolve, saved_settings
     from contextevolve.graph.context import RunContext
 
     settings = run_settings(args)
-    source = problem_source(args, args.eval_timeout)
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=console)
-    tracker: dict = {"tokens": 0, "started": {}}
-
-    def on_phase(node: str, child: str | None) -> None:
-        if child and node == "select_parent":
-            tracker["started"][child] = time.perf_counter()
-        progress.update(bar, description=f"{child}: {PHASE_LABELS.get(node, node)}" if child
-                        else PHASE_LABELS.get(node, node))
-
-    def on_update(node: str, update: dict) -> None:
-        if node == "initialize":
-            tracker["tokens"] = total_tokens(update.get("total_usage"))
-            progress.update(bar, completed=update.get("iteration", 0),
-                            info=f"initial {update.get('initial_score', 0):.4f}")
-            done = update.get("iteration", 0)
-            console.print(f"initial program: combined score {update.get('initial_score')}"
-                          + (f" (resuming after iteration {done})" if done else ""))
-            if update.get("initial_failure"):
-                console.print(f"[yellow]warning:[/yellow] the initial program is not ok "
-                              f"({escape(update['initial_failure'])}): children start from a failed parent; "
-                              "check the program and evaluator with `contextevolve evaluate`", soft_wrap=True)
-        elif node == "summarize":  # a lane finished: its child is scored and abstracted
-            for lane in update.get("lane_results") or []:
-                console.print(child_line(lane, tracker["started"].pop(lane["child_id"], None)))
-        elif node == "update_buffer" and "iteration" in update:  # (an empty update: waiting for other lanes)
-            tracker["tokens"] = total_tokens(update.get("total_usage"))
-            progress.update(bar, completed=update["iteration"],
-                            info=f"best {update.get('best_score') or 0:.4f} | tokens {tracker['tokens']}")
-            console.print(f"iteration {update['iteration']}: committed | best {update.get('best_score') or 0:.4f} "
-                          f"| tokens so far {tracker['tokens']}")
-
+    source = problem_source(args, args.eval_timeout_s)
     total = args.iterations
     if total is None and source is not None:
         total = source.settings.get("max_iterations")
     if total is None:  # the run's own budget on --resume, else the default
         total = (saved_settings(args.run_dir) if args.resume and args.run_dir else {}).get(
             "max_iterations", RunContext.max_iterations)
-    with progress:
-        bar = progress.add_task("evolving", total=total,
-                                info="starting (the embedded LLM may take a minute)")
+    with RunProgress(console, total) as progress:
         result = evolve(args.task, iterations=args.iterations, run_dir=args.run_dir, resume=args.resume,
-                        on_update=on_update, on_phase=on_phase, problem=source, **settings)
-        progress.update(bar, description="done")
+                        on_update=progress.on_update, on_phase=progress.on_phase, problem=source, **settings)
     console.print(f"\n[bold]Run finished[/bold] ({result.stop_reason}) in {result.seconds:.0f} s: "
                   f"{result.iterations} iterations, {result.programs} programs")
     console.print(f"initial combined score: {result.initial_score}")
     console.print(f"best combined score:    {result.best_score}  ({result.best_id})")
-    console.print(_tokens_table(result.tokens))
+    console.print(tokens_table(result.tokens))
     console.print(f"best program: {result.best_path}")
     if not args.no_report:
         from contextevolve.report import write_report
@@ -243,49 +130,11 @@ def cmd_status(args: argparse.Namespace) -> int:
                   f"{status['repairs']['succeeded']} children fixed")
     console.print(f"initial score: {status['initial_score']}  best score: {status['best_score']} "
                   f"({status['best_id']})")
-    console.print(_tokens_table(status["tokens"]))
+    console.print(tokens_table(status["tokens"]))
     if status["seconds"]:
-        console.print(_seconds_table(status["seconds"], status["llm"]))
+        console.print(seconds_table(status["seconds"], status["llm"]))
         console.print(f"median seconds per iteration: {status['seconds_per_iteration']}")
     return 0
-
-
-def _seconds_table(seconds: dict, llm: dict) -> Table:
-    """Seconds by phase (whole phase, of it waiting for LLM replies, share of all phases) beside the
-    phase's LLM calls and the tokens they read and generated; the evaluation's parts below it."""
-    table = Table(title="Seconds by phase (summed over lanes)")
-    for col in ("phase", "seconds", "of it LLM", "share", "LLM calls", "prompt tokens", "generated"):
-        table.add_column(col, justify="right" if col != "phase" else "left", no_wrap=col == "phase")
-    for phase, spent in by_phase(seconds).items():
-        row = llm.get(PHASE_ROLE.get(phase, ""), {}) if phase != "initialize" else {}
-        table.add_row(phase, f"{spent['seconds']:.1f}", f"{spent['llm']:.1f}", f"{spent['share']:.0%}",
-                      str(row.get("calls", "")), str(row.get("prompt", "")), str(row.get("completion", "")))
-    for part in ("precheck", "full", "import", "calls"):
-        if f"evaluate.{part}" in seconds:
-            table.add_row(f"· {part}", f"{seconds[f'evaluate.{part}']:.1f}", "", "", "", "", "")
-    return table
-
-
-def _limit_settings(args: argparse.Namespace) -> dict:
-    """Sandbox settings (flat ``eval_*`` names) from the shared --eval-* flags (unset flags omitted)."""
-    pairs = {"eval_cpu_s": args.eval_cpu, "eval_memory_mb": args.eval_memory_mb,
-             "eval_max_processes": args.eval_max_processes, "eval_output_kb": args.eval_output_kb,
-             "eval_files_mb": args.eval_files_mb, "eval_allow_network": args.eval_allow_network or None}
-    return {k: v for k, v in pairs.items() if v is not None}
-
-
-def _add_limit_flags(parser: argparse.ArgumentParser) -> None:
-    from contextevolve.graph.context import SANDBOX_DEFAULTS as D
-
-    group = parser.add_argument_group("sandbox limits")
-    group.add_argument("--eval-cpu", type=float, help="CPU seconds per candidate process (default: the wall limit)")
-    group.add_argument("--eval-memory-mb", type=int, help=f"memory cap of a candidate, MiB (default {D.memory_mb})")
-    group.add_argument("--eval-max-processes", type=int,
-                       help=f"processes+threads per candidate (default {D.max_processes})")
-    group.add_argument("--eval-output-kb", type=int,
-                       help=f"cap on stdout and on stderr, KiB (default {D.output_kb})")
-    group.add_argument("--eval-files-mb", type=int, help=f"cap on files written, MiB (default {D.files_mb})")
-    group.add_argument("--eval-allow-network", action="store_true", help="let candidates use the network")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -308,7 +157,7 @@ def _evaluate_file(args: argparse.Namespace, task) -> int:
         raise ValueError(f"cannot read program file {path}: {exc}") from None
     from contextevolve.graph.context import RunContext
 
-    limits = RunContext(eval_timeout_s=args.timeout, **_limit_settings(args)).sandbox
+    limits = RunContext(eval_timeout_s=args.timeout, **limit_settings(args)).sandbox
     result = task.evaluate(source, limits=limits)
     print(json.dumps({"task": task.name, "file": str(path), **result.model_dump()}, indent=2))
     return 0 if result.status == "ok" else 1
@@ -373,7 +222,8 @@ def _csv(kind):
 
 
 def cmd_compare(args) -> int:
-    from contextevolve.compare.runner import CompareSettings, compare
+    from contextevolve.compare.runner import compare
+    from contextevolve.compare.schema import CompareSettings
     from contextevolve.tasks.registry import get_task
 
     source = problem_source(args)
@@ -413,56 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", help="run directory (default runs/TASK-TIMESTAMP)")
     run.add_argument("--resume", action="store_true",
                      help="continue the run in --run-dir from its last checkpoint, with the settings in its run.json")
-    run.add_argument("--base-url", help="OpenAI-compatible endpoint (default: env, else the embedded LLM)")
-    run.add_argument("--model", help="model name for every role")
-    run.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL",
-                     help="model for one role (summarizer, navigator, sampler, generator)")
-    run.add_argument("--top-p", type=float, help="nucleus sampling for every role (default: the endpoint's)")
-    run.add_argument("--top-k", type=int, help="top-k sampling for every role, where the endpoint reads it "
-                                               "(default: the endpoint's)")
-    run.add_argument("--max-retries", type=int,
-                     help="retries of an LLM request on connection errors, 429/5xx and malformed replies (default 4)")
-    run.add_argument("--retry-wait", type=float, metavar="S",
-                     help="first backoff wait between retries, seconds; doubles per retry (default 1)")
-    run.add_argument("--request-timeout", type=float, metavar="S",
-                     help="timeout of one LLM request, seconds; a timed-out request is retried (default 600)")
-    run.add_argument("--seed", type=int)
-    run.add_argument("--target-score", type=float)
-    run.add_argument("--token-budget", type=int, help="stop after this many prompt+completion tokens")
-    run.add_argument("--time-budget", type=float, metavar="MINUTES",
-                     help="stop after this many minutes of the run's rounds (checked between rounds)")
-    run.add_argument("--mode", choices=["full", "diff", "functions"],
-                     help="generator output: whole program (default), SEARCH/REPLACE edits, or only the whole "
-                          "functions that change, spliced in by name")
-    run.add_argument("--no-code-stop", action="store_true",
-                     help="let the Generator write on after its code block closes (default: the request stops there)")
-    run.add_argument("--repair-attempts", type=int, metavar="R",
-                     help="repairs of a failed child with its error and traceback (default 1; 0 = the paper)")
-    run.add_argument("--no-repair-restart", action="store_true",
-                     help="every repair fixes the failing program (default: the last one writes the "
-                          "child again from its parent, told the error)")
-    run.add_argument("--no-prechecks", action="store_true",
-                     help="skip the compile/signature/smoke-run checks before a child's full evaluation")
-    run.add_argument("--eval-timeout", type=float, help="seconds per evaluation")
-    run.add_argument("--exemplars", type=int, help="k exemplars per iteration")
-    run.add_argument("--trajectories", type=int, help="m trajectories per iteration")
-    run.add_argument("--context-budget", type=int, help="token budget of the generator context")
-    run.add_argument("--disable", action="append", choices=["summarizer", "navigator", "sampler"],
-                     help="ablate an agent (repeatable)")
-    run.add_argument("--summary-variant", choices=["inherited", "novel_only"])
-    run.add_argument("--guidance-variant", choices=["directional", "implementation"])
-    run.add_argument("--sampling-variant", choices=["informative", "top_score"])
-    run.add_argument("--chroma-url", help="Chroma server (default: PersistentClient in the run directory)")
-    run.add_argument("--lanes", type=int, help="children generated in parallel per round (default 1 = the paper)")
-    run.add_argument("--eval-workers", type=int, help="evaluations running at once (default 1)")
-    run.add_argument("--executor", choices=["local", "ray"], help="where evaluations run (default local)")
-    run.add_argument("--ray-address", help="Ray cluster address for --executor ray (default: start a local Ray)")
-    run.add_argument("--log-prompts", action="store_true",
-                     help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
+    add_run_flags(run)
     run.add_argument("--no-report", action="store_true",
                      help="do not write RUN_DIR/report.html (and its PNGs) at the end")
     _add_problem_flags(run)
-    _add_limit_flags(run)
     run.set_defaults(fn=cmd_run, parser=run)
 
     report = sub.add_parser("report", help="write a self-contained HTML report (and PNGs) of a run directory")
@@ -480,7 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("file")
     evaluate.add_argument("--timeout", type=float, help="wall-clock limit, seconds")
     _add_problem_flags(evaluate)
-    _add_limit_flags(evaluate)
+    add_limit_flags(evaluate)
     evaluate.set_defaults(fn=cmd_evaluate, parser=evaluate)
 
     base = sub.add_parser("baselines", help="score the Table 1 baselines of every task (or one)")

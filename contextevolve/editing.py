@@ -25,59 +25,16 @@ import difflib
 import hashlib
 import re
 
-BLOCK_START = "# EVOLVE-BLOCK-START"
-BLOCK_END = "# EVOLVE-BLOCK-END"
+from contextevolve.replies import BLOCK_END, BLOCK_START, EditError, code_blocks, evolve_region, extract_code
+from contextevolve.splicing import apply_functions
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n(.*?)(?:```|\Z)", re.S)
+__all__ = ["BLOCK_END", "BLOCK_START", "EditError", "apply_diffs", "apply_rewrite", "build_child", "code_blocks",
+           "evolve_region", "extract_code", "normalized_code", "parse_diffs"]
+
 _DIFF = re.compile(r"^[ \t]*(?:<{3,9} ?)?SEARCH[ \t]*\n(.*?)\n?^[ \t]*={3,9}[ \t]*\n(.*?)\n?"
                    r"^[ \t]*(?:>{3,9} ?)?REPLACE[ \t]*$", re.S | re.M)
 """A SEARCH/REPLACE block. The markers stand on lines of their own; the ``<<<<<<<``/``>>>>>>>`` arrows may be
 shorter or missing (the embedded model wrote a bare ``SEARCH`` line)."""
-
-
-class EditError(ValueError):
-    """The Generator's output cannot be turned into a program; the message is the reason.
-
-    ``source`` holds the child when it was built but does not compile (a repair can start from
-    it); ``duplicate`` is True when the child equals its parent.
-    """
-
-    def __init__(self, message: str, *, source: str = "", duplicate: bool = False):
-        super().__init__(message)
-        self.source = source
-        self.duplicate = duplicate
-
-
-def evolve_region(source: str) -> tuple[int, int] | None:
-    """Character span ``(start, end)`` of the text between the EVOLVE-BLOCK markers, or None."""
-    start = source.find(BLOCK_START)
-    end = source.find(BLOCK_END, start + 1) if start >= 0 else -1
-    if start < 0 or end < 0:
-        return None
-    return source.index("\n", start) + 1, end
-
-
-def code_blocks(text: str) -> list[tuple[str, str]]:
-    """Every fenced block of ``text`` as ``(language in lower case, body)``, in order (an unclosed last
-    block runs to the end of the text)."""
-    return [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
-
-
-def extract_code(text: str) -> str:
-    """The program in ``text``: the largest fenced block (python preferred), else the bare text.
-
-    Raises:
-        EditError: no code found.
-    """
-    blocks = code_blocks(text)
-    python = [body for lang, body in blocks if lang in ("python", "py", "python3")]
-    candidates = python or [body for _, body in blocks]
-    if candidates:
-        return max(candidates, key=len).strip("\n") + "\n"
-    stripped = text.strip()
-    if re.search(r"^\s*(def|class|import|from)\s", stripped, re.M):
-        return stripped + "\n"
-    raise EditError("the reply contains no code block")
 
 
 def apply_rewrite(parent: str, reply: str) -> str:
@@ -277,8 +234,6 @@ def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) 
     if parse_diffs(reply) and (mode == "diff" or "```" not in reply or _fenced_diff(reply)):
         child = apply_diffs(parent, reply)
     else:
-        from contextevolve.splicing import apply_functions  # splicing builds on this module
-
         try:
             child = (apply_functions if mode == "functions" else apply_rewrite)(parent, reply)
         except EditError:
@@ -293,7 +248,7 @@ def build_child(parent: str, reply: str, mode: str, *, truncated: bool = False) 
         raise EditError(f"syntax error at line {exc.lineno}: {exc.msg}{cut}{text}",
                         source="" if truncated else child) from None
     if _normalized(child) == _normalized(parent):
-        raise EditError("the child is identical to its parent", duplicate=True)
+        raise EditError("the child is identical to its parent", unchanged=True)
     return child
 
 
@@ -346,20 +301,19 @@ def _strip_dead_definitions(tree: ast.Module, entry: str) -> ast.Module:
 def normalized_code(source: str, entry: str | None = None) -> str | None:
     """A digest of ``source``'s AST without docstrings and unused imports (hex SHA-256), or None if
     it does not parse; given the task's ``entry`` function, also without top-level functions and
-    classes nothing calls (:func:`_strip_dead_definitions`).
+    classes nothing calls (:func:`_strip_dead_definitions`; ``None`` or ``""``: keep them).
 
     The identity used for novelty: comments never reach the AST, so two programs that
     differ only in comments, docstrings, blank lines, formatting, an import nothing reads or a
-    helper nothing calls have the same digest (measured: an LLM-SQL child that only added
-    ``import pandas as pd`` was evaluated as new and, 4 ms faster, became the run's best; salvaged
-    transaction-scheduling children kept only classes the model added and never used).
+    helper nothing calls have the same digest (docs/decisions/second-ask.md: a child that only added an
+    unused import once became a run's best).
     """
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     tree = _strip_docstrings(tree)
-    if entry is not None:
+    if entry:
         tree = _strip_dead_definitions(tree, entry)
     dump = ast.dump(_strip_unused_imports(tree), annotate_fields=False, include_attributes=False)
     return hashlib.sha256(dump.encode()).hexdigest()

@@ -1,6 +1,6 @@
 """Mechanical fixes that need no model: a child that fails on a missing import of a known name.
 
-Issue 10 measured the embedded model's failures: the commonest is a name used without its import
+Measured on the embedded model's failures, the commonest failure is a name used without its import
 (``heapq``, ``random``, ``List``, ``Tuple``, ``defaultdict``), and asked to repair it the model
 often returned the failing program unchanged. The repair node therefore adds the import itself
 when the error names such a name (:func:`missing_import`, :func:`add_import`) and asks the model

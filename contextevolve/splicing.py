@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import ast
 
-from contextevolve.editing import EditError, code_blocks, evolve_region, extract_code
+from contextevolve.replies import EditError, code_blocks, evolve_region, extract_code
 
 _DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -82,7 +82,7 @@ def _keep_docstring(text: str, node: ast.stmt, parent_tree: ast.Module, span: tu
 
 def reply_code(reply: str) -> str:
     """The code of a functions-form reply: every Python block, in order (a small model sometimes
-    puts each function in a block of its own), else :func:`~contextevolve.editing.extract_code`.
+    puts each function in a block of its own), else :func:`~contextevolve.replies.extract_code`.
 
     Raises:
         EditError: no code found.

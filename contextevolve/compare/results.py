@@ -19,6 +19,7 @@ import json
 import statistics
 from pathlib import Path
 
+from contextevolve.compare.schema import CompareSettings, SystemResult
 from contextevolve.tasks.base import Task
 
 COLUMNS = ("system", "seed", "initial", "best", "best recomputed", "budget", "evaluated", "valid", "valid & changed",
@@ -34,7 +35,7 @@ def _per(tokens: float | None, count: float | None = 1) -> str:
     return "–" if tokens is None or not count else f"{tokens / count:,.0f}"
 
 
-def _row(result) -> list[str]:
+def _row(result: SystemResult) -> list[str]:
     return [result.system, str(result.seed), _score(result.initial), _score(result.best),
             _score(result.best_recomputed), str(result.budget or "–"), str(result.candidates), str(result.valid),
             str(result.valid_changed),
@@ -48,7 +49,7 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def markdown(results: list, task: Task) -> str:
+def markdown(results: list[SystemResult], task: Task) -> str:
     """The results table (per run, then medians per system over seeds)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_row(r)) + " |" for r in results]
@@ -74,7 +75,7 @@ def markdown(results: list, task: Task) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ablation_rows(results: list, task: Task) -> list[dict]:
+def ablation_rows(results: list[SystemResult], task: Task) -> list[dict]:
     """Each ablation against the full system on the seeds both ran (paper Fig. 3c).
 
     Returns one dict per ablation: ``system``, ``seeds``, ``best`` and ``full_best`` (medians of
@@ -96,7 +97,7 @@ def ablation_rows(results: list, task: Task) -> list[dict]:
     return rows
 
 
-def plots(results: list, task: Task, out: Path) -> list[Path]:
+def plots(results: list[SystemResult], task: Task, out: Path) -> list[Path]:
     """Write the Figure 3 panels into ``out``; returns their paths."""
     import matplotlib
 
@@ -137,7 +138,7 @@ def plots(results: list, task: Task, out: Path) -> list[Path]:
     return written
 
 
-def write_results(settings, results: list, task: Task) -> None:
+def write_results(settings: CompareSettings, results: list[SystemResult], task: Task) -> None:
     """Write results.json, results.md and the plots into ``settings.out``."""
     out = Path(settings.out)
     data = {"settings": settings.model_dump(exclude={"api_key"}), "results": [r.model_dump() for r in results]}
@@ -152,7 +153,6 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m contextevolve.compare.results OUT``: rewrite results.md and the plots of OUT."""
     import sys
 
-    from contextevolve.compare.runner import CompareSettings, SystemResult
     from contextevolve.tasks.registry import get_task
 
     argv = sys.argv[1:] if argv is None else argv

@@ -37,7 +37,8 @@ def evaluate_by_name(task: str, source: str, timeout_s: float | None, limits: Sa
     try:
         return spec.evaluate(source, timeout_s=timeout_s, limits=limits)
     except Exception as exc:  # noqa: BLE001 - one evaluation must never stop its caller
-        return spec.rejected("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:300]}")
+        return spec.rejected("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:300]}",
+                             failure_kind="evaluator")
 
 
 class ExecutorError(RuntimeError):
@@ -142,7 +143,7 @@ class RayExecutor(Executor):
             except (ray.exceptions.RayTaskError, ray.exceptions.RayError) as exc:
                 reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
                 return spec.rejected("failed", f"evaluation on the Ray cluster failed: {type(exc).__name__}: "
-                                     f"{reason[:300]}")
+                                     f"{reason[:300]}", failure_kind="evaluator")
 
 
 _lock = threading.Lock()

@@ -99,22 +99,17 @@ class SearchSettings:
     """Token budget of the composed generator context Φ (parent code included)."""
     generation_mode: Literal["full", "diff", "functions"] = "full"
     """Generator (and repair) writes a whole program, SEARCH/REPLACE diffs against the parent, or only the
-    whole functions it changes, spliced in by name (:mod:`contextevolve.splicing`). ``full`` by
-    evidence: with the embedded model it made twice the valid children per iteration of ``diff``
-    (docs/search.md), and ``functions`` did not shorten the replies: the 1.5B model
-    still wrote the whole program, often with extra helpers (generated tokens per Generator call,
-    MP 506-539 against 520, TS 654 against 371; docs/results.md). ``functions`` should pay off with
-    larger programs or models that follow the format."""
+    whole functions it changes, spliced in by name (:mod:`contextevolve.splicing`). ``full`` because with
+    the embedded model it made the most valid children and the other forms did not shorten its replies
+    (docs/decisions/generation-mode.md)."""
     stop_at_code_end: bool = True
     """End the Generator's (and repair's) completion where its code block closes (``full`` and
     ``functions`` mode): the prose a small model writes after its code costs decoding time and is
     never read."""
     repair_attempts: int = 1
     """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
-    Generator with its error; 0 = the paper's algorithm (no repair). 1 by measurement: over 150 repair
-    calls with the embedded model 16 made a valid child (11 %, ~35-45 s each), while a fresh child made
-    a valid one about half the time for ~80 s, so a second repair buys less per second than the next
-    iteration does (docs/results.md)."""
+    Generator with its error; 0 = the paper's algorithm (no repair). 1 because a second repair buys
+    less per second than the next iteration does (docs/decisions/repair-restart.md)."""
     repair_restart: bool = True
     """The last repair writes the child again from its parent, told the error the failed version met,
     instead of fixing the failing program (False: every repair is a fix). A missing import is still

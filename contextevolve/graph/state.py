@@ -52,7 +52,9 @@ class LaneResult(TypedDict):
     usage: TokenUsage
     """Tokens the lane spent, by role."""
     reason: str
-    """Why the child is not ok (empty when it is)."""
+    """Why the child is not ok (empty when it is), for people."""
+    failure_kind: NotRequired[str]
+    """The child's :data:`~contextevolve.memory.records.FailureKind` (``""`` when ok); absent in older checkpoints."""
     repairs: int
     """Repair attempts made on the child."""
     parent_id: str
@@ -165,7 +167,8 @@ class LaneState:
     repairs: int = 0
     """Repair attempts made on this lane's child so far (at most ``RunContext.search.repair_attempts``)."""
     repair_due: bool = False
-    """Set by generate/evaluate/repair: the child failed in a way a repair may fix and attempts are left."""
+    """Set by evaluate and repair (generate leaves it to evaluate, always next): the child failed with a
+    repairable failure kind (:func:`~contextevolve.memory.records.repairable`) and attempts are left."""
     iteration_usage: Annotated[TokenUsage, merge_usage] = field(default_factory=dict)
     """Tokens spent in this lane, by role."""
     seconds: Annotated[Seconds, merge_seconds] = field(default_factory=dict)

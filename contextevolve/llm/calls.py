@@ -121,10 +121,13 @@ def _one_line(exc: BaseException) -> str:
 
 
 def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_mode: bool = False,
-              check: Callable[[Reply], None] | None = None, stop: list[str] | None = None) -> Reply:
+              check: Callable[[Reply], None] | None = None, stop: list[str] | None = None,
+              temperature: float | None = None, seed: int | None = None) -> Reply:
     """Send ``messages`` to ``role``'s chat model and return its :class:`Reply`.
 
     Args:
+        temperature, seed: this request's sampling (default: the run's for ``role``,
+            ``ctx.llm.temperature_for(role)`` and ``ctx.seed``).
         json_mode: ask for ``response_format={"type": "json_object"}`` (the embedded server
             refuses ``json_schema``); callers still parse tolerantly.
         check: called on every reply; raising :class:`MalformedReply` marks it unusable (retried).
@@ -151,7 +154,7 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     import openai
     import tenacity
 
-    model = models.create_chat_model(role, ctx)
+    model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed)
     base_url = getattr(model, "openai_api_base", None)
     runnable = model.bind(response_format={"type": "json_object"}) if json_mode else model
     spent: list[TokenUsage] = []

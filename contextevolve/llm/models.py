@@ -117,8 +117,12 @@ def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, ma
                       top_p=top_p)
 
 
-def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:
+def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None = None,
+                      seed: int | None = None) -> BaseChatModel:
     """The chat model for ``role``: an override, an external endpoint, or the embedded LLM.
+
+    ``temperature`` and ``seed`` replace the run's (``ctx.llm.temperature_for(role)``, ``ctx.seed``)
+    for this model; an override model (tests) keeps its own.
 
     Raises:
         LLMConfigError: an external endpoint is configured without a model name.
@@ -145,5 +149,6 @@ def create_chat_model(role: Role, ctx: RunContext) -> BaseChatModel:
     # The run seed is passed on as the OpenAI `seed` for endpoints that honour it. (Two fresh
     # embedded runs without it produced identical first iterations; llama.cpp's server keeps one
     # RNG stream, so repeated requests still differ within a run.)
-    return _chat_openai(base_url, api_key, model, ctx.llm.temperature_for(role), ctx.llm.max_tokens_for(role),
-                        ctx.llm.request_timeout_s, ctx.seed, top_p, top_k)
+    temperature = ctx.llm.temperature_for(role) if temperature is None else temperature
+    return _chat_openai(base_url, api_key, model, temperature, ctx.llm.max_tokens_for(role),
+                        ctx.llm.request_timeout_s, ctx.seed if seed is None else seed, top_p, top_k)

@@ -4,12 +4,72 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contextevolve.roles import TokenUsage
 from contextevolve.timing import LLMCall, Seconds
 
 ProgramStatus = Literal["pending", "ok", "invalid", "failed", "timeout"]
+
+FailureKind = Literal["", "endpoint", "edit", "twin", "compile", "precheck", "runtime", "invalid", "timeout",
+                      "evaluator"]
+"""Why a program is not ``ok``, set where the failure is known (``""`` while it is ok or pending):
+
+* ``endpoint``: the LLM endpoint's reply was unusable after its retries (not the program's fault);
+* ``edit``: the Generator's reply did not become a program (no code block, an edit that does not apply);
+* ``twin``: the same program as its parent or a buffered one (normalised code); never evaluated;
+* ``compile``: it does not compile (pre-check);
+* ``precheck``: it compiles but fails another pre-check (entry function, signature, smoke run);
+* ``runtime``: the full evaluation failed (the program raised or died, every case failed);
+* ``invalid``: it ran but its output broke the task's contract;
+* ``timeout``: it ran past the evaluation's limits;
+* ``evaluator``: our side of the evaluation failed (sandbox, executor, grader).
+
+Code decides by this kind; ``reason`` is only shown (to people and to the LLM)."""
+
+NOT_REPAIRABLE: frozenset[str] = frozenset({"endpoint", "twin", "timeout"})
+"""Failure kinds a repair is never tried on: not the program's fault (``endpoint``), nothing to fix
+(``twin``), or too dear to find out (``timeout``: a fix would cost another full timeout)."""
+
+
+def repairable(kind: FailureKind) -> bool:
+    """True when a program that failed with ``kind`` may be fixed by a repair."""
+    return bool(kind) and kind not in NOT_REPAIRABLE
+
+
+def kind_of_status(status: str) -> FailureKind:
+    """The kind a verdict implies when nothing more specific is known: ``failed`` → ``runtime``,
+    ``invalid`` → ``invalid``, ``timeout`` → ``timeout``, anything else → ``""``."""
+    return {"failed": "runtime", "invalid": "invalid", "timeout": "timeout"}.get(status, "")  # type: ignore[return-value]
+
+
+_LEGACY_PREFIXES: tuple[tuple[str, FailureKind], ...] = (
+    ("endpoint fault", "endpoint"), ("duplicate of", "twin"), ("pre-check: SyntaxError", "compile"),
+    ("pre-check: the program does not compile", "compile"), ("pre-check: ", "precheck"),
+    ("malformed generator output", "edit"), ("evaluation error", "evaluator"))
+
+
+def legacy_failure_kind(status: str, reason: str) -> FailureKind:
+    """The kind of a record stored before records carried one, read once from its reason text.
+
+    The only place a failure is classified by its text: run directories written by earlier versions
+    still load, and everything written since carries its kind.
+    """
+    if status in ("ok", "pending"):
+        return ""
+    for prefix, kind in _LEGACY_PREFIXES:
+        if reason.startswith(prefix):
+            return kind
+    if reason.startswith("repair ") and "could not be applied" in reason:
+        return "edit"
+    return kind_of_status(status)
+
+
+def _with_legacy_kind(data: object) -> object:
+    """A ``mode="before"`` validator body: fill ``failure_kind`` of a record stored without one."""
+    if isinstance(data, dict) and "failure_kind" not in data:
+        data = {**data, "failure_kind": legacy_failure_kind(str(data.get("status", "")), str(data.get("reason", "")))}
+    return data
 
 
 def program_id(iteration: int) -> str:
@@ -32,11 +92,15 @@ class RepairAttempt(BaseModel):
     status: ProgramStatus
     """How the version being repaired ended (failed | invalid | timeout)."""
     reason: str
-    """The evaluator's (or the editor's) reason for that failure."""
+    """The evaluator's (or the editor's) reason for that failure, for people and the LLM."""
+    failure_kind: FailureKind = ""
+    """That failure's :data:`FailureKind` (older records: read from ``reason`` on load)."""
     source: str = ""
     """The failing version (empty when the Generator's reply never became a program)."""
     tokens: TokenUsage = Field(default_factory=dict)
     """Tokens the repair call cost (under ``repair``)."""
+
+    _legacy = model_validator(mode="before")(_with_legacy_kind)
 
 
 class ProgramRecord(BaseModel):
@@ -58,7 +122,10 @@ class ProgramRecord(BaseModel):
     combined_score: float = 0.0
     status: ProgramStatus = "pending"
     reason: str = ""
-    """Why the status is not ok (evaluation failure or malformed LLM output)."""
+    """Why the status is not ok (evaluation failure or malformed LLM output), for people and the LLM."""
+    failure_kind: FailureKind = ""
+    """The :data:`FailureKind` of that failure; ``""`` while ok or pending (older records: read from
+    ``reason`` on load)."""
     diagnostics: str = ""
     traceback: str = ""
     """Where a failed program failed: frames of its own file and the exception (shown to repair)."""
@@ -80,3 +147,5 @@ class ProgramRecord(BaseModel):
     """Versions stopped by a pre-check (compile, signature, smoke run) instead of a full evaluation."""
     committed: bool = False
     """True once ``update_buffer`` has admitted it; pending records are work in progress."""
+
+    _legacy = model_validator(mode="before")(_with_legacy_kind)

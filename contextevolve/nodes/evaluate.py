@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
-from contextevolve.nodes.generate import repairable
+from contextevolve.memory.records import repairable
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.tasks.base import Evaluation
 from contextevolve.tasks.prechecks import precheck
@@ -42,7 +42,8 @@ def run_evaluation(ctx: RunContext, source: str) -> Evaluation:
         result = executor.evaluate(ctx.task, source, limits=ctx.sandbox)
     except Exception as exc:  # noqa: BLE001 - see docstring
         _log.exception("evaluation failed unexpectedly")
-        return task.rejected("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:300]}")
+        return task.rejected("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:300]}",
+                             failure_kind="evaluator")
     values = [result.combined_score, *result.metrics.values()]
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
         return task.rejected("invalid", "the evaluation produced a score or metric that is not a finite number")
@@ -57,8 +58,8 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
 
     A child that failed generation keeps its worst score. A pre-check failure costs no full
     evaluation. Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets
-    ``repair_due`` while repair attempts are left (a timeout is not repaired: a fix would cost
-    another full timeout to find out). Only a ``pending`` child is evaluated, so a replay of this node
+    ``repair_due`` while repair attempts are left (the failure kind decides:
+    :func:`~contextevolve.memory.records.repairable`; a timeout is not repaired). Only a ``pending`` child is evaluated, so a replay of this node
     after a crash neither runs the evaluation again nor counts its seconds and pre-checks twice.
     """
     ctx = runtime.context
@@ -67,7 +68,7 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     attempts_left = state.repairs < ctx.search.repair_attempts
     if child.status != "pending":  # generation failed, or a replay after a crash: the outcome is recorded
         return {"child_status": child.status, "child_score": child.combined_score,
-                "repair_due": attempts_left and child.status in ("failed", "invalid") and repairable(child.reason)}
+                "repair_due": attempts_left and repairable(child.failure_kind)}
     started = time.perf_counter()
     result = precheck(task, child.source, ctx.sandbox) if ctx.search.prechecks else None
     note("evaluate.precheck", time.perf_counter() - started)
@@ -84,7 +85,8 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         task.observe(result.metrics)  # graded on a Ray worker, the driver's task learns its metrics here
     memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
                          combined_score=result.combined_score, reason=result.reason,
+                         failure_kind=result.failure_kind,
                          diagnostics=result.diagnostics, traceback=result.traceback,
                          eval_seconds=child.eval_seconds + result.seconds, **changes)
     return {"child_status": result.status, "child_score": result.combined_score,
-            "repair_due": attempts_left and result.status in ("failed", "invalid")}
+            "repair_due": attempts_left and repairable(result.failure_kind)}

@@ -10,89 +10,33 @@ its reason and the run goes on. (An endpoint that is down raises
 derived from the iteration number, so replaying this node after a crash overwrites the same record.
 
 A child that does not compile keeps its source (a repair starts from it); one that could not be
-built at all has none. Either is failed here and may go to :mod:`contextevolve.nodes.repair`.
+built at all has none. Either is failed here (kind ``edit``) and may go to :mod:`contextevolve.nodes.repair`.
+The request itself is :func:`contextevolve.nodes.ask.ask_generator`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
-
 from langgraph.runtime import Runtime
 
-from contextevolve.editing import EditError, build_child, normalized_code
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
-from contextevolve.llm.calls import MalformedReply, Reply, call_role
 from contextevolve.memory.records import ProgramRecord, program_id
-from contextevolve.memory.store import RunMemory
+from contextevolve.nodes.ask import REPLY_EXCERPT, SamplingPolicy, ask_generator, reask_mode, twin_of, twin_reason
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.prompts.generator import mutation_for, reask_messages, stop_after_code
-from contextevolve.roles import TokenUsage, add_usage
-
-REPLY_EXCERPT = 600
-"""Characters of a failed reply kept in the record's diagnostics."""
-REASK_HOTTER = 0.3
-"""Temperature added to the Generator's for the second ask after a twin."""
-
-
-def whole_program(parent_source: str, mode: str) -> Callable[[Reply], None]:
-    """A ``call_role`` check: a truncated reply must still yield a complete program, else it is retried.
-
-    Raises (from the returned check):
-        MalformedReply: the reply was cut off (``finish_reason="length"``) and no program can be built from it.
-    """
-    def check(reply: Reply) -> None:
-        if not reply.truncated:
-            return
-        try:
-            build_child(parent_source, reply.text, mode, truncated=True)
-        except EditError as exc:
-            raise MalformedReply(f"completion cut off at the token cap (finish_reason=length): {exc}",
-                                 text=reply.text) from None
-    return check
-
-
-def find_twin(memory: RunMemory, source: str, parent: ProgramRecord, entry: str | None = None) -> str | None:
-    """Id of the parent or a committed program whose normalised code equals ``source``'s, else None
-    (:func:`~contextevolve.editing.normalized_code`: AST without docstrings, comments, unused
-    imports and, given the task's ``entry`` function name, helpers nothing calls)."""
-    digest = normalized_code(source, entry)
-    if digest is None:
-        return None
-    for record in [parent, *memory.buffer.committed()]:
-        if record.source and normalized_code(record.source, entry) == digest:
-            return record.id
-    return None
-
-
-def twin_reason(twin: str) -> str:
-    """Reason of a child not evaluated because it is the same program as ``twin``."""
-    return (f"duplicate of {twin} (the same code apart from comments, docstrings, unused imports and "
-            f"uncalled helpers); not evaluated")
-
-
-def reask_mode(mode: str) -> str:
-    """Edit form of the second ask after a twin: the changed functions in ``functions`` mode, else the
-    whole program (SEARCH/REPLACE edits asked again made fewer valid children, see
-    :func:`~contextevolve.prompts.generator.reask_messages`)."""
-    return "functions" if mode == "functions" else "full"
-
-
-def repairable(reason: str) -> bool:
-    """True when a failure with ``reason`` is the program's fault, so a repair may fix it (not an
-    endpoint fault, not a duplicate)."""
-    return not reason.startswith(("endpoint fault", "duplicate of"))
+from contextevolve.prompts.generator import reask_messages
+from contextevolve.roles import add_usage
 
 
 def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
-    """Ask the Generator for the child and store it (status pending, or failed with a reason).
+    """Ask the Generator for the child and store it (status pending, or failed with a reason and kind).
 
-    Novelty: a child whose normalised code equals its parent's or a buffered program's
+    Novelty: a child whose normalised code equals its parent's or a buffered program's (a twin)
     is not kept; the Generator is asked once more, in a new conversation that names one concrete
-    mutation (:func:`~contextevolve.prompts.generator.reask_messages`), and a second twin is a failed
-    child whose reason names the twin (it is never evaluated, nor repaired).
+    mutation (:func:`~contextevolve.prompts.generator.reask_messages`), hotter and with another seed
+    (:meth:`~contextevolve.nodes.ask.SamplingPolicy.second_ask`): a small model shown its own copy and
+    told "make a real change" tends to copy the program again. A second twin is a failed child of
+    kind ``twin`` whose reason names the twin (it is never evaluated, nor repaired).
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -101,37 +45,28 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     child_id = program_id(state.iteration + 1)
     record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id,
                            guidance=state.guidance, exemplar_ids=list(state.context_exemplar_ids))
-    usage: TokenUsage = {}
-    for ask in range(2):
-        reason, text, twin = "", "", None
-        try:
-            mode = reask_mode(ctx.search.generation_mode) if ask else ctx.search.generation_mode
-            reply = call_role("generator", messages, ctx, check=whole_program(parent.source, mode),
-                              stop=stop_after_code(mode, ctx))
-            usage, text = add_usage(usage, reply.usage), reply.text
-            record.source = build_child(parent.source, reply.text, mode, truncated=reply.truncated)
-            twin = find_twin(memory, record.source, parent, task.job().entry or None)
-        except MalformedReply as exc:  # the endpoint's fault, after the retries
-            usage, text, reason = add_usage(usage, exc.usage), exc.text, f"endpoint fault: {exc}"
-        except EditError as exc:  # the model's fault
-            twin = parent.id if exc.duplicate else None
-            reason = "" if exc.duplicate else f"malformed generator output: {exc}"
-            record.source = exc.source
-        if twin is None or ask == 1:
-            break
-        # Once more, hotter, with another seed and in a new conversation naming one concrete change: a
-        # small model shown its own copy and told "make a real change" tends to copy the program again.
-        messages = reask_messages(task.description, parent.source, mutation_for(ctx.seed, state.iteration),
-                                  task.higher_is_better, reask_mode(ctx.search.generation_mode))
-        hotter = ctx.llm.temperature_for("generator") + REASK_HOTTER
-        ctx = replace(ctx, seed=ctx.seed + 1 + state.iteration, temperatures={**ctx.llm.temperatures, "generator": hotter})
+    policy, mode = SamplingPolicy.of(ctx, state.iteration), ctx.search.generation_mode
+    outcome = ask_generator(ctx, messages, policy.first(), base=parent.source, mode=mode)
+    usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
     if twin is not None:
-        reason, record.source = twin_reason(twin), ""
+        mode = reask_mode(mode)
+        messages = reask_messages(task.description, parent.source, policy.mutation(), task.higher_is_better, mode)
+        outcome = ask_generator(ctx, messages, policy.second_ask(), base=parent.source, mode=mode)
+        usage, twin = add_usage(usage, outcome.usage), twin_of(memory, task, outcome, parent)
+    record.source = outcome.source
+    if twin is not None:
+        record.source, record.failure_kind, reason = "", "twin", twin_reason(twin)
+    elif outcome.failure == "endpoint":
+        record.failure_kind, reason = "endpoint", f"endpoint fault: {outcome.problem}"
+    elif outcome.failure == "edit":
+        record.failure_kind, reason = "edit", f"malformed generator output: {outcome.problem}"
+    else:
+        reason = ""
     if reason:
         record.status, record.reason = "failed", reason
         record.combined_score = task.worst_score
         record.metrics = {m.name: m.worst for m in task.metrics}
-        record.diagnostics = text[:REPLY_EXCERPT]
+        record.diagnostics = outcome.text[:REPLY_EXCERPT]
     memory.buffer.put(record)
     return {"child_id": child_id, "child_status": record.status, "child_score": None, "repairs": 0,
             "iteration_usage": usage}  # evaluate, always next, decides repair_due

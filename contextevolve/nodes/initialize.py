@@ -59,7 +59,7 @@ def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
         record = memory.commit(ProgramRecord(
             id=first, iteration=0, source=source, abstract=abstract, metrics=evaluation.metrics,
             combined_score=evaluation.combined_score, status=evaluation.status, reason=evaluation.reason,
-            diagnostics=evaluation.diagnostics, eval_seconds=evaluation.seconds, tokens=spent,
+            failure_kind=evaluation.failure_kind, diagnostics=evaluation.diagnostics, eval_seconds=evaluation.seconds, tokens=spent,
             seconds=watch.seconds, llm_calls=list(watch.calls)))
         usage = add_usage(usage, spent)
         seconds = add_seconds(seconds, watch.seconds)

@@ -88,6 +88,7 @@ def summarize(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     memory.buffer.update(child.id, abstract=abstract)
     report = LaneResult(lane=state.lane, child_id=child.id, status=child.status, score=child.combined_score,
                         usage=add_usage(state.iteration_usage, usage), reason=child.reason,
+                        failure_kind=child.failure_kind,
                         repairs=len(child.attempts), parent_id=state.parent_id or "", guidance=state.guidance,
                         exemplar_ids=list(state.context_exemplar_ids))
     return {"iteration_usage": usage, "lane_results": [report]}

@@ -75,9 +75,8 @@ def edit_format(program: str) -> str:
 
     Shared by the Generator (diff mode), its second ask after a twin and the repair prompt. The
     example's SEARCH part is real lines of ``program`` and its REPLACE part repeats them: a model
-    that copies the example verbatim then makes a twin, which costs no evaluation. Measured
-    with the embedded model: a placeholder ("lines copied from the program") was copied as
-    SEARCH text, and so was a made-up example (``for item in items: ...``) in 5 of 5 children.
+    that copies the example verbatim then makes a twin, which costs no evaluation (a small model
+    copied placeholder and made-up examples as SEARCH text: docs/decisions/generation-mode.md).
     """
     pick = _example_lines(program)
     if not pick:
@@ -98,8 +97,8 @@ MUTATIONS: tuple[str, ...] = (
     "change a numeric constant, limit or threshold the algorithm uses",
 )
 """Generic, behaviour-changing edits named in the second ask after a twin: a small model told only
-"change the algorithm" mostly rewrites docstrings (measured: 5 of 8 children were copies),
-while one named mutation gives it a concrete edit to make. Each applies to any of the five tasks."""
+"change the algorithm" mostly rewrites docstrings, while one named mutation gives it a concrete edit to
+make (docs/decisions/second-ask.md). Each applies to any of the five tasks."""
 
 
 def mutation_for(seed: int, iteration: int) -> str:
@@ -130,9 +129,8 @@ def reask_messages(task_description: str, parent_source: str, mutation: str, hig
 
     It holds only the task, the current program without its docstrings and one concrete ``mutation``
     to make, and wants the whole program back (or, in ``functions`` mode, the functions it changes).
-    Measured with the embedded model on the 23 stored second asks of five runs (same seeds;
-    ``benchmarks/sampling.py --reask``; see docs/results.md): this prompt beat the follow-up conversation
-    that asked for SEARCH/REPLACE edits, whose replies copied the format example or came back as fragments.
+    A new conversation because, replayed on stored second asks, it beat a follow-up asking for
+    SEARCH/REPLACE edits (docs/decisions/second-ask.md).
     """
     goal = "raises the score (higher is better)" if higher_is_better else "lowers the score (lower is better)"
     form = FORMAT_FUNCTIONS if mode == "functions" else "Return the whole program. " + FORMAT_FULL

@@ -67,16 +67,9 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
     """Messages asking for the child again, written from its (valid) parent, with the error the failed
     version met as a warning (the last repair, with ``repair_restart``).
 
-    Measured with the embedded 1.5B model (seed 0, R = 2): model-written fixes of a failing
-    child succeeded 0 times in 32 (MP full 0/8 besides one mechanical import fix, MP diff 0/12, TS full
-    0/12), the failures being the rewrite's own inventions (a stub ``class Workload`` with other
-    attribute names, ``Model`` objects indexed like tuples), which a fix of that program keeps; 5 of
-    the 16 MP children were valid as first generated from their parent. The failing program is
-    therefore not shown, only its error. Restarts have not been shown to do better yet: 0 of 10
-    (MP 0/3, EPLB 0/7, five of the EPLB ones a copy of the parent or of an earlier failed child);
-    on TS (e1da787) 4 of 6 gave the parent back. Tried and reverted (2026-11-25): a restart asking
-    for one named mutation of the parent as SEARCH/REPLACE edits made TS worse, 0/8 valid children
-    against 2/8 (its edits deleted definitions the rest used: ``txns``, ``sample_size``).
+    The failing program is not shown, only its error: the embedded model's fixes of its own rewrites
+    almost never worked, their failures being the rewrite's own inventions, which a fix keeps
+    (docs/decisions/repair-restart.md).
 
     Args:
         task_description: the task's prose.

@@ -14,12 +14,14 @@ from abc import ABC, abstractmethod
 from importlib import resources
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-from contextevolve.evaluation.isolation import CallResult, CandidateRun, run_candidate
+from contextevolve.evaluation.isolation import run_candidate
+from contextevolve.evaluation.results import CallResult, CandidateRun
 from contextevolve.evaluation.jobs import Call, EvalJob
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.tracebacks import candidate_excerpt
+from contextevolve.memory.records import FailureKind, kind_of_status
 
 __all__ = ["Call", "CallResult", "CandidateRun", "EvalJob", "EvalStatus", "Evaluation", "MetricSpec", "Task"]
 
@@ -45,7 +47,10 @@ class Evaluation(BaseModel):
     metrics: dict[str, float] = Field(default_factory=dict)
     combined_score: float = 0.0
     reason: str = ""
-    """Why the status is not ``ok``; empty when it is."""
+    """Why the status is not ``ok``, for people and the LLM; empty when it is."""
+    failure_kind: FailureKind = ""
+    """What kind of failure (:data:`~contextevolve.memory.records.FailureKind`); when not given, the
+    one the status implies (``failed`` → ``runtime``, ``invalid``, ``timeout``), ``""`` when ok."""
     diagnostics: str = ""
     """Short text (a few lines) that later prompts may show the LLM."""
     traceback: str = ""
@@ -59,6 +64,14 @@ class Evaluation(BaseModel):
     """Of ``seconds``, the candidate's timed calls (the supervisor's measurements, summed)."""
     notes: list[str] = Field(default_factory=list)
     """Sandbox guarantees this host could not enforce for this evaluation (empty when all were)."""
+
+    @model_validator(mode="after")
+    def _kind_from_status(self) -> Evaluation:
+        if self.status == "ok":
+            self.failure_kind = ""
+        elif not self.failure_kind:
+            self.failure_kind = kind_of_status(self.status)
+        return self
 
 
 class MetricSpec(BaseModel):
@@ -188,7 +201,7 @@ class Task(ABC):
             return self.rejected("invalid", f"grading produced a non-finite {bad[0]} ({values[bad[0]]!r})")
         if evaluation.status != "ok":  # a rejection always carries the worst score and metrics
             worst = self.rejected(evaluation.status, evaluation.reason or "rejected",
-                                  diagnostics=evaluation.diagnostics)
+                                  diagnostics=evaluation.diagnostics, failure_kind=evaluation.failure_kind)
             return worst
         return evaluation
 
@@ -206,10 +219,12 @@ class Task(ABC):
         """``"call i: reason"`` for every call that did not return a result (in call order)."""
         return [f"call {i}: {c.status}: {c.error}" for i, c in enumerate(run.calls) if c.status != "ok"]
 
-    def rejected(self, status: EvalStatus, reason: str, *, seconds: float = 0.0,
-                 diagnostics: str = "", traceback: str = "") -> Evaluation:
-        """An Evaluation for a program with no valid output: worst score and worst metrics."""
+    def rejected(self, status: EvalStatus, reason: str, *, seconds: float = 0.0, diagnostics: str = "",
+                 traceback: str = "", failure_kind: FailureKind = "") -> Evaluation:
+        """An Evaluation for a program with no valid output: worst score and worst metrics
+        (``failure_kind`` defaults to the one ``status`` implies)."""
         return Evaluation(status=status, reason=reason, seconds=seconds, combined_score=self.worst_score,
+                          failure_kind=failure_kind,
                           metrics={m.name: m.worst for m in self.metrics}, traceback=traceback,
                           diagnostics=diagnostics or (f"Rejected: {reason}" if status == "invalid" else ""))
 

@@ -1,10 +1,11 @@
-"""Cheap checks a child must pass before its full evaluation, and code identity for novelty.
+"""Cheap checks a child must pass before its full evaluation.
 
 Order (cheapest first): the program compiles; it defines the task's entry function with the
 contract's positional parameters (those of the initial program's entry function); a smoke run
 of :meth:`~contextevolve.tasks.base.Task.smoke_job` (one small case) in the sandbox under a
-short limit raises nothing. A program that fails a pre-check is ``failed`` with a reason that
-starts ``pre-check:`` and costs no full evaluation. A smoke call that only *times out* passes:
+short limit raises nothing. A program that fails a pre-check is ``failed`` (failure kind
+``compile`` or ``precheck``), its reason starts ``pre-check:`` for the reader, and it costs no full
+evaluation. A smoke call that only *times out* passes:
 a slow but correct program is the full evaluation's to judge.
 """
 
@@ -15,6 +16,7 @@ import ast
 from contextevolve.evaluation.isolation import run_candidate
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.tracebacks import candidate_excerpt
+from contextevolve.memory.records import FailureKind
 from contextevolve.tasks.base import Evaluation, Task
 
 SMOKE_WALL_S = 20.0
@@ -39,36 +41,44 @@ def _entry(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDe
 
 
 def static_check(task: Task, source: str) -> str:
-    """Why ``source`` cannot be ``task``'s program without running it; ``""`` when it can.
+    """Why ``source`` cannot be ``task``'s program without running it; ``""`` when it can
+    (:func:`static_failure`'s reason)."""
+    return static_failure(task, source)[1]
 
-    Checks that it compiles and that it defines ``task.job().entry`` at top level taking the
-    contract's positional arguments (as many as the initial program's entry function; a
-    name bound another way, e.g. ``entry = other_fn``, is accepted and left to the smoke run).
+
+def static_failure(task: Task, source: str) -> tuple[FailureKind, str]:
+    """``(kind, reason)`` of why ``source`` cannot be ``task``'s program without running it;
+    ``("", "")`` when it can.
+
+    Checks that it compiles (kind ``compile``) and that it defines ``task.job().entry`` at top level
+    taking the contract's positional arguments (kind ``precheck``; as many as the initial program's
+    entry function; a name bound another way, e.g. ``entry = other_fn``, is accepted and left to the
+    smoke run).
     """
     try:
         tree = ast.parse(source)
         compile(tree, "candidate.py", "exec")
     except SyntaxError as exc:
         text = (exc.text or "").strip()[:120]
-        return f"{PREFIX}SyntaxError: {exc.msg} (line {exc.lineno}" + (f": {text})" if text else ")")
+        return "compile", f"{PREFIX}SyntaxError: {exc.msg} (line {exc.lineno}" + (f": {text})" if text else ")")
     except (ValueError, MemoryError, RecursionError) as exc:
-        return f"{PREFIX}the program does not compile: {type(exc).__name__}"
+        return "compile", f"{PREFIX}the program does not compile: {type(exc).__name__}"
     name = task.job().entry
     if not name:  # the task's evaluator decides what it calls (a user's problem)
-        return ""
+        return "", ""
     fn = _entry(tree, name)
     if fn is None:
         assigned = any(isinstance(n, (ast.Assign, ast.ImportFrom, ast.Import, ast.ClassDef)) for n in tree.body)
-        return "" if assigned else f"{PREFIX}the program defines no top-level function {name}()"
+        return ("", "") if assigned else ("precheck", f"{PREFIX}the program defines no top-level function {name}()")
     contract = _entry(ast.parse(task.initial_program), name)
     if contract is None:
-        return ""
+        return "", ""
     need, _ = _positional(contract)
     required, accepted = _positional(fn)
     if required > need or (accepted != -1 and accepted < need):
         wanted = ", ".join(a.arg for a in [*contract.args.posonlyargs, *contract.args.args][:need])
-        return f"{PREFIX}{name}() must take {need} positional arguments ({wanted}) as in the contract"
-    return ""
+        return "precheck", f"{PREFIX}{name}() must take {need} positional arguments ({wanted}) as in the contract"
+    return "", ""
 
 
 def smoke_check(task: Task, source: str, limits: SandboxLimits) -> Evaluation | None:
@@ -84,19 +94,20 @@ def smoke_check(task: Task, source: str, limits: SandboxLimits) -> Evaluation | 
         return None
     if run.status != "ok":
         return task.rejected("failed", PREFIX + run.reason, seconds=run.seconds,
-                             traceback=candidate_excerpt(run.traceback))
+                             traceback=candidate_excerpt(run.traceback), failure_kind="precheck")
     for call in run.calls:
         if call.status in ("error", "crashed"):
             return task.rejected("failed", f"{PREFIX}smoke run: {call.error}"[:500], seconds=run.seconds,
-                                 traceback=candidate_excerpt(call.traceback))
+                                 traceback=candidate_excerpt(call.traceback), failure_kind="precheck")
         if call.status == "ok" and (why := task.smoke_refusal(call.value)):
-            return task.rejected("failed", f"{PREFIX}smoke run: {why}"[:500], seconds=run.seconds)
+            return task.rejected("failed", f"{PREFIX}smoke run: {why}"[:500], seconds=run.seconds,
+                                 failure_kind="precheck")
     return None
 
 
 def precheck(task: Task, source: str, limits: SandboxLimits) -> Evaluation | None:
     """:func:`static_check` then :func:`smoke_check`: the failed Evaluation of the first that fails, else None."""
-    reason = static_check(task, source)
-    if reason:
-        return task.rejected("failed", reason)
+    kind, reason = static_failure(task, source)
+    if kind:
+        return task.rejected("failed", reason, failure_kind=kind)
     return smoke_check(task, source, limits.resolved(task.timeout_s))

@@ -17,7 +17,7 @@ from tests.fakes import INITIAL, default_models, fenced, reply, scripted
 _HONEST = INITIAL.split("# EVOLVE-BLOCK-START\n")[1].split("# EVOLVE-BLOCK-END")[0].replace(
     "def compute_model_placement(", "def _honest(")
 
-#: One program per class of attack that applies to Model Placement (issue 9), in generation order.
+#: One program per class of attack that applies to Model Placement, in generation order.
 HOSTILE = {
     # forges protocol frames on every descriptor and a result file, then exits mid-call
     "forged_envelope": (

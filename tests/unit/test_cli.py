@@ -132,7 +132,8 @@ def test_log_prompts_keeps_every_request_and_reply(tmp_path, models):
 def test_run_flags_and_run_settings_agree():
     """Every ``run`` flag sets a run setting (flat name); every setting has a flag or is listed as
     API-only; the sandbox flags' help states the defaults the run actually uses."""
-    from contextevolve.cli import API_ONLY_SETTINGS, build_parser, run_settings
+    from contextevolve.cli import build_parser
+    from contextevolve.flags import API_ONLY_SETTINGS, run_settings
     from contextevolve.graph.context import SANDBOX_DEFAULTS, RunContext, check_setting_names, flat_setting_names
 
     everything = ["run", "--base-url", "http://h/v1", "--model", "m", "--role-model", "generator=g",

@@ -1,4 +1,4 @@
-"""`contextevolve compare` driven by a scripted fake endpoint (issue 11): all three systems, the
+"""`contextevolve compare` driven by a scripted fake endpoint: all three systems, the
 ledger, the proxy's counts against ContextEvolve's own, the result files, bad input."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 from contextevolve.cli import main
 from contextevolve.compare import ledger
 from contextevolve.compare.results import main as results_main
-from contextevolve.compare.runner import CompareSettings, compare
+from contextevolve.compare.runner import compare
+from contextevolve.compare.schema import CompareSettings
 from contextevolve.tasks.registry import get_task
 from tests.fake_endpoint import FakeEndpoint
 
@@ -171,7 +172,7 @@ def test_a_run_whose_requests_failed_says_so(tmp_path):
 
 def test_ablations_are_compared_with_the_full_system_on_the_seeds_both_ran():
     from contextevolve.compare.results import ablation_rows, markdown
-    from contextevolve.compare.runner import SystemResult
+    from contextevolve.compare.schema import SystemResult
 
     def run(system: str, seed: int, best: float) -> SystemResult:
         return SystemResult(system=system, seed=seed, label=f"{system}-s{seed}", initial=20.0, best=best)

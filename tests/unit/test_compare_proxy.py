@@ -1,4 +1,4 @@
-"""The counting proxy of `contextevolve compare` (issue 11): exact token counts, streamed or not."""
+"""The counting proxy of `contextevolve compare`: exact token counts, streamed or not."""
 
 from __future__ import annotations
 

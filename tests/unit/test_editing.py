@@ -34,7 +34,7 @@ def test_rewrite_with_markers_takes_inner_block():
     reply = "```python\nimport os\n# EVOLVE-BLOCK-START\ndef f(a):\n    return 0\n# EVOLVE-BLOCK-END\nZ=3\n```"
     child = build_child(PARENT, reply, "full")
     assert "Z=3" not in child and "return 0" in child
-    # only a new import outside the markers survives, moved inside the block (issue 10)
+    # only a new import outside the markers survives, moved inside the block
     assert child.index("# EVOLVE-BLOCK-START") < child.index("import os") < child.index("# EVOLVE-BLOCK-END")
 
 
@@ -82,7 +82,7 @@ def test_parse_json_object_skips_junk():
 
 
 def test_an_import_added_above_the_block_moves_into_it():
-    """The embedded model often adds ``import heapq`` at the top of the file, outside the markers (issue 10)."""
+    """The embedded model often adds ``import heapq`` at the top of the file, outside the markers."""
     parent = "X = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n    return a\n# EVOLVE-BLOCK-END\n"
     reply = ("```python\nimport heapq\nfrom typing import List\nX = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n"
              "    return heapq.nsmallest(1, [a])[0]\n# EVOLVE-BLOCK-END\n```")
@@ -142,7 +142,7 @@ def test_the_edit_format_example_is_made_of_the_programs_own_statements():
     # copied verbatim, the example changes nothing: a twin, never a broken program
     with pytest.raises(EditError) as raised:
         build_child(program, text, "diff")
-    assert raised.value.duplicate
+    assert raised.value.unchanged
 
 
 def test_a_search_written_as_the_model_believes_the_program_reads_is_matched_to_the_closest_lines():
@@ -193,7 +193,7 @@ def test_novelty_ignores_comments_docstrings_and_unused_imports_but_not_code():
 
 
 def test_novelty_given_the_entry_ignores_helpers_nothing_calls():
-    """Salvaged transaction-scheduling programs (issue 10 experiment) kept only classes the model
+    """Salvaged transaction-scheduling programs (a measured experiment) kept only classes the model
     added and never used; with the task's entry function named, such code does not make a program new."""
     from contextevolve.editing import normalized_code
 

@@ -28,7 +28,7 @@ def test_graph_has_the_eight_phases_in_a_loop():
     assert ("update_buffer", lane[0]) in edges and ("update_buffer", "__end__") in edges
     assert ("initialize", lane[0]) in edges and (lane[-1], "update_buffer") in edges
     assert all((a, b) in edges for a, b in zip(lane, lane[1:]) if a != "evaluate")
-    # repair sits in a loop with evaluate (issue 10), off the paper's path
+    # repair sits in a loop with evaluate, off the paper's path
     assert ("evaluate", "repair") in edges and ("repair", "evaluate") in edges and ("evaluate", "summarize") in edges
     assert PHASES == (*LANE_PHASES, "update_buffer")
 

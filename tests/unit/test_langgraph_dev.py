@@ -1,4 +1,4 @@
-"""Stepping through a run served by ``langgraph dev`` with the LangGraph SDK (issue 12).
+"""Stepping through a run served by ``langgraph dev`` with the LangGraph SDK.
 
 The test starts ``langgraph dev`` (in-memory runtime, offline) on this repository's
 ``langgraph.json`` and drives it through ``langgraph_sdk``: a run interrupted before

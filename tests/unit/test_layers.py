@@ -1,5 +1,6 @@
-"""Imports point one way (issue 13): every import inside the package, lazy ones included, goes to a
-module of the same layer or a lower one. Layers, bottom to top:
+"""Imports point one way: every import inside the package, lazy ones included, goes to a module of the
+same layer or a lower one, and no modules import each other in a circle (a circle inside a layer means
+two modules that cannot be read, tested or changed apart). Layers, bottom to top:
 
 0. schemas: run settings and sandbox limits, graph state, roles and token usage, seconds by phase,
    program records, text editing
@@ -22,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "contextevolve"
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (0, ("contextevolve.graph.context", "contextevolve.graph.settings", "contextevolve.graph.state", "contextevolve.evaluation.limits",
          "contextevolve.memory.records", "contextevolve.roles", "contextevolve.timing", "contextevolve.editing", "contextevolve.leftovers",
-         "contextevolve.splicing")),
+         "contextevolve.splicing", "contextevolve.replies")),
     (1, ("contextevolve.memory", "contextevolve.llm", "contextevolve.prompts", "contextevolve.evaluation",
          "contextevolve.fixes")),
     (2, ("contextevolve.tasks",)),
@@ -30,7 +31,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (4, ("contextevolve.nodes",)),
     (5, ("contextevolve.graph",)),
     (6, ("contextevolve.api", "contextevolve.baselines", "contextevolve.report", "contextevolve.compare")),
-    (7, ("contextevolve.cli", "contextevolve.__main__")),
+    (7, ("contextevolve.cli", "contextevolve.__main__", "contextevolve.flags", "contextevolve.display")),
 ]
 """Layer of each module: the longest matching prefix wins (``contextevolve.graph.state`` is 0,
 ``contextevolve.graph.builder`` is 5)."""
@@ -109,3 +110,70 @@ def test_the_check_sees_an_upward_import(tmp_path):
     assert imports(bad, top_level_only=True) == {"contextevolve.memory.records"}
     assert layer("contextevolve.graph.builder") > layer("contextevolve.nodes.generate") > layer(
         "contextevolve.graph.state")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere (lazy imports included)."""
+    graph = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        importer = module_name(path)
+        graph[importer] = {m for m in imports(path) if existing(m) and m != importer}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    found = circles(import_graph())
+    assert not found, "import circles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_circle_check_sees_a_circle():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+MAX_LINES = 400
+"""Longest module under contextevolve/: one a reader can take in at one sitting."""
+
+
+def test_no_module_is_longer_than_max_lines():
+    long = {str(p.relative_to(PACKAGE.parent)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them by job): {long}"

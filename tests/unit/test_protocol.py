@@ -68,7 +68,7 @@ def test_overflowing_and_deeply_nested_numbers_are_refused():
 def test_raised_limits_come_from_the_exception_not_its_text():
     import errno
 
-    from contextevolve.evaluation.isolation import _resource_reason
+    from contextevolve.evaluation.report import resource_reason as _resource_reason
     from contextevolve.evaluation.limits import SandboxLimits
 
     assert protocol.raised_limit(MemoryError()) == "memory"

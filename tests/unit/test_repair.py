@@ -1,4 +1,4 @@
-"""Issue 10: repair of failed children, pre-checks, novelty, context-agent caps, readable progress."""
+"""Repair of failed children, pre-checks, novelty, context-agent caps, readable progress."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 
 from contextevolve.api import evolve
-from contextevolve.cli import child_line
+from contextevolve.display import child_line
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.tracebacks import candidate_excerpt
 from contextevolve.fixes import add_import, missing_import

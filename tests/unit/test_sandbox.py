@@ -264,7 +264,7 @@ def test_issue_9_attacks_on_model_placement(executor, name):
 
 
 def _task_attacks() -> dict:
-    """Issue 9's task-specific attacks, as (task, source, check of the Evaluation) — run on both executors."""
+    """Task-specific attacks, as (task, source, check of the Evaluation) — run on both executors."""
     from tests.unit.test_trust_lb_sak import lb_wrapped
     from tests.unit.test_trust_ts_sql import CLOCKS
 

@@ -77,7 +77,7 @@ def test_refusals_name_the_problem():
         build_child(PARENT, "```python\ndef solve(a, b):\n    return (", "functions", truncated=True)
     with pytest.raises(EditError, match="identical") as raised:
         build_child(PARENT, "```python\ndef helper(x):\n    return x + 1\n```", "functions")
-    assert raised.value.duplicate
+    assert raised.value.unchanged
 
 
 def test_a_program_without_markers_takes_new_imports_after_its_own():

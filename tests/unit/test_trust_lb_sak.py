@@ -1,4 +1,4 @@
-"""Hostile candidates against the EPLB (LB) and sparse-attention (SAK) evaluators (issue 9).
+"""Hostile candidates against the EPLB (LB) and sparse-attention (SAK) evaluators.
 
 Each candidate below tries to earn a better score than its honest work deserves — by
 reading the window it is scored on, remembering answers, faking or dodging the clock,
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from contextevolve.evaluation.arrays import ArraySpec, npy_bytes, parse_npy
-from contextevolve.evaluation.isolation import CallResult, CandidateRun
+from contextevolve.evaluation.results import CallResult, CandidateRun
 from contextevolve.llm import embedded
 from contextevolve.tasks.datacache import data_dir
 from contextevolve.tasks.registry import get_task

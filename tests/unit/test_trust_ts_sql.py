@@ -1,4 +1,4 @@
-"""Hostile candidates for Transaction Scheduling and LLM-SQL (issue 9): none of them may pay.
+"""Hostile candidates for Transaction Scheduling and LLM-SQL: none of them may pay.
 
 Each program below tries one way of gaming the trusted measurement or the grader — giving
 up on the hardest input, forging the sandbox's messages, rebinding clocks, deferring work
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from contextevolve.evaluation.isolation import CallResult, CandidateRun
+from contextevolve.evaluation.results import CallResult, CandidateRun
 from contextevolve.tasks.llm_sql import task as sql_task
 from contextevolve.tasks.llm_sql.tables import tables
 from contextevolve.tasks.registry import get_task

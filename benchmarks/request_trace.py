@@ -1,0 +1,174 @@
+"""Do two versions of the code ask the LLM the same things? A refactoring check without the LLM.
+
+Runs ``contextevolve run`` from each given source tree against the same scripted endpoint, whose
+reply is a pure function of the request (messages, model, temperature, seed, stop, token cap):
+two trees that send the same requests in the same order therefore get the same replies and write
+the same children. The endpoint logs every request; the script prints, per tree, how many requests
+each role made, the children's statuses, failure kinds and a digest of their sources, and then the
+first request where the traces differ (or that they are identical).
+
+The scripted Generator answers with a mix chosen by the request's hash: valid Model Placement
+children (the projected-KVPR rule with a weight from the hash, so children differ), a child with a
+missing import (the mechanical fix), one that does not compile (a restart), a copy of the initial
+program (a twin, then the second ask) and prose (an ``edit`` failure), so the Generator, its second
+ask, the import fix, restarts and their second asks all run.
+
+    python benchmarks/request_trace.py --trees /path/to/old /path/to/new --iterations 12 --seed 0
+
+Exit code 1 when the traces differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.fakes import BETTER_PROGRAM, INITIAL  # noqa: E402
+
+#: The parts of a request that decide its reply (and that a refactoring must keep).
+KEYS = ("model", "messages", "temperature", "seed", "stop", "max_tokens", "max_completion_tokens", "top_p",
+        "response_format")
+MISSING_IMPORT = BETTER_PROGRAM.replace("    ordered = sorted(", "    heapq.heapify([])\n    ordered = sorted(")
+BROKEN = INITIAL[: len(INITIAL) // 2] + "\n    ((\n"
+
+
+def _digest(data: object) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def reply_for(body: dict) -> str:
+    """The scripted reply to ``body``: a pure function of its :data:`KEYS`."""
+    h = int(_digest({k: body.get(k) for k in KEYS})[:12], 16)
+    if body.get("model") == "gen":
+        kind = h % 10
+        weight = 0.05 + (h >> 8) % 300 / 100
+        if kind < 5:
+            code = BETTER_PROGRAM.replace("model.req_rate / model.slo", f"{weight:.2f} * model.req_rate / model.slo")
+        elif kind == 5:
+            code = MISSING_IMPORT
+        elif kind == 6:
+            code = BROKEN
+        elif kind < 9:
+            code = INITIAL
+        else:
+            return "I would rather not change this program."
+        return f"Here is the new program.\n```python\n{code}```\n"
+    if body.get("response_format"):
+        return json.dumps({"exemplars": sorted({1 + h % 5, 1 + (h >> 4) % 5}), "why": "diverse ideas"})
+    return ["Greedy placement by KV-cache pressure; sorts models by request rate over SLO.",
+            "Balance projected pressure after placing each model rather than the current pressure.",
+            "Try placing the largest models first, then fill the GPUs with the most free memory."][h % 3]
+
+
+class TraceEndpoint:
+    """OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1 answering :func:`reply_for`; ``requests``
+    holds every request's :data:`KEYS` in arrival order."""
+
+    def __init__(self):
+        self.requests: list[dict] = []
+        endpoint = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                endpoint.requests.append({k: body.get(k) for k in KEYS})
+                text = reply_for(body)
+                words = len(text.split())
+                prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+                raw = json.dumps({"id": "trace", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                               "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": prompt, "completion_tokens": words,
+                                            "total_tokens": prompt + words}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+
+def trace(tree: Path, iterations: int, seed: int, mode: str, extra: list[str]) -> tuple[list[dict], list[dict]]:
+    """Run ``tree``'s ``contextevolve run`` against a fresh :class:`TraceEndpoint`; returns its requests
+    and the run's program records (``extra``: more ``run`` flags)."""
+    endpoint = TraceEndpoint()
+    with tempfile.TemporaryDirectory(prefix="ce-trace-") as tmp:
+        run_dir = Path(tmp) / "run"  # the same path name for every tree
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        done = subprocess.run([sys.executable, "-m", "contextevolve.cli", "run", "--task", "model_placement",
+                               "--iterations", str(iterations), "--seed", str(seed), "--mode", mode,
+                               "--run-dir", str(run_dir), "--base-url", endpoint.url, "--model", "ctx",
+                               "--role-model", "generator=gen", "--max-retries", "0", "--no-report", *extra],
+                              env=env, cwd=tmp, capture_output=True, text=True, timeout=1800)
+        if done.returncode:
+            raise SystemExit(f"{tree}: run failed ({done.returncode}): {done.stderr[-1500:]}")
+        records = [json.loads(line) for line in (run_dir / "programs.jsonl").read_text().splitlines()]
+    endpoint.server.shutdown()
+    return endpoint.requests, records
+
+
+def summary(requests: list[dict], records: list[dict]) -> dict:
+    by_model: dict[str, int] = {}
+    for r in requests:
+        by_model[r["model"]] = by_model.get(r["model"], 0) + 1
+    children = [r for r in records if r["iteration"] > 0]
+    return {"requests": len(requests), "by_model": by_model,
+            "statuses": [c["status"] for c in children],
+            "failure_kinds": [c.get("failure_kind", "?") for c in children],
+            "repairs": [len(c.get("attempts", [])) for c in children],
+            "children_digest": _digest([c.get("source", "") for c in children])[:16],
+            "requests_digest": _digest(requests)[:16]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trees", nargs="+", type=Path, default=[ROOT], help="source trees to compare")
+    parser.add_argument("--iterations", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=("full", "diff", "functions"), default="full")
+    parser.add_argument("--repair-attempts", type=int, help="passed on to run (default: run's)")
+    parser.add_argument("--no-repair-restart", action="store_true", help="passed on to run")
+    args = parser.parse_args(argv)
+    extra = ([] if args.repair_attempts is None else ["--repair-attempts", str(args.repair_attempts)]) + (
+        ["--no-repair-restart"] if args.no_repair_restart else [])
+    traces = []
+    for tree in args.trees:
+        requests, records = trace(tree.resolve(), args.iterations, args.seed, args.mode, extra)
+        traces.append(requests)
+        print(f"{tree}: {json.dumps(summary(requests, records))}", flush=True)
+    for other, tree in zip(traces[1:], args.trees[1:]):
+        for n, (a, b) in enumerate(zip(traces[0], other)):
+            if a != b:
+                keys = [k for k in KEYS if a.get(k) != b.get(k)]
+                print(f"{tree}: request {n} differs from {args.trees[0]}'s in {keys}")
+                return 1
+        if len(other) != len(traces[0]):
+            print(f"{tree}: {len(other)} requests against {len(traces[0])}")
+            return 1
+    if len(traces) > 1:
+        print(f"identical: {len(traces[0])} requests, in order, from every tree")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""The comparison's records: its settings and one system's result on one seed (what
+``results.json`` holds), apart from the code that makes them (:mod:`contextevolve.compare.runner`)
+and the code that shows them (:mod:`contextevolve.compare.results`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+
+class CompareSettings(BaseModel):
+    """One comparison's settings (the ``compare`` command's options)."""
+
+    task: str
+    """Registered task name."""
+    systems: list[str] = Field(default_factory=lambda: ["contextevolve", "openevolve", "gepa"])
+    """Systems to run, in order (:data:`contextevolve.compare.runner.SYSTEMS`)."""
+    candidates: int = 8
+    """Candidate budget per system and seed (iterations / proposals)."""
+    seeds: list[int] = Field(default_factory=lambda: [0])
+    """Seeds; each system runs once per seed."""
+    out: str
+    """Output folder."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint; None = the embedded model (started once for all systems)."""
+    api_key: str | None = Field(default=None, repr=False)
+    """Key for ``base_url`` (never written to results)."""
+    model: str | None = None
+    """Model name; None = the embedded model's alias."""
+    temperature: float = 0.8
+    """Sampling temperature of every code-writing request (ContextEvolve's Generator, the peers)."""
+    top_p: float | None = None
+    """Set on every request by the proxy; None = 0.8 on the embedded model, else the endpoint's."""
+    top_k: int | None = None
+    """Set on every request by the proxy; None = 20 on the embedded model, else the endpoint's."""
+    max_tokens: int = 1400
+    """Completion-token cap of every code-writing request."""
+    token_budget: int | None = None
+    """Same-token-budget mode: tokens each system may use per seed (None: candidate budget only)."""
+    timeout_s: float | None = None
+    """Wall-clock limit of one system run, seconds (None: none); a peer past it is stopped."""
+    time_budget_s: float | None = None
+    """Same-time budget mode: wall seconds each system may use per seed (None: none). ContextEvolve
+    stops by its own time budget between rounds (``RunContext.time_budget_s``); a peer is stopped
+    once its process has run this long."""
+
+
+class SystemResult(BaseModel):
+    """One system on one seed, all figures from the ledger and the proxy."""
+
+    system: str
+    seed: int
+    label: str
+    initial: float | None = None
+    """The initial program's combined score (our evaluator)."""
+    best: float | None = None
+    """The best valid candidate's combined score (the initial's when none beat it)."""
+    best_recomputed: float | None = None
+    """The best program evaluated once more after the run."""
+    budget: int | None = None
+    """The candidate budget it ran under (OpenEvolve iterations, GEPA proposals, ContextEvolve iterations)."""
+    candidates: int = 0
+    """Candidates evaluated (ledger entries that are proposals): fewer than the budget when a
+    proposal never became a program (an OpenEvolve diff that did not apply, a GEPA proposal its
+    cache already knew)."""
+    valid: int = 0
+    """Candidates our evaluator scored ``ok``."""
+    valid_changed: int = 0
+    """Valid candidates whose normalised code is new (not a copy up to comments/docstrings)."""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens: int = 0
+    """Prompt + completion tokens counted by the proxy."""
+    llm_calls: int = 0
+    """Requests counted by the proxy."""
+    own_tokens: int | None = None
+    """The system's own token report (ContextEvolve's run), to check against the proxy."""
+    wall_s: float = 0.0
+    """Wall seconds of the system's run (not counting the post-run recomputation)."""
+    best_so_far: list[float | None] = Field(default_factory=list)
+    """Best score after each candidate (paper Fig. 3a)."""
+    cumulative_tokens: list[int] = Field(default_factory=list)
+    """Tokens used by the time each candidate's evaluation finished (Fig. 3b): from the proxy's
+    records for the peers, from the children's own token records for ContextEvolve (equal in sum)."""
+    stopped: str = ""
+    """Why the run ended early (token budget, time limit, error), empty when it finished."""
+
+
+def earlier_results(out: Path, task: str) -> list[SystemResult]:
+    """The results already in ``out/results.json`` (a comparison extended by more systems or seeds).
+
+    Raises:
+        ValueError: they belong to another task.
+    """
+    path = Path(out) / "results.json"
+    if not path.exists():
+        return []
+    data = json.loads(path.read_text())
+    if data.get("settings", {}).get("task") != task:
+        raise ValueError(f"{out} holds a comparison on {data.get('settings', {}).get('task')!r}, not {task!r}")
+    return [SystemResult.model_validate(r) for r in data.get("results", [])]

@@ -1,0 +1,54 @@
+"""What one sandboxed evaluation of a candidate returns: the run of its process tree and each
+timed call, as the trusted supervisor and host saw them (:func:`contextevolve.evaluation.isolation.run_candidate`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class CallResult:
+    """One call of the candidate, as the trusted supervisor saw it.
+
+    ``status`` is one of :data:`~contextevolve.evaluation.protocol.CALL_STATUSES`;
+    ``seconds`` is the supervisor's wall time from sending the request to the last byte of
+    the response (never a number the candidate reported); ``value`` and ``blobs`` are the
+    harness's serialised output — untrusted data for the grader to check.
+    """
+
+    status: str
+    seconds: float
+    value: Any = None
+    blobs: dict[str, bytes] = field(default_factory=dict)
+    error: str = ""
+    traceback: str = ""
+
+
+@dataclass
+class CandidateRun:
+    """What came back from one candidate process tree.
+
+    ``status`` is ``"ok"`` when the supervisor reported every call (each call then has its
+    own status in ``calls``), ``"timeout"`` when the tree was killed at the wall-clock limit or the import outlived its limit,
+    ``"failed"`` otherwise (the program could not be imported, the sandbox failed, a limit
+    of the whole tree was hit), with ``reason`` saying why.
+    """
+
+    status: str
+    reason: str
+    seconds: float
+    stdout_tail: str
+    stderr_tail: str
+    calls: list[CallResult] = field(default_factory=list)
+    """One entry per call of the job, in order (empty unless ``status`` is ``"ok"``)."""
+    import_seconds: float = 0.0
+    """Wall time the first runner took to start and import the harness and the candidate."""
+    traceback: str = ""
+    """Traceback excerpt of an import failure (empty otherwise)."""
+    cpu_s: float = 0.0
+    """CPU seconds (user + system) of the candidate's processes, as measured by the supervisor."""
+    notes: list[str] = field(default_factory=list)
+    """Sandbox guarantees this host could not enforce (empty when all were)."""
+    leftovers_killed: int = 0
+    """Processes of the tree still alive after the candidate returned, killed by the host."""

@@ -1,0 +1,155 @@
+"""The command line's setting flags, generated from the run settings: one declaration per setting.
+
+Every run setting (a flat name of :func:`contextevolve.graph.context.flat_setting_names`) is declared
+once, as a field with its type, default and docstring (:mod:`contextevolve.graph.settings`,
+:class:`~contextevolve.graph.context.RunContext`, :class:`~contextevolve.evaluation.limits.SandboxLimits`);
+its flag is derived from that field here:
+
+* the name is ``--`` + the field's name with dashes, a trailing ``_s`` (seconds) dropped
+  (``retry_wait_s`` → ``--retry-wait S``), except the few in :data:`RENAMED`;
+* a bool that is on by default gets ``--no-NAME``, one that is off ``--NAME``; a ``Literal`` gets its
+  choices; ``int`` / ``float`` / ``str`` their type;
+* the help is the docstring's first sentence and the default.
+
+Three flags are not one setting each and are declared by hand: ``--role-model ROLE=MODEL`` (``models``),
+``--disable AGENT`` (the three ``*_enabled`` ablations) and ``--time-budget MINUTES`` (``time_budget_s``).
+A flag's value lands in ``args.<flat name>``; None means "not given" (run.json's value or the default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+from typing import Any
+
+RENAMED = {"generation_mode": "mode", "num_exemplars": "exemplars", "num_trajectories": "trajectories",
+           "context_token_budget": "context-budget", "stop_at_code_end": "code-stop"}
+"""Settings whose flag is not their field's name (shorter, or the name users already type)."""
+API_ONLY_SETTINGS = frozenset({
+    "task", "run_dir", "max_iterations",  # --task, --run-dir, --iterations: evolve() arguments of their own
+    "api_key",  # CONTEXTEVOLVE_API_KEY / OPENAI_API_KEY only: never on a command line
+    "temperatures", "max_tokens", "parent_selection", "tournament_size",
+    "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
+})
+"""Run settings without a ``run`` flag (set them from Python, or in ``langgraph dev``'s context)."""
+AGENTS = ("summarizer", "navigator", "sampler")
+"""The context agents ``--disable`` switches off (each a ``<agent>_enabled`` setting)."""
+BY_HAND = frozenset({"models", "time_budget_s", *(f"{agent}_enabled" for agent in AGENTS)})
+"""Settings whose flag is declared by hand (see the module docstring)."""
+LIMIT_SETTINGS = ("eval_cpu_s", "eval_memory_mb", "eval_max_processes", "eval_output_kb", "eval_files_mb",
+                  "eval_allow_network")
+"""The sandbox limits every command that evaluates shares (``run``, ``evaluate``): the ``--eval-*`` group."""
+_TYPES = {"integer": int, "number": float, "string": str}
+
+
+@functools.cache
+def _fields() -> dict[str, dict[str, Any]]:
+    """Flat setting name -> its JSON-schema property (type, default, description, enum)."""
+    import pydantic
+
+    from contextevolve.graph.context import GROUPS, SETTINGS, RunContext
+
+    schema = pydantic.TypeAdapter(RunContext).json_schema()
+    groups = {name: schema["$defs"][kind.__name__]["properties"] for name, kind in GROUPS.items()}
+    out = {name: prop for name, prop in schema["properties"].items() if name not in GROUPS}
+    out.update({flat: groups[group][field] for flat, (group, field) in SETTINGS.items()})
+    return out
+
+
+def flag_settings() -> list[str]:
+    """The flat settings that get a generated flag, in declaration order."""
+    return [name for name in _fields() if name not in API_ONLY_SETTINGS | BY_HAND]
+
+
+def _first_sentence(text: str) -> str:
+    """The docstring's first sentence as plain help text (reST roles and literals unwrapped, ``%`` escaped
+    for argparse)."""
+    text = " ".join((text or "").split())
+    found = re.search(r"(?<=[A-Za-z0-9)`'])\.(\s|$)", text)
+    text = text[:found.start() + 1] if found else text
+    text = re.sub(r"\s*\(:\w+:`[^`]*`\)", "", text)  # "(:mod:`x`)": a pointer for readers of the code
+    text = re.sub(r":\w+:`~?([^`]*)`", lambda m: m.group(1).rsplit(".", 1)[-1], text)
+    return text.replace("``", "").replace("%", "%%")
+
+
+def _kind(prop: dict[str, Any]) -> dict[str, Any]:
+    """The non-null branch of an ``anyOf`` (an optional setting), else ``prop``."""
+    branches = [b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"]
+    return branches[0] if branches else prop
+
+
+def flag_name(setting: str) -> str:
+    """``--flag`` of ``setting`` (without the ``no-`` of a switch that is on by default)."""
+    name = RENAMED.get(setting) or re.sub(r"_s$", "", setting).replace("_", "-")
+    return f"--{name}"
+
+
+def add_setting_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, settings: list[str]) -> None:
+    """Add the generated flag of each of ``settings`` to ``parser`` (``dest`` = the setting's flat name)."""
+    for setting in settings:
+        prop = _fields()[setting]
+        kind, default = _kind(prop), prop.get("default")
+        text = _first_sentence(prop.get("description", ""))
+        if kind.get("type") == "boolean":
+            on = bool(default)
+            parser.add_argument(flag_name(setting).replace("--", "--no-" if on else "--", 1), dest=setting,
+                                action="store_const", const=not on, default=None,
+                                help=f"{'off' if on else 'on'}: {text}" if text else None)
+            continue
+        shown = f" (default {default})" if default is not None else ""
+        options: dict[str, Any] = {"dest": setting, "default": None, "help": f"{text}{shown}" or None}
+        if "enum" in kind:
+            options["choices"] = kind["enum"]
+        else:
+            options["type"] = _TYPES.get(kind.get("type", "string"), str)
+        if "enum" not in kind:
+            options["metavar"] = "S" if setting.endswith("_s") else flag_name(setting)[2:].replace("-", "_").upper()
+        parser.add_argument(flag_name(setting), **options)
+
+
+def add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """Every run setting's flag (generated, the three by hand, the sandbox limits in their own group)."""
+    add_setting_flags(parser, [s for s in flag_settings() if s not in LIMIT_SETTINGS])
+    parser.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL",
+                        help="model for one role (summarizer, navigator, sampler, generator)")
+    parser.add_argument("--time-budget", type=float, metavar="MINUTES",
+                        help="stop after this many minutes of the run's rounds (checked between rounds)")
+    parser.add_argument("--disable", action="append", choices=list(AGENTS), help="ablate an agent (repeatable)")
+    add_limit_flags(parser)
+
+
+def add_limit_flags(parser: argparse.ArgumentParser) -> None:
+    """The shared ``--eval-*`` sandbox-limit flags, in a group of their own."""
+    add_setting_flags(parser.add_argument_group("sandbox limits"), list(LIMIT_SETTINGS))
+
+
+def _role_models(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        role, sep, name = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"--role-model takes ROLE=MODEL, got {pair!r}")
+        out[role] = name
+    return out
+
+
+def limit_settings(args: argparse.Namespace) -> dict:
+    """The sandbox settings the ``--eval-*`` flags set (unset flags omitted)."""
+    return {name: getattr(args, name) for name in LIMIT_SETTINGS if getattr(args, name, None) is not None}
+
+
+def run_settings(args: argparse.Namespace) -> dict:
+    """The run settings (flat names) a ``run`` command line sets (None: not given; run.json's or the default).
+
+    Every key is a setting's flat name, and every setting is either here or in :data:`API_ONLY_SETTINGS`.
+
+    Raises:
+        ValueError: a ``--role-model`` that is not ``ROLE=MODEL``.
+    """
+    settings = {name: getattr(args, name) for name in flag_settings() if name not in LIMIT_SETTINGS}
+    settings.update(limit_settings(args), models=_role_models(args.role_model) or None,
+                    time_budget_s=args.time_budget * 60 if args.time_budget is not None else None)
+    for agent in AGENTS:
+        settings[f"{agent}_enabled"] = False if agent in (args.disable or []) else None
+    return settings
