@@ -148,7 +148,7 @@ def judge(task, mode: str, prompt: dict, text: str, truncated: bool) -> dict:
     try:
         child = build_child(prompt["parent"], text, mode, truncated=truncated)
     except EditError as exc:
-        return {"outcome": "twin" if exc.duplicate else "not built", "reason": str(exc)[:160]}
+        return {"outcome": "twin" if exc.unchanged else "not built", "reason": str(exc)[:160]}
     if normalized_code(child, entry) == normalized_code(prompt["parent"], entry):
         return {"outcome": "twin", "reason": "same code as the parent"}
     failed = precheck(task, child, SandboxLimits())

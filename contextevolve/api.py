@@ -129,7 +129,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     """Summary of a run directory, read from its Evolve Buffer only (fast; loads no models).
 
     Keys: ``run_dir``, ``task``, ``iterations``, ``programs`` (committed, failed ones included),
-    ``statuses`` (count per status), ``initial_score``, ``best_score``, ``best_id``, ``repairs``
+    ``statuses`` (count per status), ``failure_kinds`` (count per failure kind),
+    ``initial_score``, ``best_score``, ``best_id``, ``repairs``
     (``attempted``: repair calls, ``succeeded``: children they made ok), ``tokens`` (by role),
     ``total_tokens``, ``seconds`` (wall seconds by phase, summed over programs; see
     :mod:`contextevolve.timing`), ``llm`` (per usage role: ``calls``, ``seconds``, ``prompt``,
@@ -151,8 +152,11 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     finally:
         buffer.close()
     statuses: dict[str, int] = {}
+    kinds: dict[str, int] = {}
     for r in records:
         statuses[r.status] = statuses.get(r.status, 0) + 1
+        if r.failure_kind:
+            kinds[r.failure_kind] = kinds.get(r.failure_kind, 0) + 1
     initial = next((r for r in records if r.iteration == 0), None)
     seconds = functools.reduce(add_seconds, (r.seconds for r in records), {})
     children = [wall(r.seconds) for r in records if r.iteration and r.seconds]
@@ -162,6 +166,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "iterations": max((r.iteration for r in records), default=0),
         "programs": len(records),
         "statuses": statuses,
+        "failure_kinds": kinds,
         "initial_score": initial.combined_score if initial else None,
         "best_score": best.combined_score if best else None,
         "best_id": best.id if best else None,

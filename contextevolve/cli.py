@@ -128,6 +128,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     console.print(f"iterations: {status['iterations']}  programs: {status['programs']}  "
                   f"statuses: {status['statuses']}  repairs: {status['repairs']['attempted']} attempted, "
                   f"{status['repairs']['succeeded']} children fixed")
+    if status["failure_kinds"]:
+        console.print("failures by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(status["failure_kinds"].items())))
     console.print(f"initial score: {status['initial_score']}  best score: {status['best_score']} "
                   f"({status['best_id']})")
     console.print(tokens_table(status["tokens"]))

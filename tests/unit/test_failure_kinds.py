@@ -6,6 +6,7 @@ import ast
 import json
 from pathlib import Path
 
+from contextevolve.api import run_status
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.memory.records import ProgramRecord, RepairAttempt, legacy_failure_kind, repairable
 from contextevolve.nodes.ask import SamplingPolicy
@@ -123,6 +124,7 @@ def test_a_twin_is_a_failed_child_of_kind_twin_and_is_not_repaired(tmp_path):
     child = records[1]
     assert len(generator.seen) == 2  # the first ask and its second ask; no repair of a twin
     assert child["status"] == "failed" and child["failure_kind"] == "twin" and not child["attempts"]
+    assert run_status(tmp_path / "r")["failure_kinds"] == {"twin": 1}
 
 
 def test_the_sampling_policy_gives_every_request_of_an_iteration_its_own_seed():

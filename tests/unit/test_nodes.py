@@ -211,7 +211,7 @@ def test_evaluate_summarize_update_buffer_commit_the_child(seeded, seeded_run, c
     assert "Parent abstract" in prompt and "keeps from the parent" in prompt
     run = replace(seeded_run[0], lane_results=state.lane_results)
     assert state.lane_results == [{"lane": 0, "child_id": "it00001", "status": "ok", "score": state.child_score,
-                                   "usage": state.iteration_usage, "reason": "", "repairs": 0,
+                                   "usage": state.iteration_usage, "reason": "", "failure_kind": "", "repairs": 0,
                                    "parent_id": "it00000", "guidance": state.guidance,
                                    "exemplar_ids": state.context_exemplar_ids}]
     update = run_node(update_buffer, run, ctx)
