@@ -10,8 +10,11 @@ first request where the traces differ (or that they are identical).
 The scripted Generator answers with a mix chosen by the request's hash: valid Model Placement
 children (the projected-KVPR rule with a weight from the hash, so children differ), a child with a
 missing import (the mechanical fix), one that does not compile (a restart), a copy of the initial
-program (a twin, then the second ask) and prose (an ``edit`` failure), so the Generator, its second
-ask, the import fix, restarts and their second asks all run.
+program (a twin, then the second ask), prose (an ``edit`` failure) and endpoint faults (an empty
+completion, a program cut off at the token cap; the run makes no retries), so the Generator, its
+second ask, the import fix, restarts, their second asks and the endpoint-fault paths all run.
+Besides the requests, the runs' children must match (statuses, repairs, sources; failure kinds are
+shown, not compared, as a tree older than them has none).
 
     python benchmarks/request_trace.py --trees /path/to/old /path/to/new --iterations 12 --seed 0
 
@@ -47,11 +50,11 @@ def _digest(data: object) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def reply_for(body: dict) -> str:
-    """The scripted reply to ``body``: a pure function of its :data:`KEYS`."""
+def reply_for(body: dict) -> tuple[str, str]:
+    """The scripted reply to ``body`` and its ``finish_reason``: a pure function of its :data:`KEYS`."""
     h = int(_digest({k: body.get(k) for k in KEYS})[:12], 16)
     if body.get("model") == "gen":
-        kind = h % 10
+        kind = h % 12
         weight = 0.05 + (h >> 8) % 300 / 100
         if kind < 5:
             code = BETTER_PROGRAM.replace("model.req_rate / model.slo", f"{weight:.2f} * model.req_rate / model.slo")
@@ -61,14 +64,18 @@ def reply_for(body: dict) -> str:
             code = BROKEN
         elif kind < 9:
             code = INITIAL
-        else:
-            return "I would rather not change this program."
-        return f"Here is the new program.\n```python\n{code}```\n"
+        elif kind == 9:
+            return "I would rather not change this program.", "stop"
+        elif kind == 10:  # an endpoint fault: an empty completion
+            return "", "stop"
+        else:  # an endpoint fault: cut off at the token cap before a whole program
+            return f"Here is the new program.\n```python\n{INITIAL[:300]}", "length"
+        return f"Here is the new program.\n```python\n{code}```\n", "stop"
     if body.get("response_format"):
-        return json.dumps({"exemplars": sorted({1 + h % 5, 1 + (h >> 4) % 5}), "why": "diverse ideas"})
+        return json.dumps({"exemplars": sorted({1 + h % 5, 1 + (h >> 4) % 5}), "why": "diverse ideas"}), "stop"
     return ["Greedy placement by KV-cache pressure; sorts models by request rate over SLO.",
             "Balance projected pressure after placing each model rather than the current pressure.",
-            "Try placing the largest models first, then fill the GPUs with the most free memory."][h % 3]
+            "Try placing the largest models first, then fill the GPUs with the most free memory."][h % 3], "stop"
 
 
 class TraceEndpoint:
@@ -83,12 +90,12 @@ class TraceEndpoint:
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 endpoint.requests.append({k: body.get(k) for k in KEYS})
-                text = reply_for(body)
+                text, finish = reply_for(body)
                 words = len(text.split())
                 prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
                 raw = json.dumps({"id": "trace", "object": "chat.completion", "created": 0, "model": body.get("model"),
                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                               "finish_reason": "stop"}],
+                                               "finish_reason": finish}],
                                   "usage": {"prompt_tokens": prompt, "completion_tokens": words,
                                             "total_tokens": prompt + words}}).encode()
                 self.send_response(200)
@@ -108,10 +115,12 @@ class TraceEndpoint:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
 
-def trace(tree: Path, iterations: int, seed: int, mode: str, extra: list[str]) -> tuple[list[dict], list[dict]]:
-    """Run ``tree``'s ``contextevolve run`` against a fresh :class:`TraceEndpoint`; returns its requests
-    and the run's program records (``extra``: more ``run`` flags)."""
-    endpoint = TraceEndpoint()
+def trace(endpoint: TraceEndpoint, tree: Path, iterations: int, seed: int, mode: str,
+          extra: list[str]) -> tuple[list[dict], list[dict]]:
+    """Run ``tree``'s ``contextevolve run`` against ``endpoint`` (the same one for every tree: its URL
+    reaches the prompts, in the reasons of endpoint faults); returns the run's requests and program
+    records (``extra``: more ``run`` flags)."""
+    endpoint.requests = []
     with tempfile.TemporaryDirectory(prefix="ce-trace-") as tmp:
         run_dir = Path(tmp) / "run"  # the same path name for every tree
         env = {**os.environ, "PYTHONPATH": str(tree)}
@@ -123,7 +132,6 @@ def trace(tree: Path, iterations: int, seed: int, mode: str, extra: list[str]) -
         if done.returncode:
             raise SystemExit(f"{tree}: run failed ({done.returncode}): {done.stderr[-1500:]}")
         records = [json.loads(line) for line in (run_dir / "programs.jsonl").read_text().splitlines()]
-    endpoint.server.shutdown()
     return endpoint.requests, records
 
 
@@ -136,7 +144,8 @@ def summary(requests: list[dict], records: list[dict]) -> dict:
             "statuses": [c["status"] for c in children],
             "failure_kinds": [c.get("failure_kind", "?") for c in children],
             "repairs": [len(c.get("attempts", [])) for c in children],
-            "children_digest": _digest([c.get("source", "") for c in children])[:16],
+            "children_digest": _digest([[c.get(k) for k in ("source", "status", "reason", "diagnostics")]
+                                        for c in children])[:16],
             "requests_digest": _digest(requests)[:16]}
 
 
@@ -151,12 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     extra = ([] if args.repair_attempts is None else ["--repair-attempts", str(args.repair_attempts)]) + (
         ["--no-repair-restart"] if args.no_repair_restart else [])
-    traces = []
+    traces, summaries = [], []
+    endpoint = TraceEndpoint()
     for tree in args.trees:
-        requests, records = trace(tree.resolve(), args.iterations, args.seed, args.mode, extra)
+        requests, records = trace(endpoint, tree.resolve(), args.iterations, args.seed, args.mode, extra)
         traces.append(requests)
-        print(f"{tree}: {json.dumps(summary(requests, records))}", flush=True)
-    for other, tree in zip(traces[1:], args.trees[1:]):
+        summaries.append(summary(requests, records))
+        print(f"{tree}: {json.dumps(summaries[-1])}", flush=True)
+    for other, tree, seen in zip(traces[1:], args.trees[1:], summaries[1:]):
         for n, (a, b) in enumerate(zip(traces[0], other)):
             if a != b:
                 keys = [k for k in KEYS if a.get(k) != b.get(k)]
@@ -164,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
         if len(other) != len(traces[0]):
             print(f"{tree}: {len(other)} requests against {len(traces[0])}")
+            return 1
+        differs = [k for k in seen if k != "failure_kinds" and seen[k] != summaries[0][k]]
+        if differs:
+            print(f"{tree}: its children differ from {args.trees[0]}'s in {differs}")
             return 1
     if len(traces) > 1:
         print(f"identical: {len(traces[0])} requests, in order, from every tree")

@@ -77,7 +77,8 @@ def run_candidate(source: str, job: EvalJob, *, limits: SandboxLimits) -> Candid
         try:
             run = _supervise(private, work, lib, token, limits, host, group, job)
         except (OSError, RecursionError, ValueError) as exc:  # the host side failed: never the caller's problem
-            run = CandidateRun("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:200]}", 0.0, "", "")
+            run = CandidateRun("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:200]}", 0.0, "", "",
+                               failure_kind="evaluator")
         finally:
             killed = group.destroy() if group else 0
             killed += cleanup.kill_tagged(token)

@@ -68,6 +68,7 @@ def read_report(frames: list, n_calls: int, limits: SandboxLimits, group: cgroup
             run.reason = resource_reason(str(imported["error"]), imported.get("limit"), limits)
         elif kind == "died" and death.get("exitcode") == protocol.EXIT_SETUP_FAILED:
             run.reason = (stderr_tail.strip().splitlines()[-1:] or ["sandbox setup failed"])[0]
+            run.failure_kind = "evaluator"
         elif kind == "died":
             run.reason = _limit_reason(death, limits, group) or _death_reason(death, stderr_tail)
         else:  # the import outlived its time limit: a timeout, like the wall clock

@@ -52,3 +52,7 @@ class CandidateRun:
     """Sandbox guarantees this host could not enforce (empty when all were)."""
     leftovers_killed: int = 0
     """Processes of the tree still alive after the candidate returned, killed by the host."""
+    failure_kind: str = ""
+    """``"evaluator"`` when our side failed (the host's staging or launch, the sandbox's setup), so the
+    evaluation says so (:data:`~contextevolve.memory.records.FailureKind`); empty otherwise (the status
+    then implies the kind)."""

@@ -23,7 +23,8 @@ FailureKind = Literal["", "endpoint", "edit", "twin", "compile", "precheck", "ru
 * ``runtime``: the full evaluation failed (the program raised or died, every case failed);
 * ``invalid``: it ran but its output broke the task's contract;
 * ``timeout``: it ran past the evaluation's limits;
-* ``evaluator``: our side of the evaluation failed (sandbox, executor, grader).
+* ``evaluator``: our side of the evaluation failed (the sandbox host or its setup, the executor, Ray);
+  a grader that cannot read the program's output makes it ``invalid``.
 
 Code decides by this kind; ``reason`` is only shown (to people and to the LLM)."""
 
@@ -46,7 +47,8 @@ def kind_of_status(status: str) -> FailureKind:
 _LEGACY_PREFIXES: tuple[tuple[str, FailureKind], ...] = (
     ("endpoint fault", "endpoint"), ("duplicate of", "twin"), ("pre-check: SyntaxError", "compile"),
     ("pre-check: the program does not compile", "compile"), ("pre-check: ", "precheck"),
-    ("malformed generator output", "edit"), ("evaluation error", "evaluator"))
+    ("malformed generator output", "edit"), ("a restart's second ask could not be applied", "edit"),
+    ("evaluation error", "evaluator"), ("evaluation on the Ray cluster failed", "evaluator"))
 
 
 def legacy_failure_kind(status: str, reason: str) -> FailureKind:
@@ -149,3 +151,9 @@ class ProgramRecord(BaseModel):
     """True once ``update_buffer`` has admitted it; pending records are work in progress."""
 
     _legacy = model_validator(mode="before")(_with_legacy_kind)
+
+    @model_validator(mode="after")
+    def _no_kind_unless_failed(self) -> ProgramRecord:
+        if self.status in ("ok", "pending"):
+            self.failure_kind = ""
+        return self

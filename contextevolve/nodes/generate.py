@@ -48,12 +48,14 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     policy, mode = SamplingPolicy.of(ctx, state.iteration), ctx.search.generation_mode
     outcome = ask_generator(ctx, messages, policy.first(), base=parent.source, mode=mode)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
+    record.source = outcome.source
     if twin is not None:
         mode = reask_mode(mode)
         messages = reask_messages(task.description, parent.source, policy.mutation(), task.higher_is_better, mode)
         outcome = ask_generator(ctx, messages, policy.second_ask(), base=parent.source, mode=mode)
         usage, twin = add_usage(usage, outcome.usage), twin_of(memory, task, outcome, parent)
-    record.source = outcome.source
+        if outcome.failure != "endpoint":  # (an endpoint fault keeps what the first ask built)
+            record.source = outcome.source
     if twin is not None:
         record.source, record.failure_kind, reason = "", "twin", twin_reason(twin)
     elif outcome.failure == "endpoint":

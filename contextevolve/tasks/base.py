@@ -175,7 +175,8 @@ class Task(ABC):
         if run.status != "ok":
             evaluation = self.rejected(run.status, run.reason, seconds=run.seconds,  # type: ignore[arg-type]
                                        diagnostics=(run.reason + "\n" + (run.traceback or run.stderr_tail)[-400:])
-                                       .strip(), traceback=candidate_excerpt(run.traceback))
+                                       .strip(), traceback=candidate_excerpt(run.traceback),
+                                       failure_kind=run.failure_kind)  # type: ignore[arg-type]
         else:
             evaluation = self.grade_safely(run)
             evaluation.seconds = run.seconds

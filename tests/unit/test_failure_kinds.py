@@ -136,3 +136,16 @@ def test_the_sampling_policy_gives_every_request_of_an_iteration_its_own_seed():
     assert policy.repair(1, restart=False).temperature == 0.8 < policy.repair(2, restart=False).temperature
     assert policy.repair(3, restart=True).temperature == 0.8
     assert policy.mutation() != policy.mutation(after_restart=True)
+
+
+def test_a_failure_on_our_side_of_the_sandbox_is_kind_evaluator(monkeypatch):
+    from contextevolve.evaluation import isolation
+
+    def broken(*args, **kwargs):
+        raise OSError("no space left on device")
+
+    monkeypatch.setattr(isolation, "_supervise", broken)
+    result = TASK.evaluate(INITIAL)
+    assert result.status == "failed" and result.failure_kind == "evaluator" and "no space left" in result.reason
+    assert legacy_failure_kind("failed", "a restart's second ask could not be applied: no code") == "edit"
+    assert legacy_failure_kind("failed", "evaluation on the Ray cluster failed: RayError: x") == "evaluator"
