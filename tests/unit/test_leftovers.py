@@ -80,8 +80,9 @@ def test_a_killed_evaluation_leaves_nothing_after_the_next_one_starts(private_tm
     assert not list(private_tmp.glob(f"ce-eval-{owner}-*"))
     assert mine.exists()
     assert counts["directories"] == 1 and counts["cgroups"] == len(groups)
-    # (processes of the tree may still be exiting on their own, their parent killed: fewer to kill, never more)
-    assert 0 < counts["processes"] <= len(survivors)
+    # (processes of the tree may exit on their own, their parent killed, or be swept first by another process's
+    # sweep on this machine: fewer to kill, never more; none may be left, below)
+    assert counts["processes"] <= len(survivors)
     deadline = time.monotonic() + 10
     while tagged_processes(owner) and time.monotonic() < deadline:
         time.sleep(0.1)
