@@ -28,6 +28,7 @@ from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
+from contextevolve.nodes.repair import IMPORT_FIXES
 from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.problem.source import PREFIX as PROBLEM_PREFIX
 from contextevolve.tasks.problem.source import ProblemSource, staged_task
@@ -331,7 +332,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
             embedded.shared_server()
         graph = build_graph(SqliteSaver(conn))
         config = {"configurable": {"thread_id": THREAD_ID},
-                  "recursion_limit": (ctx.max_iterations + 2) * (10 + 2 * ctx.search.repair_attempts)}
+                  "recursion_limit": (ctx.max_iterations + 2) * (10 + 2 * (ctx.search.repair_attempts + IMPORT_FIXES))}
         # every task of the latest checkpoint, also one whose writes were saved just before a kill
         # (``next`` leaves those out): with any, the stream resumes and applies the saved writes;
         # new input instead would drop them (a round committed to the buffer but never counted)

@@ -108,7 +108,8 @@ class SearchSettings:
     never read."""
     repair_attempts: int = 1
     """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
-    Generator with its error; 0 = the paper's algorithm (no repair). 1 because a second repair buys
+    Generator's model with its error (an added import is not counted); 0 = the paper's algorithm (no
+    repair, imports included). 1 because a second repair buys
     less per second than the next iteration does (docs/decisions/repair-restart.md)."""
     repair_restart: bool = True
     """The last repair writes the child again from its parent, told the error the failed version met,

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
-from contextevolve.memory.records import repairable
+from contextevolve.nodes.repair import repair_due
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.tasks.base import Evaluation
 from contextevolve.tasks.prechecks import precheck
@@ -58,17 +58,16 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
 
     A child that failed generation keeps its worst score. A pre-check failure costs no full
     evaluation. Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets
-    ``repair_due`` while repair attempts are left (the failure kind decides:
-    :func:`~contextevolve.memory.records.repairable`; a timeout is not repaired). Only a ``pending`` child is evaluated, so a replay of this node
+    ``repair_due`` while a repair is left (:func:`~contextevolve.nodes.repair.repair_due`: the failure
+    kind decides, :func:`~contextevolve.memory.records.repairable`; a timeout is not repaired). Only a ``pending`` child is evaluated, so a replay of this node
     after a crash neither runs the evaluation again nor counts its seconds and pre-checks twice.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
-    attempts_left = state.repairs < ctx.search.repair_attempts
     if child.status != "pending":  # generation failed, or a replay after a crash: the outcome is recorded
         return {"child_status": child.status, "child_score": child.combined_score,
-                "repair_due": attempts_left and repairable(child.failure_kind)}
+                "repair_due": repair_due(ctx, child)}
     started = time.perf_counter()
     result = precheck(task, child.source, ctx.sandbox) if ctx.search.prechecks else None
     note("evaluate.precheck", time.perf_counter() - started)
@@ -89,4 +88,4 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
                          diagnostics=result.diagnostics, traceback=result.traceback,
                          eval_seconds=child.eval_seconds + result.seconds, **changes)
     return {"child_status": result.status, "child_score": result.combined_score,
-            "repair_due": attempts_left and repairable(result.failure_kind)}
+            "repair_due": repair_due(ctx, memory.buffer.require(child.id))}

@@ -9,7 +9,9 @@ child's source and is evaluated again (a NameError for a known importable name, 
 ``List``, is fixed by adding the import, without a model call: :mod:`contextevolve.fixes`); the
 failed version is kept in the child's ``attempts`` with the reason it failed and the repair's tokens,
 which are booked under the ``repair`` role.
-At most ``repair_attempts`` repairs per child. A fix that is the parent or a buffered program
+At most ``repair_attempts`` repairs by the model per child; adding a missing import needs no model and does
+not count against them (at most :data:`IMPORT_FIXES` per child), so a repair's rewrite that forgot an import
+is still fixed, and a child whose import was added still gets its model repair. A fix that is the parent or a buffered program
 again (normalised code) ends the repairs: the child is a failed twin. A reply that gives
 the failing program back unchanged counts as an attempt; the next one sees the same error.
 With ``repair_restart`` (default) the last repair (the only one with the default R = 1) does not fix
@@ -45,6 +47,33 @@ from contextevolve.tasks.base import Task
 Strategy = Literal["import", "model", "restart"]
 """How a repair makes the child's next version (stored as :attr:`RepairAttempt.method`)."""
 
+IMPORT_FIXES = 3
+"""Most imports added to one child without a model (each adds a line the source lacks, so the bound
+only keeps a program that keeps failing on new names from looping)."""
+
+
+def model_repairs(child: ProgramRecord) -> int:
+    """Repairs of ``child`` so far that asked the model (every attempt but an added import)."""
+    return sum(a.method != "import" for a in child.attempts)
+
+
+def import_fix(child: ProgramRecord) -> str:
+    """The import line that would fix ``child``'s failure (a NameError of a known importable name its
+    source lacks, within :data:`IMPORT_FIXES`), else ``""``."""
+    if not child.source or len(child.attempts) - model_repairs(child) >= IMPORT_FIXES:
+        return ""
+    line = missing_import(f"{child.reason}\n{child.traceback}")
+    return line if line and line not in child.source.splitlines() else ""
+
+
+def repair_due(ctx: RunContext, child: ProgramRecord) -> bool:
+    """True when the stored ``child`` failed with a repairable kind and a repair is left: a model repair
+    (fewer than ``repair_attempts`` so far) or an import fix (:func:`import_fix`). With
+    ``repair_attempts = 0`` nothing is repaired, imports included (the paper's loop)."""
+    if child.status in ("pending", "ok") or not repairable(child.failure_kind) or ctx.search.repair_attempts <= 0:
+        return False
+    return model_repairs(child) < ctx.search.repair_attempts or bool(import_fix(child))
+
 
 def after_evaluate(state: LaneState) -> Literal["repair", "summarize"]:
     """Route a child that failed with repair attempts left to :func:`repair`, any other to summarize."""
@@ -59,14 +88,14 @@ def after_repair(state: LaneState) -> Literal["evaluate", "repair", "summarize"]
     return "repair" if state.repair_due else "summarize"
 
 
-def strategy_for(ctx: RunContext, child: ProgramRecord, number: int) -> tuple[Strategy, str]:
-    """``(strategy, import line)`` of repair ``number`` of ``child``: ``import`` when its error is a
-    NameError of a known importable name its source lacks (the line to add); else ``restart`` for the
-    last repair with ``repair_restart`` on and a source to restart from; else ``model``."""
-    line = missing_import(f"{child.reason}\n{child.traceback}") if child.source else None
-    if line and line not in child.source.splitlines():
+def strategy_for(ctx: RunContext, child: ProgramRecord) -> tuple[Strategy, str]:
+    """``(strategy, import line)`` of ``child``'s next repair: ``import`` when :func:`import_fix` has a line
+    to add; else ``restart`` for the last model repair with ``repair_restart`` on and a source to restart
+    from; else ``model``."""
+    line = import_fix(child)
+    if line:
         return "import", line
-    last = number == ctx.search.repair_attempts
+    last = model_repairs(child) + 1 >= ctx.search.repair_attempts
     return ("restart" if ctx.search.repair_restart and last and child.source else "model"), ""
 
 
@@ -97,10 +126,9 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     number = state.repairs + 1
     done = [a for a in child.attempts if a.attempt == number]
     if done:  # replayed after a crash: this repair was already stored
-        due = child.status != "pending" and repairable(child.failure_kind) and number < ctx.search.repair_attempts
-        return {"repairs": number, "child_status": child.status, "repair_due": due,
+        return {"repairs": number, "child_status": child.status, "repair_due": repair_due(ctx, child),
                 "iteration_usage": done[0].tokens}
-    strategy, line = strategy_for(ctx, child, number)
+    strategy, line = strategy_for(ctx, child)
     policy, mode = SamplingPolicy.of(ctx, state.iteration), ctx.search.generation_mode
     twin: str | None = None
     where = f"repair {number}"
@@ -148,5 +176,5 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         changes.update(source=outcome.source, diagnostics="", traceback="")
     changes.update(status=status, reason=reason, failure_kind=kind)
     memory.buffer.update(child.id, **changes)
-    due = status != "pending" and repairable(kind) and number < ctx.search.repair_attempts
+    due = repair_due(ctx, memory.buffer.require(child.id))
     return {"repairs": number, "child_status": status, "repair_due": due, "iteration_usage": outcome.usage}

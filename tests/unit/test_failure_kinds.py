@@ -24,9 +24,9 @@ SEARCHES = {"startswith", "endswith", "search", "match", "fullmatch", "findall",
 ALLOWED = {
     ("contextevolve/memory/records.py", "legacy_failure_kind"):
         "gives a record stored before records carried a kind its kind, once, on load",
-    ("contextevolve/nodes/repair.py", "strategy_for"):
+    ("contextevolve/nodes/repair.py", "import_fix"):
         "parses the candidate's own NameError (CPython's fixed message) to add an import, not our reason",
-    ("benchmarks/repair_replay.py", "main"): "replays the repair's own import check (strategy_for)",
+    ("benchmarks/repair_replay.py", "main"): "replays the repair's own import check (import_fix)",
 }
 """(file, function) -> why it may read a reason's text."""
 

@@ -360,3 +360,39 @@ def test_missing_import_knows_only_importable_names(error, line):
 def test_an_import_goes_after_the_docstring_when_there_is_no_block():
     assert add_import('"""Doc."""\nfrom __future__ import annotations\nX = 1\n', "import math") == (
         '"""Doc."""\nfrom __future__ import annotations\nimport math\nX = 1\n')
+
+
+def test_an_import_missing_after_the_model_repair_is_added_without_counting(tmp_path):
+    # the Generator's reply does not compile; its one model repair (a restart) forgets `import heapq`:
+    # the import is added for free, beyond the budget of one model repair
+    broken = BETTER_PROGRAM.replace("    ordered = sorted(", "    ordered = sorted((\n")
+    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
+    generator = scripted(reply(fenced(broken), 900, 400), reply(fenced(forgot), 1000, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=1)
+    child = records[1]
+    assert len(generator.seen) == 2
+    assert [a["method"] for a in child["attempts"]] == ["restart", "import"]
+    assert child["status"] == "ok" and "import heapq\n" in child["source"]
+    assert child["combined_score"] == pytest.approx(TASK.evaluate(child["source"]).combined_score)
+
+
+def test_a_child_whose_import_was_added_still_gets_its_model_repair(tmp_path):
+    # `heapq` is added without a model; the program then fails on `pq`, a name no fix knows: the one
+    # model repair is still due, and its program is scored
+    both = NAME_ERROR.replace("    pq.heapify([])\n", "    heapq.heapify([])\n    pq.heapify([])\n")
+    generator = scripted(reply(fenced(both), 900, 400), reply(fenced(BETTER_PROGRAM), 1000, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=1)
+    child = records[1]
+    assert [a["method"] for a in child["attempts"]] == ["import", "restart"]
+    assert "NameError: name 'pq' is not defined" in child["attempts"][1]["reason"]
+    assert child["status"] == "ok" and len(generator.seen) == 2
+    assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)
+
+
+def test_no_repair_at_all_adds_no_import_either(tmp_path):
+    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
+    generator = scripted(reply(fenced(forgot), 900, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=0)
+    child = records[1]
+    assert child["status"] == "failed" and child["attempts"] == [] and child["failure_kind"] == "precheck"
+    assert "NameError: name 'heapq' is not defined" in child["reason"]
