@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import hashlib
 import re
 
@@ -298,6 +299,7 @@ def _strip_dead_definitions(tree: ast.Module, entry: str) -> ast.Module:
         tree.body = [stmt for stmt in tree.body if stmt not in dead] or [ast.Pass()]
 
 
+@functools.lru_cache(maxsize=1024)
 def normalized_code(source: str, entry: str | None = None) -> str | None:
     """A digest of ``source``'s AST without docstrings and unused imports (hex SHA-256), or None if
     it does not parse; given the task's ``entry`` function, also without top-level functions and
@@ -307,6 +309,9 @@ def normalized_code(source: str, entry: str | None = None) -> str | None:
     differ only in comments, docstrings, blank lines, formatting, an import nothing reads or a
     helper nothing calls have the same digest (docs/decisions/second-ask.md: a child that only added an
     unused import once became a run's best).
+
+    Cached (a pure function of its arguments): the twin check compares every child with every committed
+    program, so without it each Generator request would parse the whole Evolve Buffer again.
     """
     try:
         tree = ast.parse(source)
