@@ -24,6 +24,12 @@ Usage:
         --config base= --config qwen=top_p=0.8,top_k=20 [--config cool=temperature=0.5]
         [--base-url URL --model NAME] [--out FILE]
 
+``first=fresh`` (with a first ask) sends, instead of the stored request, the second ask's short form as the
+first ask: a new conversation with the task, the parent without docstrings and one named mutation
+(:func:`prompts.generator.reask_messages` with ``mutation_for(sample, iteration)``); ``first=guided`` the same
+form naming the iteration's stored Navigator guidance instead of a mutation. Both drop the exemplars,
+abstracts and scores the stored request holds: they measure what that context buys per token.
+
 A configuration is ``NAME=`` (the defaults: for the embedded model its recommended top_p 0.8 and
 top_k 20; ``top_p=0.95,top_k=40`` are llama-cpp-python's server defaults) or ``NAME=key=value,...`` with keys
 ``temperature`` (the Generator's), ``top_p``, ``top_k`` and ``mutation`` (1: the request also names
@@ -50,8 +56,9 @@ from contextevolve.prompts.generator import edit_format, mutation_for, reask_mes
 from contextevolve.tasks.prechecks import precheck  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
 
-KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str}
+KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str}
 REASKS = ("fresh", "edits", "followup")
+FIRSTS = ("stored", "fresh", "guided")
 REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes")
 """Text only a second ask after a twin holds: the follow-up prompts runs sent before, and :data:`REASKS` ``fresh``."""
 
@@ -78,6 +85,8 @@ def parse_config(text: str) -> tuple[str, dict]:
         values[key] = KEYS[key](value)
     if values.get("reask", "fresh") not in REASKS:
         raise SystemExit(f"--config {text!r}: reask must be one of {', '.join(REASKS)}")
+    if values.get("first", "stored") not in FIRSTS:
+        raise SystemExit(f"--config {text!r}: first must be one of {', '.join(FIRSTS)}")
     return name, values
 
 
@@ -100,9 +109,13 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict]]:
 
 
 def first_prompts(run_dir: Path) -> list[dict]:
-    """Per iteration of a one-lane run: its first Generator messages, parent source and score."""
+    """Per iteration of a one-lane run: its first Generator messages, parent source and score, and the
+    Navigator's guidance of that iteration."""
+    guidance = {r["iteration"]: r.get("guidance", "")
+                for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
     return [{"run": run_dir.name, "iteration": iteration, "messages": row["messages"],
-             "parent": parent["source"], "parent_score": parent["combined_score"]}
+             "parent": parent["source"], "parent_score": parent["combined_score"],
+             "guidance": guidance.get(iteration, "")}
             for iteration, n, row, parent in _generator_asks(run_dir) if n == 0]
 
 
@@ -140,6 +153,13 @@ def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str, list]:
                                                     + edit_format(prompt["parent"]))]
     return "full", [*conversation, HumanMessage(told + "Reply with the complete changed program in a single "
                                                 "```python code block.")]
+
+
+def first_messages(kind: str, prompt: dict, task, sample: int, mode: str) -> list:
+    """A first ask of ``kind`` (``fresh`` or ``guided``, see the module doc) in place of the stored request."""
+    change = (prompt["guidance"].strip().rstrip(".") if kind == "guided"
+              else mutation_for(sample, prompt["iteration"]))
+    return reask_messages(task.description, prompt["parent"], change, task.higher_is_better, mode)
 
 
 def judge(task, mode: str, prompt: dict, text: str, truncated: bool) -> dict:
@@ -198,6 +218,8 @@ def main() -> int:
                         seed, temperature = seed + prompt["iteration"], temperature + REASK_HOTTER
                     else:
                         seed, messages = 1000 * sample + n, _messages(prompt["messages"])
+                        if values.get("first", "stored") != "stored":
+                            messages = first_messages(values["first"], prompt, task, sample, first_mode)
                         if values.get("mutation"):
                             step = named_step(mutation_for(sample, prompt["iteration"]))
                             messages = [*messages[:-1], HumanMessage(f"{messages[-1].content} {step}")]
@@ -222,6 +244,13 @@ def main() -> int:
         s = summary(rows)
         print(f"| {name} | {configs[name] or 'defaults'} | {s['replies']} | {s['built']} | {s['twins']} | "
               f"{s['pre-check']} | {s['valid']} | {s['better']} | {s['completion/reply']:.0f} | {s['s/reply']:.0f} |")
+    names = list(results)
+    for name in names[1:]:  # paired by prompt and sample against the first configuration
+        pairs = list(zip(results[names[0]], results[name]))
+        gained = sum(b["outcome"] == "ok" and a["outcome"] != "ok" for a, b in pairs)
+        lost = sum(a["outcome"] == "ok" and b["outcome"] != "ok" for a, b in pairs)
+        print(f"paired, {name} against {names[0]}: {gained} replies valid only in {name}, {lost} only in {names[0]} "
+              f"({len(pairs)} pairs)")
     return 0
 
 

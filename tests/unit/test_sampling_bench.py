@@ -42,6 +42,20 @@ def test_first_prompts_take_the_first_generator_ask_after_each_navigator_request
     assert [(p["parent"], p["parent_score"]) for p in found] == [("P0", 1.0), ("P1", 2.0)]
 
 
+def test_a_first_ask_in_the_short_form_names_a_mutation_or_the_stored_guidance():
+    task = get_task("model_placement")
+    prompt = {"iteration": 3, "parent": INITIAL, "guidance": "Place the largest models first.",
+              "messages": [{"type": "human", "content": "stored"}]}
+    fresh = bench.first_messages("fresh", prompt, task, 0, "full")
+    assert [m.type for m in fresh] == ["system", "human"] and "stored" not in fresh[-1].content
+    assert bench.mutation_for(0, 3) in fresh[-1].content and '"""Place each model' not in fresh[-1].content
+    guided = bench.first_messages("guided", prompt, task, 0, "full")
+    assert "computes its result: Place the largest models first. The change" in guided[-1].content
+    assert bench.parse_config("g=first=guided") == ("g", {"first": "guided"})
+    with pytest.raises(SystemExit, match="first must be one of"):
+        bench.parse_config("x=first=loud")
+
+
 def test_reask_prompts_take_the_second_ask_after_a_twin_with_the_first_conversation(tmp_path):
     def row(role, text, reply="", attempt=1):
         return json.dumps({"role": role, "attempt": attempt, "reply": reply,
