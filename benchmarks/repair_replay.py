@@ -11,7 +11,8 @@ ends ``ok``.
 
 Printed per generator temperature: cases, fixes that became valid, fixes that were not programs
 (edits not applicable / no code), mean completion tokens, seconds per repair. A NameError the
-mechanical import fix handles (:mod:`contextevolve.fixes`) is left out: it never reaches the model.
+mechanical import fix handles (:mod:`contextevolve.fixes`) is left out: the import is added first, without
+the model.
 
 Usage:
     python benchmarks/repair_replay.py runs/eff-* [--temperatures 0.2,0.8] [--samples 2]

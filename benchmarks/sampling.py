@@ -87,6 +87,8 @@ def parse_config(text: str) -> tuple[str, dict]:
         raise SystemExit(f"--config {text!r}: reask must be one of {', '.join(REASKS)}")
     if values.get("first", "stored") not in FIRSTS:
         raise SystemExit(f"--config {text!r}: first must be one of {', '.join(FIRSTS)}")
+    if values.get("first", "stored") != "stored" and values.get("mutation"):
+        raise SystemExit(f"--config {text!r}: first= already names the change; drop mutation=1")
     return name, values
 
 
@@ -156,9 +158,15 @@ def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str, list]:
 
 
 def first_messages(kind: str, prompt: dict, task, sample: int, mode: str) -> list:
-    """A first ask of ``kind`` (``fresh`` or ``guided``, see the module doc) in place of the stored request."""
-    change = (prompt["guidance"].strip().rstrip(".") if kind == "guided"
-              else mutation_for(sample, prompt["iteration"]))
+    """A first ask of ``kind`` (``fresh`` or ``guided``, see the module doc) in place of the stored request.
+
+    Raises:
+        SystemExit: ``guided`` for an iteration that stored no guidance (a run without the Navigator).
+    """
+    guidance = prompt.get("guidance", "").strip().rstrip(".")
+    if kind == "guided" and not guidance:
+        raise SystemExit(f"first=guided: {prompt.get('run')} iteration {prompt['iteration']} has no Navigator guidance")
+    change = guidance if kind == "guided" else mutation_for(sample, prompt["iteration"])
     return reask_messages(task.description, prompt["parent"], change, task.higher_is_better, mode)
 
 
@@ -201,6 +209,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/sampling.json"))
     args = parser.parse_args()
     configs = dict(parse_config(c) for c in args.config)
+    if args.reask and any(v.get("first", "stored") != "stored" for v in configs.values()):
+        parser.error("first= replaces the first ask; --reask replays the second")
     from contextevolve.llm.models import create_chat_model
 
     results: dict[str, list[dict]] = {name: [] for name in configs}

@@ -299,7 +299,7 @@ def _strip_dead_definitions(tree: ast.Module, entry: str) -> ast.Module:
         tree.body = [stmt for stmt in tree.body if stmt not in dead] or [ast.Pass()]
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=4096)
 def normalized_code(source: str, entry: str | None = None) -> str | None:
     """A digest of ``source``'s AST without docstrings and unused imports (hex SHA-256), or None if
     it does not parse; given the task's ``entry`` function, also without top-level functions and

@@ -18,7 +18,8 @@ which commits the round once all its lanes reported (an earlier call waits: it w
 
 With ``RunContext.parallelism.lanes = 1`` a round is one iteration of Algorithm 1, in the paper's order.
 ``repair`` (not in the paper) runs only for a child that failed, at most ``RunContext.search.repair_attempts``
-times; with 0 the lane is exactly the paper's phases 1-7.
+times with the model (plus up to three added imports, which need none); with 0 the lane is exactly the paper's
+phases 1-7.
 """
 
 from __future__ import annotations

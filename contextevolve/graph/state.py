@@ -165,7 +165,8 @@ class LaneState:
     child_score: float | None = None
     """The child's combined score once evaluated."""
     repairs: int = 0
-    """Repair attempts made on this lane's child so far (at most ``RunContext.search.repair_attempts``)."""
+    """Repair attempts made on this lane's child so far: at most ``RunContext.search.repair_attempts`` by the
+    model plus :data:`~contextevolve.nodes.repair.IMPORT_FIXES` added imports."""
     repair_due: bool = False
     """Set by evaluate and repair (generate leaves it to evaluate, always next): the child failed with a
     repairable failure kind (:func:`~contextevolve.memory.records.repairable`) and attempts are left."""

@@ -14,7 +14,7 @@ not count against them (at most :data:`IMPORT_FIXES` per child), so a repair's r
 is still fixed, and a child whose import was added still gets its model repair. A fix that is the parent or a buffered program
 again (normalised code) ends the repairs: the child is a failed twin. A reply that gives
 the failing program back unchanged counts as an attempt; the next one sees the same error.
-With ``repair_restart`` (default) the last repair (the only one with the default R = 1) does not fix
+With ``repair_restart`` (default) the last model repair (the only one with the default R = 1) does not fix
 the failing program but writes the child again from its parent, told the error the failed version met
 (:func:`contextevolve.prompts.repair.restart_messages`: fixes of the model's own rewrites almost
 never worked with the embedded model). A restart that writes its parent out again (a twin) gets the
@@ -117,7 +117,8 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Make the failed child's next version (:func:`strategy_for`) and store it as pending, or failed
     with a reason and kind when none came.
 
-    The requests' seeds and temperatures are :meth:`~contextevolve.nodes.ask.SamplingPolicy.repair`'s.
+    The requests' seeds and temperatures are :meth:`~contextevolve.nodes.ask.SamplingPolicy.repair`'s, numbered
+    by model repairs (an added import asks nothing, so it neither heats nor reseeds the next request).
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -130,6 +131,7 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
                 "iteration_usage": done[0].tokens}
     strategy, line = strategy_for(ctx, child)
     policy, mode = SamplingPolicy.of(ctx, state.iteration), ctx.search.generation_mode
+    asked = model_repairs(child) + 1  # samples by model repairs: an added import made no request
     twin: str | None = None
     where = f"repair {number}"
     if strategy == "import":  # no model needed (contextevolve.fixes)
@@ -138,11 +140,11 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     elif strategy == "restart":
         messages = prompt.restart_messages(task.description, parent.source, child.reason, child.traceback, mode,
                                            idea=child.guidance, parent_text=parent_text(ctx, parent))
-        outcome = ask_generator(ctx, messages, policy.repair(number, restart=True), base=parent.source, mode=mode,
+        outcome = ask_generator(ctx, messages, policy.repair(asked, restart=True), base=parent.source, mode=mode,
                                 book="repair")
         twin = twin_of(memory, task, outcome, parent)
         if twin is not None:  # the restart wrote its parent again
-            again, twin = restart_again(ctx, task, memory, parent, policy, number)
+            again, twin = restart_again(ctx, task, memory, parent, policy, asked)
             outcome = Outcome(source=again.source, text=again.text, usage=add_usage(outcome.usage, again.usage),
                               failure=again.failure, problem=again.problem, unchanged=again.unchanged)
             where = "a restart's second ask"
@@ -150,7 +152,7 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         base = child.source or parent.source  # no source: the Generator's edit never applied
         messages = prompt.messages(task.description, base, child.reason, child.traceback, mode,
                                    unusable_reply="" if child.source else child.diagnostics, idea=child.guidance)
-        outcome = ask_generator(ctx, messages, policy.repair(number, restart=False), base=base, mode=mode,
+        outcome = ask_generator(ctx, messages, policy.repair(asked, restart=False), base=base, mode=mode,
                                 book="repair")
         if outcome.unchanged and not child.source:  # the parent again, from a child that never had code
             outcome = Outcome(text=outcome.text, usage=outcome.usage, failure="edit",

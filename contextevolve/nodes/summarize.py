@@ -61,11 +61,13 @@ def failure_abstract(status: str, reason: str, guidance: str) -> str:
 
 
 def repair_note(child: ProgramRecord) -> str:
-    """A sentence naming the errors of the child's earlier, repaired versions ("" when none)."""
-    if not child.attempts:
+    """A sentence naming the errors of the child's earlier versions the model repaired ("" when none):
+    a missing import the repair added without the model is left out (it says nothing about the idea)."""
+    repaired = [a for a in child.attempts if a.method != "import"]
+    if not repaired:
         return ""
-    errors = "; ".join(a.reason[:REASON_CHARS // 2] for a in child.attempts)
-    return f" Earlier versions failed ({len(child.attempts)} repaired): {errors}."
+    errors = "; ".join(a.reason[:REASON_CHARS // 2] for a in repaired)
+    return f" Earlier versions failed ({len(repaired)} repaired): {errors}."
 
 
 def summarize(state: LaneState, runtime: Runtime[RunContext]) -> dict:

@@ -396,3 +396,24 @@ def test_no_repair_at_all_adds_no_import_either(tmp_path):
     child = records[1]
     assert child["status"] == "failed" and child["attempts"] == [] and child["failure_kind"] == "precheck"
     assert "NameError: name 'heapq' is not defined" in child["reason"]
+
+
+def test_at_most_three_imports_are_added_and_the_model_repair_after_them_is_not_hotter(tmp_path, monkeypatch):
+    from contextevolve.nodes import repair as repair_node
+
+    asked = []
+    real = repair_node.ask_generator
+    monkeypatch.setattr(repair_node, "ask_generator", lambda ctx, messages, sampling, **kw:
+                        asked.append(sampling) or real(ctx, messages, sampling, **kw))
+    four = BETTER_PROGRAM.replace("    ordered = sorted(", "    heapq.heapify([])\n    bisect.bisect([], 1)\n"
+                                  "    math.sqrt(1.0)\n    statistics.mean([1])\n    ordered = sorted(")
+    generator = scripted(reply(fenced(four), 900, 400), reply(fenced(BETTER_PROGRAM), 1000, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=1, repair_restart=False)
+    child = records[1]
+    assert [a["method"] for a in child["attempts"]] == ["import", "import", "import", "model"]
+    assert "NameError: name 'statistics' is not defined" in child["attempts"][3]["reason"]
+    assert child["status"] == "ok" and child["combined_score"] == pytest.approx(
+        TASK.evaluate(child["source"]).combined_score)
+    # the one model repair samples as a first model repair does: at the Generator's temperature
+    from contextevolve.graph.context import RunContext
+    assert len(asked) == 1 and asked[0].temperature == RunContext().llm.temperature_for("generator")
