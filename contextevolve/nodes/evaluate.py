@@ -59,7 +59,8 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     A child that failed generation keeps its worst score. A pre-check failure costs no full
     evaluation. Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets
     ``repair_due`` while a repair is left (:func:`~contextevolve.nodes.repair.repair_due`: the failure
-    kind decides, :func:`~contextevolve.memory.records.repairable`; a timeout is not repaired). Only a ``pending`` child is evaluated, so a replay of this node
+    kind decides, :func:`~contextevolve.memory.records.repairable`; a timeout is not repaired). Only a
+    ``pending`` child is evaluated, so a replay of this node
     after a crash neither runs the evaluation again nor counts its seconds and pre-checks twice.
     """
     ctx = runtime.context

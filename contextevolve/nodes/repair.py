@@ -11,8 +11,8 @@ failed version is kept in the child's ``attempts`` with the reason it failed and
 which are booked under the ``repair`` role.
 At most ``repair_attempts`` repairs by the model per child; adding a missing import needs no model and does
 not count against them (at most :data:`IMPORT_FIXES` per child), so a repair's rewrite that forgot an import
-is still fixed, and a child whose import was added still gets its model repair. A fix that is the parent or a buffered program
-again (normalised code) ends the repairs: the child is a failed twin. A reply that gives
+is still fixed, and a child whose import was added still gets its model repair. A fix that is the parent or
+a buffered program again (normalised code) ends the repairs: the child is a failed twin. A reply that gives
 the failing program back unchanged counts as an attempt; the next one sees the same error.
 With ``repair_restart`` (default) the last model repair (the only one with the default R = 1) does not fix
 the failing program but writes the child again from its parent, told the error the failed version met
