@@ -331,8 +331,9 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         if own_server:  # start it here, in the main thread, so it dies with this process
             embedded.shared_server()
         graph = build_graph(SqliteSaver(conn))
+        repairs = ctx.search.repair_attempts + IMPORT_FIXES  # most repair rounds of one child
         config = {"configurable": {"thread_id": THREAD_ID},
-                  "recursion_limit": (ctx.max_iterations + 2) * (10 + 2 * (ctx.search.repair_attempts + IMPORT_FIXES))}
+                  "recursion_limit": (ctx.max_iterations + 2) * (10 + 2 * repairs)}
         # every task of the latest checkpoint, also one whose writes were saved just before a kill
         # (``next`` leaves those out): with any, the stream resumes and applies the saved writes;
         # new input instead would drop them (a round committed to the buffer but never counted)

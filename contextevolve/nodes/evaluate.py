@@ -60,8 +60,7 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     evaluation. Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets
     ``repair_due`` while a repair is left (:func:`~contextevolve.nodes.repair.repair_due`: the failure
     kind decides, :func:`~contextevolve.memory.records.repairable`; a timeout is not repaired). Only a
-    ``pending`` child is evaluated, so a replay of this node
-    after a crash neither runs the evaluation again nor counts its seconds and pre-checks twice.
+    ``pending`` child is evaluated, so a replay of this node after a crash neither runs the evaluation again nor counts its seconds and pre-checks twice.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -83,10 +82,10 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         note("evaluate.calls", result.call_seconds)
     if result.status == "ok":
         task.observe(result.metrics)  # graded on a Ray worker, the driver's task learns its metrics here
-    memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
-                         combined_score=result.combined_score, reason=result.reason,
-                         failure_kind=result.failure_kind,
-                         diagnostics=result.diagnostics, traceback=result.traceback,
-                         eval_seconds=child.eval_seconds + result.seconds, **changes)
+    updated = memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
+                                   combined_score=result.combined_score, reason=result.reason,
+                                   failure_kind=result.failure_kind, diagnostics=result.diagnostics,
+                                   traceback=result.traceback, eval_seconds=child.eval_seconds + result.seconds,
+                                   **changes)
     return {"child_status": result.status, "child_score": result.combined_score,
-            "repair_due": repair_due(ctx, memory.buffer.require(child.id))}
+            "repair_due": repair_due(ctx, updated)}

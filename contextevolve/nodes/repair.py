@@ -177,6 +177,5 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         status, reason = "pending", ""
         changes.update(source=outcome.source, diagnostics="", traceback="")
     changes.update(status=status, reason=reason, failure_kind=kind)
-    memory.buffer.update(child.id, **changes)
-    due = repair_due(ctx, memory.buffer.require(child.id))
+    due = repair_due(ctx, memory.buffer.update(child.id, **changes))
     return {"repairs": number, "child_status": status, "repair_due": due, "iteration_usage": outcome.usage}
