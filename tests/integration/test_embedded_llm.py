@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -26,27 +27,35 @@ pytestmark = [
 ]
 ROOT = Path(__file__).resolve().parents[2]
 TASK = get_task("model_placement")
+MARK = "CONTEXTEVOLVE_TEST_MARK"  # environment variable naming the test that started a run
 
 
-def llama_servers() -> list[int]:
-    """Pids of running llama.cpp servers serving the embedded model (anyone's: a test compares the
-    set after its run with the set before, so another run on the same machine is not mistaken for a
-    server the test's own run left behind)."""
+def llama_servers(mark: str) -> list[int]:
+    """Pids of running llama.cpp servers started by a run that carried ``mark`` in its environment.
+
+    The server inherits its run's environment, so a test sets a mark of its own before the run and
+    looks only for servers carrying it: a run started by anyone else on the machine (a benchmark
+    during CI) has no mark and is never taken for a server the test's own run left behind.
+    """
     pids = []
+    needle = f"{MARK}={mark}".encode()
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
                 cmd = (proc / "cmdline").read_bytes().split(b"\0")
                 state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                environ = (proc / "environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"llama_cpp.server" in cmd and embedded.MODEL_FILE.encode() in b" ".join(cmd) and state != "Z":
+            if (b"llama_cpp.server" in cmd and embedded.MODEL_FILE.encode() in b" ".join(cmd) and state != "Z"
+                    and needle in environ):
                 pids.append(int(proc.name))
     return pids
 
 
-def test_two_real_iterations_on_model_placement(tmp_path):
-    others = set(llama_servers())
+def test_two_real_iterations_on_model_placement(tmp_path, monkeypatch):
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(MARK, mark)  # the embedded server started by evolve() inherits it
     result = evolve("model_placement", iterations=2, run_dir=tmp_path / "run", seed=1)
     assert result.iterations == 2 and result.programs == 3
     assert result.initial_score == pytest.approx(21.8916, abs=1e-4)
@@ -68,24 +77,25 @@ def test_two_real_iterations_on_model_placement(tmp_path):
         assert child.guidance
     assert records[0].tokens["summarizer"]["completion"] > 0
     assert result.tokens == run_status(tmp_path / "run")["tokens"]
-    assert not set(llama_servers()) - others, "the embedded server must be stopped at the end of the run"
+    assert not llama_servers(mark), "the embedded server must be stopped at the end of the run"
 
 
 def test_sigkill_then_resume_with_the_real_llm(tmp_path):
-    others = set(llama_servers())
+    mark = uuid.uuid4().hex
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "contextevolve.cli", "run", "--iterations", "2", "--run-dir", str(run_dir)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, COLUMNS="200"))
+                            env=dict(os.environ, COLUMNS="200", **{MARK: mark}))
     for line in proc.stderr:  # progress lines; kill as soon as iteration 1 is committed
         if line.startswith("iteration 1:"):
             time.sleep(5)  # now inside iteration 2 (navigator / sampler / generator running)
+            assert llama_servers(mark), "the run's server must carry the test's mark (else nothing is checked)"
             proc.send_signal(signal.SIGKILL)
             break
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL
     time.sleep(2)
-    assert not set(llama_servers()) - others, "the embedded server must not outlive a killed run"
+    assert not llama_servers(mark), "the embedded server must not outlive a killed run"
     assert run_status(run_dir)["iterations"] == 1
     out = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-2000:]
