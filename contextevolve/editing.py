@@ -299,7 +299,6 @@ def _strip_dead_definitions(tree: ast.Module, entry: str) -> ast.Module:
         tree.body = [stmt for stmt in tree.body if stmt not in dead] or [ast.Pass()]
 
 
-@functools.lru_cache(maxsize=4096)
 def normalized_code(source: str, entry: str | None = None) -> str | None:
     """A digest of ``source``'s AST without docstrings and unused imports (hex SHA-256), or None if
     it does not parse; given the task's ``entry`` function, also without top-level functions and
@@ -311,11 +310,23 @@ def normalized_code(source: str, entry: str | None = None) -> str | None:
     unused import once became a run's best).
 
     Cached (a pure function of its arguments): the twin check compares every child with every committed
-    program, so without it each Generator request would parse the whole Evolve Buffer again.
+    program, so without it each Generator request would parse the whole Evolve Buffer again. A parse
+    that ran out of memory or stack is None this time but not remembered: it depends on the moment,
+    not on the source.
     """
     try:
+        return _digest(source, entry)
+    except (MemoryError, RecursionError):
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _digest(source: str, entry: str | None) -> str | None:
+    """:func:`normalized_code`'s cached part: None for a source that can never parse; a MemoryError or
+    RecursionError propagates, so the cache never keeps it."""
+    try:
         tree = ast.parse(source)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
+    except (SyntaxError, ValueError):
         return None
     tree = _strip_docstrings(tree)
     if entry:

@@ -208,6 +208,29 @@ def test_novelty_given_the_entry_ignores_helpers_nothing_calls():
     assert normalized_code("def g(x):\n    return x\n", "f") != normalized_code("def h(x):\n    return x\n", "f")
 
 
+
+def test_a_parse_that_ran_out_of_memory_is_not_remembered(monkeypatch):
+    """The digest is cached, but running out of memory or stack depends on the moment: the next call
+    on the same source must parse again and give the real digest."""
+    import ast
+
+    from contextevolve import editing
+
+    source = "def f(x):\n    return x * 7919\n"  # a source no other test digests
+    real_parse, calls = ast.parse, []
+
+    def parse_once_out_of_memory(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise MemoryError
+        return real_parse(*args, **kwargs)
+
+    monkeypatch.setattr(editing.ast, "parse", parse_once_out_of_memory)
+    assert editing.normalized_code(source, "f") is None
+    digest = editing.normalized_code(source, "f")
+    assert digest is not None and len(digest) == 64
+    assert editing.normalized_code(source, "f") == digest and len(calls) == 2  # now cached
+
 def test_the_second_ask_shows_the_program_without_docstrings_and_names_one_change():
     program = ('"""Module doc."""\n\nimport random\n\n# EVOLVE-BLOCK-START\n\n\ndef pick(xs):\n'
                '    """Pick one.\n\n    Longer text.\n    """\n    # keep the first\n    return xs[0]\n\n\n'
