@@ -170,6 +170,30 @@ def first_messages(kind: str, prompt: dict, task, sample: int, mode: str) -> lis
     return reask_messages(task.description, prompt["parent"], change, task.higher_is_better, mode)
 
 
+def _temperature(values: dict) -> float:
+    return values.get("temperature", RunContext().llm.temperature_for("generator"))
+
+
+def first_request(values: dict, prompt: dict, task, sample: int, n: int, mode: str) -> tuple[str, int, float, list]:
+    """``(mode, seed, temperature, messages)`` of a first ask under configuration ``values``: the stored
+    request (or ``first=``'s form in its place, optionally naming a mutation), seeded by prompt and sample."""
+    messages = _messages(prompt["messages"])
+    if values.get("first", "stored") != "stored":
+        messages = first_messages(values["first"], prompt, task, sample, mode)
+    if values.get("mutation"):
+        step = named_step(mutation_for(sample, prompt["iteration"]))
+        messages = [*messages[:-1], HumanMessage(f"{messages[-1].content} {step}")]
+    return mode, 1000 * sample + n, _temperature(values), messages
+
+
+def reask_request(values: dict, prompt: dict, task, sample: int, run_seed: int) -> tuple[str, int, float, list]:
+    """``(mode, seed, temperature, messages)`` of a second ask as a run makes it (nodes/generate.py): the
+    run's seed plus the iteration, :data:`REASK_HOTTER` hotter than the first ask."""
+    seed = run_seed + 1000 * sample
+    mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed)
+    return mode, seed + prompt["iteration"], _temperature(values) + REASK_HOTTER, messages
+
+
 def judge(task, mode: str, prompt: dict, text: str, truncated: bool) -> dict:
     """The outcome of one reply as the run would see its first version."""
     entry = task.job().entry
@@ -221,18 +245,11 @@ def main() -> int:
         for n, prompt in enumerate(asks[:args.limit]):
             for sample in range(args.samples):
                 for name, values in configs.items():
-                    temperature = values.get("temperature", RunContext().llm.temperature_for("generator"))
-                    if args.reask:  # as a run asks: its seed + the iteration, hotter (nodes/generate.py)
-                        seed = settings.get("seed", 0) + 1000 * sample
-                        mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed)
-                        seed, temperature = seed + prompt["iteration"], temperature + REASK_HOTTER
+                    if args.reask:
+                        mode, seed, temperature, messages = reask_request(values, prompt, task, sample,
+                                                                          settings.get("seed", 0))
                     else:
-                        seed, messages = 1000 * sample + n, _messages(prompt["messages"])
-                        if values.get("first", "stored") != "stored":
-                            messages = first_messages(values["first"], prompt, task, sample, first_mode)
-                        if values.get("mutation"):
-                            step = named_step(mutation_for(sample, prompt["iteration"]))
-                            messages = [*messages[:-1], HumanMessage(f"{messages[-1].content} {step}")]
+                        mode, seed, temperature, messages = first_request(values, prompt, task, sample, n, first_mode)
                     ctx = RunContext(base_url=args.base_url, model=args.model, seed=seed,
                                      top_p=values.get("top_p"), top_k=values.get("top_k"),
                                      temperatures={**RunContext().llm.temperatures, "generator": temperature})
@@ -242,7 +259,7 @@ def main() -> int:
                     truncated = reply.response_metadata.get("finish_reason") == "length"
                     row = {"run": prompt["run"], "iteration": prompt["iteration"], "sample": sample,
                            "completion": (reply.usage_metadata or {}).get("output_tokens", 0), "seconds": seconds,
-                           **judge(task, mode if args.reask else first_mode, prompt, str(reply.content), truncated)}
+                           **judge(task, mode, prompt, str(reply.content), truncated)}
                     results[name].append(row)
                     print(f"{name:>8} {row['run']} it{row['iteration']} s{sample}: {row['outcome']}"
                           f" {row.get('score', row.get('reason', ''))} ({seconds:.0f} s)", flush=True)

@@ -99,3 +99,20 @@ def test_replies_are_judged_as_a_run_judges_a_first_version():
     assert good["score"] > prompt["parent_score"] and good["better"] is True
     worse = bench.judge(task, "full", {**prompt, "parent_score": good["score"] + 1}, fenced(BETTER_PROGRAM), False)
     assert worse["better"] is False
+
+
+def test_requests_are_seeded_as_the_replay_promises():
+    """First asks: seed 1000 x sample + prompt number, the Generator's temperature; second asks: as a
+    run makes them (run seed + 1000 x sample + iteration, hotter by REASK_HOTTER)."""
+    task = get_task("model_placement")
+    prompt = {"run": "r", "iteration": 3, "messages": [{"type": "system", "content": "S"},
+                                                         {"type": "human", "content": "U"}],
+              "parent": INITIAL, "parent_score": 1.0, "guidance": "", "first": [{"type": "human", "content": "U"}],
+              "first_reply": fenced(INITIAL)}
+    mode, seed, temperature, messages = bench.first_request({}, prompt, task, sample=2, n=5, mode="full")
+    assert (mode, seed) == ("full", 2005) and [m.content for m in messages] == ["S", "U"]
+    assert bench.first_request({"temperature": 0.5}, prompt, task, 0, 0, "diff")[:3] == ("diff", 0, 0.5)
+    named = bench.first_request({"mutation": 1}, prompt, task, 0, 0, "full")[3]
+    assert named[-1].content.startswith("U Make the direction concrete")
+    mode, seed, hot, _ = bench.reask_request({"temperature": 0.5}, prompt, task, sample=1, run_seed=7)
+    assert (mode, seed) == ("full", 7 + 1000 + 3) and hot == pytest.approx(0.5 + bench.REASK_HOTTER)
