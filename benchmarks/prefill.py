@@ -119,9 +119,13 @@ def main() -> int:
     except ValueError:
         parser.error(f"--cache-mb must be comma-separated whole numbers, not {args.cache_mb!r}")
     requests = [request for run in args.runs for request in stored_requests(run, args.limit)]
-    results = [replay(requests, size) for size in sizes]
+    if not requests:
+        parser.error("no stored requests to replay (empty prompts.jsonl, or --limit 0)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2))
+    results = []
+    for size in sizes:  # written after each size, so a failed replay keeps the sizes before it
+        results.append(replay(requests, size))
+        args.out.write_text(json.dumps(results, indent=2))
     print(table(results))
     return 0
 

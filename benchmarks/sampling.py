@@ -187,7 +187,7 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int, mode: s
 
 
 def reask_request(values: dict, prompt: dict, task, sample: int, run_seed: int) -> tuple[str, int, float, list]:
-    """``(mode, seed, temperature, messages)`` of a second ask as a run makes it (nodes/generate.py): the
+    """``(mode, seed, temperature, messages)`` of a second ask as a run makes it (``nodes/ask.py``): the
     run's seed plus the iteration, :data:`REASK_HOTTER` hotter than the first ask."""
     seed = run_seed + 1000 * sample
     mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed)

@@ -310,9 +310,10 @@ def normalized_code(source: str, entry: str | None = None) -> str | None:
     unused import once became a run's best).
 
     Cached (a pure function of its arguments): the twin check compares every child with every committed
-    program, so without it each Generator request would parse the whole Evolve Buffer again. A parse
-    that ran out of memory or stack is None this time but not remembered: it depends on the moment,
-    not on the source.
+    program, so without it each Generator request would parse the whole Evolve Buffer again. A
+    MemoryError or RecursionError anywhere in the digest (the parser's nesting limit, a deep tree, or
+    a real out-of-memory, which is transient) gives None and is not remembered: such a source is parsed
+    again at its next check, which costs time, never a wrong answer.
     """
     try:
         return _digest(source, entry)

@@ -150,9 +150,10 @@ KV state so a request starting like a kept prompt skips reading that part again.
 the KV state (~18 MB per prompt of this model), but llama-cpp-python 0.3.36 keeps with every entry a
 copy of its logits buffer (n_batch 512 x 151,936 float32 = 311 MB) that it does not count: with a
 1 GiB cap an 8-iteration run held ~60 entries, 22.6 GB, and was killed by the kernel's OOM killer.
-Measured on stored requests (``benchmarks/prefill.py``, docs/results.md): a 150 MB cap read prompts 16 %
-faster (~9 s of a ~90 s iteration) for +4.8 GB of peak memory, so it stays off.
-``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` switches it on at that cap: expect ~18x the cap in RAM. Without it
+Measured on stored requests (``benchmarks/prefill.py``, docs/results.md): a 150 MB cap spent 16 % less
+time reading prompts (~9 s of a ~90 s iteration) for +4.8 GB of peak memory, so it stays off.
+``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` switches it on at that cap: expect 20-30x the cap in RAM (150 MB:
++4.8 GB; 1 GiB: 22.6 GB). Without it
 the server still reuses the prefix a request shares with the request just before."""
 
 

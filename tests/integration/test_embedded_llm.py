@@ -56,7 +56,10 @@ def llama_servers(mark: str) -> list[int]:
 def test_two_real_iterations_on_model_placement(tmp_path, monkeypatch):
     mark = uuid.uuid4().hex
     monkeypatch.setenv(MARK, mark)  # the embedded server started by evolve() inherits it
-    result = evolve("model_placement", iterations=2, run_dir=tmp_path / "run", seed=1)
+    seen = []  # at each node's start: did a server carrying the mark run? (else the last check proves nothing)
+    result = evolve("model_placement", iterations=2, run_dir=tmp_path / "run", seed=1,
+                    on_phase=lambda node, child: seen.append(bool(llama_servers(mark))))
+    assert any(seen), "the run's embedded server must carry the test's mark"
     assert result.iterations == 2 and result.programs == 3
     assert result.initial_score == pytest.approx(21.8916, abs=1e-4)
     # every score is the evaluator's: recompute the best from its stored source
@@ -81,7 +84,7 @@ def test_two_real_iterations_on_model_placement(tmp_path, monkeypatch):
 
 
 def test_sigkill_then_resume_with_the_real_llm(tmp_path):
-    mark = uuid.uuid4().hex
+    mark, carried = uuid.uuid4().hex, False
     run_dir = tmp_path / "run"
     cmd = [sys.executable, "-m", "contextevolve.cli", "run", "--iterations", "2", "--run-dir", str(run_dir)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
@@ -89,10 +92,11 @@ def test_sigkill_then_resume_with_the_real_llm(tmp_path):
     for line in proc.stderr:  # progress lines; kill as soon as iteration 1 is committed
         if line.startswith("iteration 1:"):
             time.sleep(5)  # now inside iteration 2 (navigator / sampler / generator running)
-            assert llama_servers(mark), "the run's server must carry the test's mark (else nothing is checked)"
+            carried = bool(llama_servers(mark))  # asserted after the kill: a failure must not leave the run going
             proc.send_signal(signal.SIGKILL)
             break
     proc.wait(timeout=60)
+    assert carried, "the run's server must carry the test's mark (else the checks below prove nothing)"
     assert proc.returncode == -signal.SIGKILL
     time.sleep(2)
     assert not llama_servers(mark), "the embedded server must not outlive a killed run"

@@ -208,7 +208,6 @@ def test_novelty_given_the_entry_ignores_helpers_nothing_calls():
     assert normalized_code("def g(x):\n    return x\n", "f") != normalized_code("def h(x):\n    return x\n", "f")
 
 
-
 def test_a_parse_that_ran_out_of_memory_is_not_remembered(monkeypatch):
     """The digest is cached, but running out of memory or stack depends on the moment: the next call
     on the same source must parse again and give the real digest."""
@@ -230,6 +229,7 @@ def test_a_parse_that_ran_out_of_memory_is_not_remembered(monkeypatch):
     digest = editing.normalized_code(source, "f")
     assert digest is not None and len(digest) == 64
     assert editing.normalized_code(source, "f") == digest and len(calls) == 2  # now cached
+
 
 def test_the_second_ask_shows_the_program_without_docstrings_and_names_one_change():
     program = ('"""Module doc."""\n\nimport random\n\n# EVOLVE-BLOCK-START\n\n\ndef pick(xs):\n'
