@@ -153,8 +153,8 @@ copy of its logits buffer (n_batch 512 x 151,936 float32 = 311 MB) that it does 
 Measured on stored requests (``benchmarks/prefill.py``, docs/results.md): a 150 MB cap spent 16 % less
 time reading prompts (~9 s of a ~90 s iteration) for +4.8 GB of peak memory, so it stays off.
 ``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` switches it on at that cap: expect 20-30x the cap in RAM (150 MB:
-+4.8 GB; 1 GiB: 22.6 GB). Without it
-the server still reuses the prefix a request shares with the request just before."""
++4.8 GB; 1 GiB: 22.6 GB). Without it the server still reuses the prefix a request shares with the
+request just before."""
 
 
 def prompt_cache_args() -> list[str]:
