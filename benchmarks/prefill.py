@@ -85,7 +85,7 @@ def replay(requests: list[dict], cache_mb: int) -> dict:
                          "prompt_tokens": reply.usage.prompt_tokens, "seconds": seconds})
             print(f"cache {cache_mb:>4} MB {request['run']} {request['role']:>10}: "
                   f"{reply.usage.prompt_tokens:>5} prompt tokens, {seconds:5.1f} s", flush=True)
-        peak = peak_rss_mb(server._proc.pid)
+        peak = peak_rss_mb(server.pid)
     return {"cache_mb": cache_mb, "peak_rss_mb": peak, "rows": rows}
 
 

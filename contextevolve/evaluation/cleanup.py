@@ -49,14 +49,20 @@ def remove_tree(path: str | Path) -> None:
             pass
 
 
-def _environ_token(pid: str) -> str | None:
+def environ_value(pid: str | int, name: str) -> str | None:
+    """The value of environment variable ``name`` that process ``pid`` started with
+    (``/proc/PID/environ``), or None if it has none or its environment cannot be read."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
             env = fh.read().split(b"\0")
     except OSError:
         return None
-    prefix = f"{TOKEN_ENV}=".encode()
+    prefix = f"{name}=".encode()
     return next((item[len(prefix):].decode(errors="replace") for item in env if item.startswith(prefix)), None)
+
+
+def _environ_token(pid: str) -> str | None:
+    return environ_value(pid, TOKEN_ENV)
 
 
 def kill_tagged(token: str) -> int:

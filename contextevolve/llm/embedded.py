@@ -200,6 +200,11 @@ class EmbeddedServer:
             raise EmbeddedModelError("embedded server is not started")
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def pid(self) -> int | None:
+        """The server process's pid while it is started, else None."""
+        return self._proc.pid if self._proc is not None else None
+
     def running(self) -> bool:
         """True while the server process is alive."""
         return self._proc is not None and self._proc.poll() is None

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from contextevolve.api import evolve, run_status
+from contextevolve.evaluation.cleanup import environ_value
 from contextevolve.llm import embedded
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.tasks.registry import get_task
@@ -38,17 +39,14 @@ def llama_servers(mark: str) -> list[int]:
     during CI) has no mark and is never taken for a server the test's own run left behind.
     """
     pids = []
-    needle = f"{MARK}={mark}".encode()
     for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
+        if proc.name.isdigit() and environ_value(proc.name, MARK) == mark:
             try:
                 cmd = (proc / "cmdline").read_bytes().split(b"\0")
                 state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                environ = (proc / "environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if (b"llama_cpp.server" in cmd and embedded.MODEL_FILE.encode() in b" ".join(cmd) and state != "Z"
-                    and needle in environ):
+            if b"llama_cpp.server" in cmd and embedded.MODEL_FILE.encode() in b" ".join(cmd) and state != "Z":
                 pids.append(int(proc.name))
     return pids
 
