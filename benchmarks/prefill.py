@@ -16,8 +16,12 @@ Prints per cache size and role: requests, prompt tokens, seconds (sum), and the 
 memory (``VmHWM``: each cached prompt keeps a ~311 MB logits copy besides its KV state, see
 ``contextevolve/llm/embedded.py``); writes every request's seconds to ``--out`` (JSON).
 
+Also compares llama.cpp builds: it prints the build's CPU features and the prompt tokens read per
+second, and the server runs whichever ``llama_cpp`` comes first on ``PYTHONPATH``.
+
 Usage:
     python benchmarks/prefill.py RUN_DIR [RUN_DIR ...] [--cache-mb 0,100] [--limit N] [--out FILE]
+    PYTHONPATH=/path/to/other/build python benchmarks/prefill.py RUN_DIR --cache-mb 0 --limit 16
 """
 
 from __future__ import annotations
@@ -122,11 +126,17 @@ def main() -> int:
     if not requests:
         parser.error("no stored requests to replay (empty prompts.jsonl, or --limit 0)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    import llama_cpp  # the server runs the same build (PYTHONPATH picks another one to compare)
+    print("llama.cpp build:", llama_cpp.llama_print_system_info().decode().strip(), flush=True)
     results = []
     for size in sizes:  # written after each size, so a failed replay keeps the sizes before it
         results.append(replay(requests, size))
         args.out.write_text(json.dumps(results, indent=2))
     print(table(results))
+    for result in results:
+        tokens = sum(r["prompt_tokens"] for r in result["rows"])
+        seconds = sum(r["seconds"] for r in result["rows"])
+        print(f"cache {result['cache_mb']} MB: {tokens} prompt tokens in {seconds:.0f} s = {tokens / seconds:.0f} tokens/s")
     return 0
 
 
