@@ -26,7 +26,7 @@ report-tools:
 	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }; }; } >/dev/null 2>&1 || \
 	  echo "warning: chromium is not installed: the report's rendering test will be skipped"
 
-# torch first, alone, so the CPU build on disk is taken; llama-cpp-python compiles (~5 min on 2 cores).
+# torch first, alone, so the CPU build on disk is taken; llama-cpp-python compiles (5-8 min on 2 cores).
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip

@@ -5,7 +5,7 @@
 # advertised AMX). AVX-512 is added only where the CPU both advertises it in /proc/cpuinfo and
 # actually executes it: each extension is probed by compiling and running a few instructions
 # (a hypervisor can advertise what it then traps). On the 2-core AMD EPYC development machine
-# the AVX-512 build reads prompts ~1.5x as fast as the AVX2 one (decoding, bound by memory
+# the AVX-512 build reads prompts ~1.3x as fast as the AVX2 one (decoding, bound by memory
 # bandwidth, does not change); docs/results.md has the measurement. The built library then
 # runs only on CPUs with the same extensions: rebuild .venv (`make clean setup`) on another CPU.
 # CPUINFO (default /proc/cpuinfo) and CC (default cc) can be overridden, as the tests do.
