@@ -4,7 +4,10 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 ITERATIONS ?= 10
 # AVX2 build, plus the AVX-512 extensions this CPU executes (probed; docs/embedded-model.md).
-LLAMA_CMAKE_ARGS ?= $(shell bash scripts/llama_cmake_args.sh)
+# Found next to this Makefile (also under `make -f`); an empty answer must not fall back to
+# llama.cpp's own default, the native build.
+LLAMA_CMAKE_ARGS ?= $(or $(shell bash $(dir $(abspath $(lastword $(MAKEFILE_LIST))))scripts/llama_cmake_args.sh),\
+  $(error scripts/llama_cmake_args.sh printed no CMake arguments; set LLAMA_CMAKE_ARGS))
 RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: setup sandbox-tools report-tools run test unit integration bench clean

@@ -136,7 +136,9 @@ def main() -> int:
     for result in results:
         tokens = sum(r["prompt_tokens"] for r in result["rows"])
         seconds = sum(r["seconds"] for r in result["rows"])
-        print(f"cache {result['cache_mb']} MB: {tokens} prompt tokens in {seconds:.0f} s = {tokens / seconds:.0f} tokens/s")
+        note = "" if result["cache_mb"] == 0 else " (cached prefixes are not read again: not a reading speed)"
+        print(f"cache {result['cache_mb']} MB: {tokens} prompt tokens in {seconds:.0f} s = "
+              f"{tokens / seconds:.0f} prompt tokens/s{note}")
     return 0
 
 

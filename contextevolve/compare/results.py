@@ -49,8 +49,27 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def markdown(results: list[SystemResult], task: Task) -> str:
-    """The results table (per run, then medians per system over seeds)."""
+def best_within(result: SystemResult, token_budget: int) -> tuple[float | None, int | None]:
+    """``(best score, candidates)`` of ``result`` counting only the candidates finished by the time
+    it had used ``token_budget`` tokens; ``(None, None)`` when its per-candidate records do not line up.
+
+    Systems overshoot a token budget by different amounts: a peer is stopped as soon as its requests
+    reach it (one request in flight may finish), ContextEvolve checks between iterations (an iteration
+    is several requests). Cutting every run at the same tokens puts them on one footing.
+    ``best_so_far[i]`` and ``cumulative_tokens[i]`` both describe candidate ``i + 1``; with no candidate
+    within the budget the best is the initial program's score.
+    """
+    if len(result.best_so_far) != len(result.cumulative_tokens):
+        return None, None
+    within = [i for i, used in enumerate(result.cumulative_tokens) if used <= token_budget]
+    if not within:
+        return result.initial, 0
+    return result.best_so_far[within[-1]], within[-1] + 1
+
+
+def markdown(results: list[SystemResult], task: Task, token_budget: int | None = None) -> str:
+    """The results table (per run, then medians per system over seeds); with ``token_budget``, also
+    every run's best among the candidates it finished within that many tokens (:func:`best_within`)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_row(r)) + " |" for r in results]
     systems = list(dict.fromkeys(r.system for r in results))
@@ -66,6 +85,14 @@ def markdown(results: list[SystemResult], task: Task) -> str:
         lines.append(f"| {system} | {len(runs)} | {_score(_median([r.best for r in runs]))} | "
                      f"{rate:.0%} | {_median([r.valid_changed for r in runs]):g} | {tokens:,.0f} | "
                      f"{_per(per_valid)} | {_per(per_changed)} |")
+    if token_budget:
+        lines += ["", f"Best within the same {token_budget:,} tokens (candidates finished by then):", "",
+                  "| system | seed | best within budget | candidates within budget | tokens used in all |",
+                  "|---|---|---|---|---|"]
+        for result in results:
+            best, count = best_within(result, token_budget)
+            lines.append(f"| {result.system} | {result.seed} | {_score(best)} | "
+                         f"{'–' if count is None else count} | {result.tokens:,} |")
     ablations = ablation_rows(results, task)
     if ablations:
         lines += ["", "Ablations against the full system on the same seeds (relative > 1: the ablation did better):", "",
@@ -145,7 +172,7 @@ def write_results(settings: CompareSettings, results: list[SystemResult], task: 
     data["settings"]["systems"] = list(dict.fromkeys(r.system for r in results))
     data["settings"]["seeds"] = sorted({r.seed for r in results})
     (out / "results.json").write_text(json.dumps(data, indent=2))
-    (out / "results.md").write_text(markdown(results, task))
+    (out / "results.md").write_text(markdown(results, task, settings.token_budget))
     plots(results, task, out)
 
 

@@ -225,3 +225,29 @@ def test_compare_on_a_problem_folder_scores_every_system_with_the_users_evaluato
     for result in saved["results"]:  # solve(3) = 3 scores 1/7; GAIN = 3 makes it 9: 1.0
         assert result["initial"] == pytest.approx(1 / 7) and result["best"] == pytest.approx(1.0), result["label"]
         assert result["best_recomputed"] == pytest.approx(1.0)
+
+
+def test_every_run_is_also_cut_at_the_same_tokens():
+    from contextevolve.compare.results import best_within, markdown
+    from contextevolve.compare.schema import SystemResult
+
+    # ContextEvolve checks its budget between iterations, so its last child can end past it:
+    # its 24.0 came after 41,000 tokens and must not count against a 40,000-token budget.
+    ours = SystemResult(system="contextevolve", seed=0, label="contextevolve-s0", initial=20.0, best=24.0,
+                        tokens=47_000, best_so_far=[20.0, 22.0, 24.0], cumulative_tokens=[9_000, 30_000, 47_000])
+    peer = SystemResult(system="gepa", seed=0, label="gepa-s0", initial=20.0, best=21.0, tokens=40_100,
+                        best_so_far=[21.0, 21.0], cumulative_tokens=[20_000, 40_100])
+    late = SystemResult(system="openevolve", seed=0, label="openevolve-s0", initial=20.0, best=23.0,
+                        tokens=41_000, best_so_far=[23.0], cumulative_tokens=[41_000])
+    broken = SystemResult(system="openevolve-full", seed=0, label="openevolve-full-s0", initial=20.0, best=20.0,
+                          best_so_far=[20.0, 20.0], cumulative_tokens=[5_000])
+    assert best_within(ours, 40_000) == (22.0, 2)
+    assert best_within(peer, 40_000) == (21.0, 1)
+    assert best_within(late, 40_000) == (20.0, 0)  # nothing finished within: the initial program
+    assert best_within(broken, 40_000) == (None, None)  # records that do not line up are not guessed at
+    table = markdown([ours, peer, late, broken], TASK, token_budget=40_000)
+    assert "Best within the same 40,000 tokens" in table
+    assert "| contextevolve | 0 | 22 | 2 | 47,000 |" in table
+    assert "| openevolve | 0 | 20 | 0 | 41,000 |" in table
+    assert "| openevolve-full | 0 | – | – | 0 |" in table
+    assert "Best within" not in markdown([ours], TASK)  # a candidate budget only: no cut table
