@@ -3,7 +3,8 @@
 * ``results.json``: the settings (no API key) and every :class:`SystemResult`.
 * ``results.md``: one row per system and seed, then one per system with the median over seeds
   (the valid rate is over the candidate budget: a proposal that never became a program counts;
-  *tokens / changed* divides by the valid candidates that are not copies of earlier code).
+  *tokens / changed* divides by the valid candidates that are not copies of earlier code); with a
+  token budget, also every run's best within exactly that many tokens (:func:`best_within`).
 
 ``python -m contextevolve.compare.results OUT`` writes the table and plots again from
 ``OUT/results.json``.
