@@ -143,9 +143,22 @@ def report(f: dict) -> str:
     phases = ", ".join(f"{k} {v:.1f}" for k, v in f["seconds_by_phase_per_iteration"].items())
     llm = ", ".join(f"{role} {r['calls']:.2f} calls {r['seconds']:.1f} s {r['completion']:.0f} generated"
                     for role, r in f["llm_by_role_per_iteration"].items())
-    return (f"{table([f])}\n\ntokens per iteration by role: {roles}\n"
+    served = f.get("endpoint") or f"embedded model, llama.cpp {f.get('llama_cpp_build', '(build not recorded)')}" + (
+        ", prompt cache on" if f.get("prompt_cache") else "")
+    return (f"{table([f])}\n\nserved by: {served}\ntokens per iteration by role: {roles}\n"
             f"seconds per iteration by phase: {phases}\nLLM per iteration by role: {llm}\n"
             f"statuses: {' '.join(f['statuses'])}\n" + "".join(f"  failed: {r}\n" for r in f["reasons"]))
+
+
+def served_by(base_url: str | None) -> dict:
+    """What served the run's requests: ``{"prompt_cache": bool, "llama_cpp_build": str}`` for the embedded
+    server (its prompt cache as started, the CPU features of its llama.cpp build; ``PYTHONPATH`` picks
+    the build), ``{"endpoint": base_url}`` for another endpoint."""
+    if base_url:
+        return {"endpoint": base_url}
+    from contextevolve.llm import embedded
+
+    return {"prompt_cache": bool(embedded.prompt_cache_args()), "llama_cpp_build": embedded.build_features()}
 
 
 def main() -> int:
@@ -200,8 +213,8 @@ def main() -> int:
            max_tokens={**DEFAULT_MAX_TOKENS, **caps})
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
-    result = {**figures(run_dir, per_iteration, settings), "commit": commit,
-              "stop_at_code_end": not args.no_stop, "prompt_cache": not args.no_prompt_cache}
+    result = {**figures(run_dir, per_iteration, settings), "commit": commit, "stop_at_code_end": not args.no_stop,
+              **served_by(args.base_url)}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
     print(report(result))
     return 0

@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from openai import OpenAI  # noqa: E402
 
-from contextevolve.llm import embedded  # noqa: E402
+from contextevolve.llm import embedded, transcript  # noqa: E402
 
 ROLES = {"system": "system", "human": "user", "ai": "assistant"}
 
@@ -49,12 +49,12 @@ def stored_requests(run_dir: Path, limit: int | None = None) -> list[dict]:
     Raises:
         SystemExit: the run has no ``prompts.jsonl`` (it was not recorded with ``--log-prompts``).
     """
-    path = run_dir / "prompts.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"{path} does not exist: record the run with --log-prompts")
+    try:
+        rows = transcript.read(run_dir, limit)
+    except FileNotFoundError as exc:
+        raise SystemExit(str(exc)) from None
     requests = []
-    for line in path.read_text().splitlines()[:limit]:
-        row = json.loads(line)
+    for row in rows:
         messages = [{"role": ROLES[m["type"]], "content": m["content"]} for m in row["messages"]]
         requests.append({"run": run_dir.name, "role": row["role"], "messages": messages})
     return requests
@@ -126,8 +126,7 @@ def main() -> int:
     if not requests:
         parser.error("no stored requests to replay (empty prompts.jsonl, or --limit 0)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    import llama_cpp  # the server runs the same build (PYTHONPATH picks another one to compare)
-    print("llama.cpp build:", llama_cpp.llama_print_system_info().decode().strip(), flush=True)
+    print("llama.cpp build:", embedded.build_features(), flush=True)  # PYTHONPATH picks another build
     results = []
     for size in sizes:  # written after each size, so a failed replay keeps the sizes before it
         results.append(replay(requests, size))

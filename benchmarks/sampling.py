@@ -50,6 +50,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # no
 
 from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
 from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
+from contextevolve.llm import transcript  # noqa: E402
 from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
 from contextevolve.nodes.ask import REASK_HOTTER  # noqa: E402
 from contextevolve.prompts.generator import edit_format, mutation_for, reask_messages  # noqa: E402
@@ -97,7 +98,10 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict]]:
     ``n`` counts the iteration's Generator requests from 0, ``row`` is the transcript row, ``parent``
     the child's parent record. An iteration starts at its Navigator request (runs with the Navigator
     on); the transcript's rows come in request order."""
-    rows = [json.loads(line) for line in (run_dir / "prompts.jsonl").read_text().splitlines()]
+    try:
+        rows = transcript.read(run_dir)
+    except FileNotFoundError as exc:
+        raise SystemExit(str(exc)) from None
     records = {r["iteration"]: r for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
     by_id = {r["id"]: r for r in records.values()}
     asks, iteration, n = [], 0, 0

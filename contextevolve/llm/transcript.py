@@ -38,3 +38,17 @@ def record(run_dir: str | Path, role: str, attempt: int, messages: list[BaseMess
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
+
+
+def read(run_dir: str | Path, limit: int | None = None) -> list[dict]:
+    """The rows :func:`record` wrote to ``run_dir``'s transcript, in the order written (at most ``limit``),
+    each a dict with the keys shown in this module's docstring.
+
+    Raises:
+        FileNotFoundError: the run has no transcript (it was not recorded with ``--log-prompts``); the
+            message names the file.
+    """
+    path = Path(run_dir) / TRANSCRIPT_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: record the run with --log-prompts")
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[:limit]]
