@@ -16,8 +16,11 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
 
 ``--no-stop`` and ``--no-prompt-cache`` switch off the stop at the end of the code block and the
 embedded server's prompt cache (off by default since it ran out of memory; the flag forces it off
-when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set), so a run with ``--mode full --no-stop --no-prompt-cache
---max-tokens navigator=160`` measures the system as it was before them, beside one with the defaults.
+when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set), so a run with ``--mode full --repair-attempts 2
+--no-restart --no-stop --no-prompt-cache --max-tokens navigator=160`` measures the system as it was
+before them, beside one with the defaults; ``PYTHONPATH=DIR`` with an AVX2 build of llama-cpp-python
+installed in DIR (``pip install --no-deps --target DIR``) adds the build it ran on then. The JSON
+records which build and prompt cache served the run (``llama_cpp_build``, ``prompt_cache``).
 
 The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one
 markdown table over several such runs (no LLM needed).
@@ -143,22 +146,28 @@ def report(f: dict) -> str:
     phases = ", ".join(f"{k} {v:.1f}" for k, v in f["seconds_by_phase_per_iteration"].items())
     llm = ", ".join(f"{role} {r['calls']:.2f} calls {r['seconds']:.1f} s {r['completion']:.0f} generated"
                     for role, r in f["llm_by_role_per_iteration"].items())
-    served = f.get("endpoint") or f"embedded model, llama.cpp {f.get('llama_cpp_build', '(build not recorded)')}" + (
-        ", prompt cache on" if f.get("prompt_cache") else "")
+    served = f.get("endpoint") or (f"embedded model, llama.cpp {f.get('llama_cpp_build', '(build not recorded)')}"
+                                   + (", prompt cache on" if f.get("prompt_cache") else ""))
     return (f"{table([f])}\n\nserved by: {served}\ntokens per iteration by role: {roles}\n"
             f"seconds per iteration by phase: {phases}\nLLM per iteration by role: {llm}\n"
             f"statuses: {' '.join(f['statuses'])}\n" + "".join(f"  failed: {r}\n" for r in f["reasons"]))
 
 
-def served_by(base_url: str | None) -> dict:
-    """What served the run's requests: ``{"prompt_cache": bool, "llama_cpp_build": str}`` for the embedded
-    server (its prompt cache as started, the CPU features of its llama.cpp build; ``PYTHONPATH`` picks
-    the build), ``{"endpoint": base_url}`` for another endpoint."""
-    if base_url:
-        return {"endpoint": base_url}
-    from contextevolve.llm import embedded
+def served_by(ctx) -> dict:
+    """What answered the run's requests under ``ctx`` (a :class:`~contextevolve.graph.context.RunContext`)
+    and the environment: ``{"endpoint": URL}`` when every role has an endpoint (``--base-url`` or the
+    ``CONTEXTEVOLVE_*``/``OPENAI_*`` variables), else the embedded server's ``{"prompt_cache": bool,
+    "llama_cpp_build": str}``: its prompt cache as started, the CPU features of its llama.cpp build
+    (``PYTHONPATH`` picks the build; ``"unknown (...)"`` when llama-cpp-python cannot be imported)."""
+    from contextevolve.llm import embedded, models
 
-    return {"prompt_cache": bool(embedded.prompt_cache_args()), "llama_cpp_build": embedded.build_features()}
+    if not models.needs_embedded(ctx):
+        return {"endpoint": models.resolve_endpoint("generator", ctx).base_url}
+    try:
+        build = embedded.build_features()
+    except embedded.EmbeddedModelError as exc:
+        build = f"unknown ({exc})"
+    return {"prompt_cache": bool(embedded.prompt_cache_args()), "llama_cpp_build": build}
 
 
 def main() -> int:
@@ -188,7 +197,7 @@ def main() -> int:
         return 0
 
     from contextevolve.api import evolve
-    from contextevolve.graph.context import SearchSettings, flat_settings
+    from contextevolve.graph.context import RunContext, SearchSettings, flat_settings
     from contextevolve.graph.settings import DEFAULT_MAX_TOKENS
 
     caps = {role: int(n) for role, _, n in (pair.partition("=") for pair in args.max_tokens)}
@@ -214,7 +223,7 @@ def main() -> int:
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit, "stop_at_code_end": not args.no_stop,
-              **served_by(args.base_url)}
+              **served_by(RunContext(base_url=args.base_url))}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
     print(report(result))
     return 0

@@ -50,8 +50,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # no
 
 from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
 from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
-from contextevolve.llm import transcript  # noqa: E402
 from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
+from contextevolve.llm import transcript  # noqa: E402
 from contextevolve.nodes.ask import REASK_HOTTER  # noqa: E402
 from contextevolve.prompts.generator import edit_format, mutation_for, reask_messages  # noqa: E402
 from contextevolve.tasks.prechecks import precheck  # noqa: E402
@@ -97,7 +97,11 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict]]:
     """Every first-attempt Generator request of a one-lane run as ``(iteration, n, row, parent)``:
     ``n`` counts the iteration's Generator requests from 0, ``row`` is the transcript row, ``parent``
     the child's parent record. An iteration starts at its Navigator request (runs with the Navigator
-    on); the transcript's rows come in request order."""
+    on); the transcript's rows come in request order.
+
+    Raises:
+        SystemExit: the run has no transcript (it was not recorded with ``--log-prompts``).
+    """
     try:
         rows = transcript.read(run_dir)
     except FileNotFoundError as exc:

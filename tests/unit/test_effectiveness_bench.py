@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import platform
 from pathlib import Path
 
 import pytest
 
+from contextevolve.graph.context import RunContext
 from contextevolve.llm import embedded
 
 _spec = importlib.util.spec_from_file_location("effectiveness_bench",
@@ -14,27 +16,57 @@ _spec = importlib.util.spec_from_file_location("effectiveness_bench",
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
-
-def test_another_endpoint_is_recorded_by_its_url():
-    assert bench.served_by("http://127.0.0.1:8000/v1") == {"endpoint": "http://127.0.0.1:8000/v1"}
+ENDPOINT_VARIABLES = ("CONTEXTEVOLVE_BASE_URL", "OPENAI_BASE_URL")
 
 
-def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(monkeypatch):
-    if not embedded.installed():
-        pytest.skip("llama-cpp-python or the model packages are not installed")
+@pytest.fixture
+def no_endpoint_variables(monkeypatch):
+    for name in ENDPOINT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_an_endpoint_from_the_flag_or_the_environment_is_recorded_by_its_url(monkeypatch, no_endpoint_variables):
+    assert bench.served_by(RunContext(base_url="http://127.0.0.1:8000/v1")) == {"endpoint": "http://127.0.0.1:8000/v1"}
+    monkeypatch.setenv("CONTEXTEVOLVE_BASE_URL", "http://gpu-box:8000/v1")
+    assert bench.served_by(RunContext()) == {"endpoint": "http://gpu-box:8000/v1"}
+
+
+def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(monkeypatch, no_endpoint_variables):
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed")
     monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "0")
-    off = bench.served_by(None)
+    off = bench.served_by(RunContext())
     monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "150")
-    on = bench.served_by(None)
+    on = bench.served_by(RunContext())
 
     assert off["prompt_cache"] is False and on["prompt_cache"] is True
-    assert "AVX2 = 1" in off["llama_cpp_build"]  # the Makefile's builds all have AVX2 at least
+    assert off["llama_cpp_build"].startswith("CPU :")
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert "AVX2 = 1" in off["llama_cpp_build"]  # the Makefile's x86 builds all have AVX2 at least
     monkeypatch.delenv("CONTEXTEVOLVE_PROMPT_CACHE_MB")
-    assert bench.served_by(None)["prompt_cache"] is (embedded.PROMPT_CACHE_MB > 0)
+    assert bench.served_by(RunContext())["prompt_cache"] is (embedded.PROMPT_CACHE_MB > 0)
 
 
-def test_build_features_without_llama_cpp_python_says_how_to_install(monkeypatch):
+def test_without_llama_cpp_python_the_build_is_unknown_and_build_features_says_how_to_install(
+        monkeypatch, no_endpoint_variables):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a))
     with pytest.raises(embedded.EmbeddedModelError, match="llama-cpp-python is not installed"):
         embedded.build_features()
+    assert bench.served_by(RunContext())["llama_cpp_build"].startswith("unknown (llama-cpp-python is not installed")
+
+
+def test_the_report_says_what_served_the_run():
+    figures = {"task": "txn_scheduling", "repair_attempts": 1, "repair_restart": True, "mode": "full",
+               "iterations": 1, "valid": 1, "valid_rate": 1.0, "repairs_attempted": 0, "repairs_succeeded": 0,
+               "precheck_stops": 0, "duplicates": 0, "improvements": 0, "initial": 2066.12, "best": 2066.12,
+               "tokens_per_iteration": {"generator": 900.0}, "tokens_per_iteration_total": 900.0,
+               "generator_completion_per_iteration": 400.0, "tokens_per_valid_child": 900.0,
+               "seconds_per_iteration": 60.0, "median_seconds_per_iteration": 60.0,
+               "median_generated_tokens_per_iteration": 400.0, "seconds_by_phase_per_iteration": {"generate": 50.0},
+               "llm_by_role_per_iteration": {}, "statuses": ["ok"], "reasons": []}
+
+    assert "served by: embedded model, llama.cpp CPU : AVX2 = 1 | AVX512 = 1, prompt cache on\n" in bench.report(
+        {**figures, "prompt_cache": True, "llama_cpp_build": "CPU : AVX2 = 1 | AVX512 = 1"})
+    assert "served by: http://gpu-box:8000/v1\n" in bench.report({**figures, "endpoint": "http://gpu-box:8000/v1"})
+    assert "served by: embedded model, llama.cpp (build not recorded)\n" in bench.report(figures)
