@@ -146,8 +146,11 @@ def report(f: dict) -> str:
     phases = ", ".join(f"{k} {v:.1f}" for k, v in f["seconds_by_phase_per_iteration"].items())
     llm = ", ".join(f"{role} {r['calls']:.2f} calls {r['seconds']:.1f} s {r['completion']:.0f} generated"
                     for role, r in f["llm_by_role_per_iteration"].items())
+    servers = f.get("embedded_servers")
+    layout = "" if servers is None else (", one server" if servers == ["shared"] else
+                                         f", servers {', '.join(servers)}")
     served = f.get("endpoint") or (f"embedded model, llama.cpp {f.get('llama_cpp_build', '(build not recorded)')}"
-                                   + (", prompt cache on" if f.get("prompt_cache") else ""))
+                                   + (", prompt cache on" if f.get("prompt_cache") else "") + layout)
     return (f"{table([f])}\n\nserved by: {served}\ntokens per iteration by role: {roles}\n"
             f"seconds per iteration by phase: {phases}\nLLM per iteration by role: {llm}\n"
             f"statuses: {' '.join(f['statuses'])}\n" + "".join(f"  failed: {r}\n" for r in f["reasons"]))
@@ -156,9 +159,10 @@ def report(f: dict) -> str:
 def served_by(ctx) -> dict:
     """What answered the run's requests under ``ctx`` (a :class:`~contextevolve.graph.context.RunContext`)
     and the environment: ``{"endpoint": URL}`` when every role has an endpoint (``--base-url`` or the
-    ``CONTEXTEVOLVE_*``/``OPENAI_*`` variables), else the embedded server's ``{"prompt_cache": bool,
-    "llama_cpp_build": str}``: its prompt cache as started, the CPU features of its llama.cpp build
-    (``PYTHONPATH`` picks the build; ``"unknown (...)"`` when llama-cpp-python cannot be imported)."""
+    ``CONTEXTEVOLVE_*``/``OPENAI_*`` variables), else the embedded servers' ``{"prompt_cache": bool,
+    "llama_cpp_build": str, "embedded_servers": [key, ...]}``: their prompt cache as started, the CPU
+    features of their llama.cpp build (``PYTHONPATH`` picks the build; ``"unknown (...)"`` when
+    llama-cpp-python cannot be imported), and which servers there were (:func:`models.embedded_server_keys`)."""
     from contextevolve.llm import embedded, models
 
     if not models.needs_embedded(ctx):
@@ -167,7 +171,8 @@ def served_by(ctx) -> dict:
         build = embedded.build_features()
     except embedded.EmbeddedModelError as exc:
         build = f"unknown ({exc})"
-    return {"prompt_cache": bool(embedded.prompt_cache_args()), "llama_cpp_build": build}
+    return {"prompt_cache": bool(embedded.prompt_cache_args()), "llama_cpp_build": build,
+            "embedded_servers": models.embedded_server_keys(ctx)}
 
 
 def main() -> int:
@@ -183,6 +188,8 @@ def main() -> int:
                         help="let the Generator write past the end of its code block (SearchSettings.stop_at_code_end)")
     parser.add_argument("--no-prompt-cache", action="store_true",
                         help="start the embedded server without its prompt cache (CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")
+    parser.add_argument("--one-server", action="store_true",
+                        help="one embedded server for every agent (ModelSettings.embedded_server_per_role = False)")
     parser.add_argument("--max-tokens", action="append", default=[], metavar="ROLE=N",
                         help="completion-token cap of one role (e.g. navigator=160, the cap before it was lowered)")
     parser.add_argument("--log-prompts", action="store_true", help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
@@ -206,7 +213,8 @@ def main() -> int:
     repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
     mode = args.mode or SearchSettings.generation_mode
     fix_only = "-fixonly" if args.no_restart else ""
-    old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "")
+    old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "") + (
+        "-oneserver" if args.one_server else "")
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
@@ -219,11 +227,11 @@ def main() -> int:
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
            generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
            log_prompts=args.log_prompts or None, on_update=on_update, stop_at_code_end=not args.no_stop,
-           max_tokens={**DEFAULT_MAX_TOKENS, **caps})
+           max_tokens={**DEFAULT_MAX_TOKENS, **caps}, embedded_server_per_role=not args.one_server)
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit, "stop_at_code_end": not args.no_stop,
-              **served_by(RunContext(base_url=args.base_url))}
+              **served_by(RunContext(base_url=args.base_url, embedded_server_per_role=not args.one_server))}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
     print(report(result))
     return 0

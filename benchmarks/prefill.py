@@ -1,26 +1,32 @@
-"""What the embedded server's prompt cache saves in prompt reading: a replay of stored requests.
+"""What the embedded server's prompt cache, or one server per agent, saves in prompt reading: a replay
+of stored requests.
 
 Reads the requests of runs recorded with ``--log-prompts`` (``RUN_DIR/prompts.jsonl``: every role's,
-in the order the run sent them) and sends them again, in that order, to the embedded server once per
-cache size (``--cache-mb``, 0 = no cache), each with a one-token reply: what is timed is reading the
-prompt (prefill), which is where a run's requests differ from each other's beginnings. The messages are
-byte for byte the stored ones, so the cache changes only how much of each prompt the server reads
-again, never what the model sees.
+in the order the run sent them) and sends them again, in that order, to fresh embedded servers once per
+cache size (``--cache-mb``, 0 = no cache) and server layout (``--layouts``: ``shared``, one server for
+every agent; ``per_role``, each request to its agent's server as a default run has them: the Navigator's,
+the Generator's, and one the others share, ``contextevolve.llm.models.embedded_server_key``), each with
+a one-token reply: what is timed is reading the prompt (prefill), which is where a run's requests differ
+from each other's beginnings. The messages are byte for byte the stored ones, so neither the cache nor
+the layout changes what the model sees, only how much of each prompt a server reads again.
 
 llama.cpp's server always reuses the prefix a request shares with the request just before it; with a
 cache (llama-cpp-python's RAM prompt cache, ``CONTEXTEVOLVE_PROMPT_CACHE_MB``) it also restores the
 state of an earlier request that shares a longer prefix: the Navigator's growing history, the
 Generator's parent section asked about again after a Summarizer or Navigator call came between.
 
-Prints per cache size and role: requests, prompt tokens, seconds (sum), and the server's peak resident
-memory (``VmHWM``: each cached prompt keeps a ~311 MB logits copy besides its KV state, see
-``contextevolve/llm/embedded.py``); writes every request's seconds to ``--out`` (JSON).
+Prints per cache size, layout and role: requests, prompt tokens, seconds (sum), and the servers' memory:
+the sum of their peak resident sets (``VmHWM``, which counts the shared model mapping once per server)
+and of their anonymous memory at the end (``RssAnon``: what each server adds; each cached prompt keeps a
+~311 MB logits copy besides its KV state, see ``contextevolve/llm/embedded.py``); writes every request's
+seconds to ``--out`` (JSON).
 
 Also compares llama.cpp builds: it prints the build's CPU features and the prompt tokens read per
 second, and the server runs whichever ``llama_cpp`` comes first on ``PYTHONPATH``.
 
 Usage:
-    python benchmarks/prefill.py RUN_DIR [RUN_DIR ...] [--cache-mb 0,100] [--limit N] [--out FILE]
+    python benchmarks/prefill.py RUN_DIR [RUN_DIR ...] [--cache-mb 0,100] [--layouts shared,per_role]
+        [--limit N] [--out FILE]
     PYTHONPATH=/path/to/other/build python benchmarks/prefill.py RUN_DIR --cache-mb 0 --limit 16
 """
 
@@ -37,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from openai import OpenAI  # noqa: E402
 
-from contextevolve.llm import embedded, transcript  # noqa: E402
+from contextevolve.graph.context import RunContext  # noqa: E402
+from contextevolve.llm import embedded, models, transcript  # noqa: E402
 
 ROLES = {"system": "system", "human": "user", "ai": "assistant"}
 
@@ -60,45 +67,68 @@ def stored_requests(run_dir: Path, limit: int | None = None) -> list[dict]:
     return requests
 
 
-def peak_rss_mb(pid: int) -> float:
-    """Peak resident memory of process ``pid`` in MB (``VmHWM`` of ``/proc/PID/status``); 0 if unknown."""
+def memory_mb(pid: int) -> dict[str, float]:
+    """``{"peak_rss_mb", "anon_mb"}`` of process ``pid`` (``VmHWM`` and ``RssAnon`` of
+    ``/proc/PID/status``, MB); 0 where unknown."""
+    fields = {"VmHWM:": "peak_rss_mb", "RssAnon:": "anon_mb"}
+    found = dict.fromkeys(fields.values(), 0.0)
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
+            name = line.split(maxsplit=1)[0] if line else ""
+            if name in fields:
+                found[fields[name]] = int(line.split()[1]) / 1024
     except OSError:
         pass
-    return 0.0
+    return found
 
 
-def replay(requests: list[dict], cache_mb: int) -> dict:
-    """Send ``requests`` in order to a fresh embedded server with a ``cache_mb`` prompt cache.
+LAYOUTS = ("shared", "per_role")
+"""Server layouts a replay can use: one server for every agent, or a default run's servers."""
 
-    Returns ``{"cache_mb", "peak_rss_mb", "rows": [{"run", "role", "prompt_tokens", "seconds"}]}``.
+
+def replay(requests: list[dict], cache_mb: int, layout: str = "shared") -> dict:
+    """Send ``requests`` in order to fresh embedded servers with a ``cache_mb`` prompt cache: one for
+    all (``layout="shared"``) or a default run's (``"per_role"``, each request to its role's server,
+    :func:`contextevolve.llm.models.embedded_server_key`).
+
+    Returns ``{"cache_mb", "layout", "peak_rss_mb", "anon_mb", "rows": [{"run", "role", "prompt_tokens",
+    "seconds"}]}``; the memory figures are sums over the servers.
     """
     os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] = str(cache_mb)
-    rows = []
-    with embedded.EmbeddedServer() as server:
-        client = OpenAI(base_url=server.base_url, api_key="none", max_retries=0, timeout=600)
+    run = RunContext(embedded_server_per_role=layout == "per_role")
+    key_of = {role: models.embedded_server_key(role, run) for role in {r["role"] for r in requests}}
+    servers = {key: embedded.EmbeddedServer() for key in sorted(set(key_of.values()))}
+    rows, memory = [], {"peak_rss_mb": 0.0, "anon_mb": 0.0}
+    try:
+        for server in servers.values():  # launched together, then waited for, as a run starts them
+            server.launch()
+        clients = {key: OpenAI(base_url=server.wait_ready(), api_key="none", max_retries=0, timeout=600)
+                   for key, server in servers.items()}
         for request in requests:
+            client = clients[key_of[request["role"]]]
             start = time.perf_counter()
             reply = client.chat.completions.create(model=embedded.MODEL_ALIAS, messages=request["messages"],
                                                    max_tokens=1, temperature=0.0, seed=0)
             seconds = time.perf_counter() - start
             rows.append({"run": request["run"], "role": request["role"],
                          "prompt_tokens": reply.usage.prompt_tokens, "seconds": seconds})
-            print(f"cache {cache_mb:>4} MB {request['run']} {request['role']:>10}: "
+            print(f"cache {cache_mb:>4} MB {layout:>8} {request['run']} {request['role']:>10}: "
                   f"{reply.usage.prompt_tokens:>5} prompt tokens, {seconds:5.1f} s", flush=True)
-        peak = peak_rss_mb(server.pid)
-    return {"cache_mb": cache_mb, "peak_rss_mb": peak, "rows": rows}
+        for server in servers.values():
+            for name, value in memory_mb(server.pid).items():
+                memory[name] += value
+    finally:
+        for server in servers.values():
+            server.stop()
+    return {"cache_mb": cache_mb, "layout": layout, **memory, "rows": rows}
 
 
 def table(results: list[dict]) -> str:
-    """Markdown: seconds by role per cache size, and the saving against the first size given."""
+    """Markdown: seconds by role per cache size and layout, and the saving against the first replay."""
     roles = sorted({row["role"] for row in results[0]["rows"]})
     base = results[0]
-    lines = ["| cache MB | peak RSS MB | " + " | ".join(roles) + " | all | saved |",
-             "|---|---|" + "---|" * (len(roles) + 2)]
+    lines = ["| cache MB | layout | peak RSS MB (sum) | anonymous MB (sum) | " + " | ".join(roles)
+             + " | all | saved |", "|---|---|---|---|" + "---|" * (len(roles) + 2)]
     base_total = sum(r["seconds"] for r in base["rows"])
     for result in results:
         cells = []
@@ -106,7 +136,8 @@ def table(results: list[dict]) -> str:
             mine = [r for r in result["rows"] if r["role"] == role]
             cells.append(f"{len(mine)}× {sum(r['seconds'] for r in mine):.0f} s")
         total = sum(r["seconds"] for r in result["rows"])
-        lines.append(f"| {result['cache_mb']} | {result['peak_rss_mb']:.0f} | " + " | ".join(cells)
+        lines.append(f"| {result['cache_mb']} | {result.get('layout', 'shared')} | {result['peak_rss_mb']:.0f} | "
+                     f"{result.get('anon_mb', 0):.0f} | " + " | ".join(cells)
                      + f" | {total:.0f} s | {100 * (1 - total / base_total):.0f} % |")
     return "\n".join(lines)
 
@@ -115,6 +146,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--cache-mb", default="0,100", help="comma-separated cache caps in MB (0: none)")
+    parser.add_argument("--layouts", default="shared",
+                        help=f"comma-separated server layouts to replay with ({', '.join(LAYOUTS)})")
     parser.add_argument("--limit", type=int, help="first N requests of each run")
     parser.add_argument("--out", type=Path, default=Path("runs/prefill.json"))
     args = parser.parse_args()
@@ -122,21 +155,26 @@ def main() -> int:
         sizes = [int(size) for size in args.cache_mb.split(",")]
     except ValueError:
         parser.error(f"--cache-mb must be comma-separated whole numbers, not {args.cache_mb!r}")
+    layouts = args.layouts.split(",")
+    if not set(layouts) <= set(LAYOUTS):
+        parser.error(f"--layouts must be comma-separated names among {', '.join(LAYOUTS)}, not {args.layouts!r}")
     requests = [request for run in args.runs for request in stored_requests(run, args.limit)]
     if not requests:
         parser.error("no stored requests to replay (empty prompts.jsonl, or --limit 0)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     print("llama.cpp build:", embedded.build_features(), flush=True)  # PYTHONPATH picks another build
     results = []
-    for size in sizes:  # written after each size, so a failed replay keeps the sizes before it
-        results.append(replay(requests, size))
-        args.out.write_text(json.dumps(results, indent=2))
+    for size in sizes:  # written after each replay, so a failed one keeps those before it
+        for layout in layouts:
+            results.append(replay(requests, size, layout))
+            args.out.write_text(json.dumps(results, indent=2))
     print(table(results))
     for result in results:
         tokens = sum(r["prompt_tokens"] for r in result["rows"])
         seconds = sum(r["seconds"] for r in result["rows"])
-        note = "" if result["cache_mb"] == 0 else " (cached prefixes are not read again: not a reading speed)"
-        print(f"cache {result['cache_mb']} MB: {tokens} prompt tokens in {seconds:.0f} s = "
+        reused = result["cache_mb"] or result["layout"] != "shared"
+        note = " (reused prefixes are not read again: not a reading speed)" if reused else ""
+        print(f"cache {result['cache_mb']} MB, {result['layout']}: {tokens} prompt tokens in {seconds:.0f} s = "
               f"{tokens / seconds:.0f} prompt tokens/s{note}")
     return 0
 

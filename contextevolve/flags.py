@@ -24,7 +24,8 @@ import re
 from typing import Any
 
 RENAMED = {"generation_mode": "mode", "num_exemplars": "exemplars", "num_trajectories": "trajectories",
-           "context_token_budget": "context-budget", "stop_at_code_end": "code-stop"}
+           "context_token_budget": "context-budget", "stop_at_code_end": "code-stop",
+           "embedded_server_per_role": "server-per-role"}
 """Settings whose flag is not their field's name (shorter, or the name users already type)."""
 API_ONLY_SETTINGS = frozenset({
     "task", "run_dir", "max_iterations",  # --task, --run-dir, --iterations: evolve() arguments of their own

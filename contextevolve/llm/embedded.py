@@ -216,8 +216,19 @@ class EmbeddedServer:
             EmbeddedModelError: llama-cpp-python is not installed, or the server exited or did
                 not become ready within ``timeout_s`` (the message quotes its log tail).
         """
+        if not self.running():
+            self.launch()
+        return self.wait_ready(timeout_s)
+
+    def launch(self) -> None:
+        """Start the server process without waiting for it (:meth:`wait_ready` waits); several servers
+        launched first and then waited for load the model side by side.
+
+        Raises:
+            EmbeddedModelError: llama-cpp-python is not installed, or the model cannot be assembled.
+        """
         if self.running():
-            return self.base_url
+            return
         if importlib.util.find_spec("llama_cpp") is None:
             raise EmbeddedModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
         model_path = self.model_path or ensure_model()
@@ -239,6 +250,16 @@ class EmbeddedServer:
         tie = _die_with_parent if threading.current_thread() is threading.main_thread() else None
         self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                       stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=tie)
+
+    def wait_ready(self, timeout_s: float = 300.0) -> str:
+        """Wait until the launched server's ``/v1/models`` answers; returns :attr:`base_url`.
+
+        Raises:
+            EmbeddedModelError: not launched, or the server exited or did not become ready within
+                ``timeout_s`` (the message quotes its log tail; the server is stopped).
+        """
+        if self._proc is None:
+            raise EmbeddedModelError("embedded server is not started")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
@@ -287,28 +308,65 @@ class EmbeddedServer:
         self.stop()
 
 
-_shared: EmbeddedServer | None = None
-_shared_lock = threading.Lock()
+SHARED = "shared"
+"""The key of the one server every agent shares (:func:`shared_server`'s default)."""
+
+_servers: dict[str, EmbeddedServer] = {}
+_servers_lock = threading.Lock()
 
 
-def shared_server() -> EmbeddedServer:
-    """The process-wide embedded server, started on first use and stopped at exit."""
-    global _shared
-    with _shared_lock:
-        if _shared is None or not _shared.running():
-            _shared = EmbeddedServer()
-            _shared.start()
-            atexit.register(stop_shared_server)
-        return _shared
+def shared_server(key: str = SHARED) -> EmbeddedServer:
+    """The process-wide embedded server named ``key`` (an agent's name, or :data:`SHARED`), started on first
+    use and stopped at exit. One server per agent keeps each agent's last prompt in its own server's
+    KV cache, so an agent's next request re-reads only what differs from its previous one
+    (``ModelSettings.embedded_server_per_role``).
+
+    Raises:
+        EmbeddedModelError: the server cannot start (see :meth:`EmbeddedServer.start`).
+    """
+    start_shared_servers([key])
+    with _servers_lock:
+        return _servers[key]
+
+
+def start_shared_servers(keys: list[str]) -> None:
+    """Start the process-wide servers named ``keys`` that are not running, side by side: all are
+    launched first, then waited for (loading the model is mostly mapping the same file, so several take
+    about as long as one). Call it from the main thread for servers that must die with this process.
+
+    Raises:
+        EmbeddedModelError: a server cannot start; every server this call launched is stopped (those
+            of earlier calls keep running).
+    """
+    with _servers_lock:
+        fresh = []
+        for key in dict.fromkeys(keys):
+            if key not in _servers or not _servers[key].running():
+                _servers[key] = EmbeddedServer()
+                fresh.append(_servers[key])
+        if not fresh:
+            return
+        atexit.unregister(stop_shared_server)  # once, however many calls start servers
+        atexit.register(stop_shared_server)
+        try:
+            for server in fresh:
+                server.launch()
+            for server in fresh:
+                server.wait_ready()
+        except BaseException:
+            for server in fresh:
+                server.stop()
+            for key in [k for k, s in _servers.items() if s in fresh]:
+                del _servers[key]
+            raise
 
 
 def stop_shared_server() -> None:
-    """Stop the process-wide embedded server if one is running."""
-    global _shared
-    with _shared_lock:
-        if _shared is not None:
-            _shared.stop()
-            _shared = None
+    """Stop every process-wide embedded server that is running."""
+    with _servers_lock:
+        for server in _servers.values():
+            server.stop()
+        _servers.clear()
 
 
 def build_features() -> str:

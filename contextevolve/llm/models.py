@@ -90,11 +90,39 @@ def use_chat_models(**models: BaseChatModel) -> Iterator[None]:
 
 def needs_embedded(ctx: RunContext) -> bool:
     """True when some role has neither an override nor a configured endpoint (so uses the embedded LLM)."""
+    return bool(embedded_server_keys(ctx))
+
+
+OWN_SERVER_ROLES: tuple[Role, ...] = ("navigator", "generator")
+"""Agents that get an embedded server of their own (``ctx.llm.embedded_server_per_role``). A server re-reads
+a prompt only from the first token where it differs from the request just before it; in a replay of a
+stored 8-iteration TS run (``benchmarks/prefill.py``, docs/results.md) a server of its own cut the
+Navigator's prompt-reading seconds by 35 % (its instructions, task and history come back every iteration)
+and the Generator's by 16 % (instructions, task, often the same parent), and saved the Summarizer and the
+Sampler nothing (their prompts differ from their previous ones right after the instructions), so those two
+share one server and its memory (~2.4 GB each after requests)."""
+
+
+def embedded_server_key(role: Role, ctx: RunContext) -> str:
+    """Which process-wide embedded server ``role`` talks to: its own (a role of :data:`OWN_SERVER_ROLES`,
+    ``ctx.llm.embedded_server_per_role``, one lane) or the one the others share
+    (:data:`contextevolve.llm.embedded.SHARED`)."""
+    from contextevolve.llm.embedded import SHARED
+
+    own = ctx.llm.embedded_server_per_role and ctx.parallelism.lanes == 1 and role in OWN_SERVER_ROLES
+    return role if own else SHARED
+
+
+def embedded_server_keys(ctx: RunContext) -> list[str]:
+    """The embedded servers a run needs: one key per role without an override or an endpoint
+    (:func:`embedded_server_key`), in role order, without repeats; ``[]`` when no role uses the embedded LLM."""
     from contextevolve.roles import ROLES
 
     with _overrides_lock:
         overridden = set(_overrides)
-    return any(role not in overridden and not resolve_endpoint(role, ctx).base_url for role in ROLES)
+    keys = [embedded_server_key(role, ctx) for role in ROLES
+            if role not in overridden and not resolve_endpoint(role, ctx).base_url]
+    return list(dict.fromkeys(keys))
 
 
 @lru_cache(maxsize=32)
@@ -143,7 +171,8 @@ def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None 
     else:
         from contextevolve.llm import embedded
 
-        base_url, api_key, model = embedded.shared_server().base_url, "not-needed", embedded.MODEL_ALIAS
+        server = embedded.shared_server(embedded_server_key(role, ctx))
+        base_url, api_key, model = server.base_url, "not-needed", embedded.MODEL_ALIAS
         top_p = embedded.TOP_P if ctx.llm.top_p is None else ctx.llm.top_p
         top_k = embedded.TOP_K if ctx.llm.top_k is None else ctx.llm.top_k
     # The run seed is passed on as the OpenAI `seed` for endpoints that honour it. (Two fresh

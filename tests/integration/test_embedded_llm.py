@@ -18,7 +18,9 @@ import pytest
 
 from contextevolve.api import evolve, run_status
 from contextevolve.evaluation.cleanup import environ_value
+from contextevolve.graph.context import RunContext
 from contextevolve.llm import embedded
+from contextevolve.llm.models import embedded_server_keys
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.tasks.registry import get_task
 
@@ -28,6 +30,7 @@ pytestmark = [
 ]
 ROOT = Path(__file__).resolve().parents[2]
 TASK = get_task("model_placement")
+SERVERS = len(embedded_server_keys(RunContext()))  # a default run's embedded servers
 MARK = "CONTEXTEVOLVE_TEST_MARK"  # environment variable naming the test that started a run
 
 
@@ -54,10 +57,11 @@ def llama_servers(mark: str) -> list[int]:
 def test_two_real_iterations_on_model_placement(tmp_path, monkeypatch):
     mark = uuid.uuid4().hex
     monkeypatch.setenv(MARK, mark)  # the embedded server started by evolve() inherits it
-    seen = []  # at each node's start: did a server carrying the mark run? (else the last check proves nothing)
+    seen = []  # at each node's start: how many servers carrying the mark ran? (0: the last check proves nothing)
     result = evolve("model_placement", iterations=2, run_dir=tmp_path / "run", seed=1,
-                    on_phase=lambda node, child: seen.append(bool(llama_servers(mark))))
-    assert any(seen), "the run's embedded server must carry the test's mark"
+                    on_phase=lambda node, child: seen.append(len(llama_servers(mark))))
+    # the Navigator's, the Generator's and the one the others share (one lane), all started before the first node
+    assert set(seen) == {SERVERS}, f"the run's {SERVERS} servers must carry the test's mark: {seen}"
     assert result.iterations == 2 and result.programs == 3
     assert result.initial_score == pytest.approx(21.8916, abs=1e-4)
     # every score is the evaluator's: recompute the best from its stored source
@@ -90,14 +94,14 @@ def test_sigkill_then_resume_with_the_real_llm(tmp_path):
     for line in proc.stderr:  # progress lines; kill as soon as iteration 1 is committed
         if line.startswith("iteration 1:"):
             time.sleep(5)  # now inside iteration 2 (navigator / sampler / generator running)
-            carried = bool(llama_servers(mark))  # asserted after the kill: a failure must not leave the run going
+            carried = len(llama_servers(mark)) == SERVERS  # asserted after the kill: the run must not go on
             proc.send_signal(signal.SIGKILL)
             break
     proc.wait(timeout=60)
-    assert carried, "the run's server must carry the test's mark (else the checks below prove nothing)"
+    assert carried, "the run's servers must all carry the test's mark (else the checks below prove nothing)"
     assert proc.returncode == -signal.SIGKILL
     time.sleep(2)
-    assert not llama_servers(mark), "the embedded server must not outlive a killed run"
+    assert not llama_servers(mark), "no embedded server may outlive a killed run"
     assert run_status(run_dir)["iterations"] == 1
     out = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -10,13 +10,14 @@ import pytest
 
 from contextevolve.llm import embedded
 
-REAL_START = embedded.EmbeddedServer.start
-"""The unguarded start, for a test that starts a server on a file that is not a model (it exits at once)."""
+REAL_LAUNCH = embedded.EmbeddedServer.launch
+"""The unguarded launch (every start goes through it), for a test that starts a server on a file that is
+not a model (it exits at once)."""
 
 
 @pytest.fixture(autouse=True)
 def no_embedded_llm(monkeypatch):
-    def refuse(self, timeout_s: float = 300.0) -> str:
+    def refuse(self) -> None:
         raise AssertionError("a unit test tried to start the embedded LLM: script the models (tests/fakes.py) "
                              "or give the run a fake endpoint")
-    monkeypatch.setattr(embedded.EmbeddedServer, "start", refuse)
+    monkeypatch.setattr(embedded.EmbeddedServer, "launch", refuse)

@@ -40,6 +40,8 @@ def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(m
     on = bench.served_by(RunContext())
 
     assert off["prompt_cache"] is False and on["prompt_cache"] is True
+    assert off["embedded_servers"] == [embedded.SHARED, "navigator", "generator"]
+    assert bench.served_by(RunContext(embedded_server_per_role=False))["embedded_servers"] == ["shared"]
     assert off["llama_cpp_build"].startswith("CPU :")
     if platform.machine() in ("x86_64", "AMD64"):
         assert "AVX2 = 1" in off["llama_cpp_build"]  # the Makefile's x86 builds all have AVX2 at least
@@ -68,5 +70,9 @@ def test_the_report_says_what_served_the_run():
 
     assert "served by: embedded model, llama.cpp CPU : AVX2 = 1 | AVX512 = 1, prompt cache on\n" in bench.report(
         {**figures, "prompt_cache": True, "llama_cpp_build": "CPU : AVX2 = 1 | AVX512 = 1"})
+    assert "served by: embedded model, llama.cpp AVX2, servers shared, navigator, generator\n" in bench.report(
+        {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared", "navigator", "generator"]})
+    assert "served by: embedded model, llama.cpp AVX2, one server\n" in bench.report(
+        {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"]})
     assert "served by: http://gpu-box:8000/v1\n" in bench.report({**figures, "endpoint": "http://gpu-box:8000/v1"})
     assert "served by: embedded model, llama.cpp (build not recorded)\n" in bench.report(figures)

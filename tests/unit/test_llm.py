@@ -17,6 +17,7 @@ from contextevolve.graph.settings import DEFAULT_MAX_TOKENS
 from contextevolve.llm import embedded
 from contextevolve.llm.calls import EndpointUnavailable, call_role
 from contextevolve.llm.models import LLMConfigError, create_chat_model, resolve_endpoint, use_chat_models
+from contextevolve.roles import ROLES
 from tests.fakes import reply, scripted
 
 
@@ -61,11 +62,38 @@ def test_the_embedded_model_samples_with_its_recommended_settings(monkeypatch):
 
     from contextevolve.llm import embedded
 
-    monkeypatch.setattr(embedded, "shared_server", lambda: SimpleNamespace(base_url="http://127.0.0.1:9/v1"))
+    monkeypatch.setattr(embedded, "shared_server", lambda key: SimpleNamespace(base_url="http://127.0.0.1:9/v1"))
     model = create_chat_model("generator", RunContext())
     assert model.top_p == embedded.TOP_P == 0.8 and model.extra_body["top_k"] == embedded.TOP_K == 20
     chosen = create_chat_model("generator", RunContext(top_p=0.95, top_k=40))
     assert chosen.top_p == 0.95 and chosen.extra_body["top_k"] == 40
+
+
+def test_each_agent_talks_to_its_own_embedded_server_with_one_lane(monkeypatch):
+    from types import SimpleNamespace
+
+    from contextevolve.llm import embedded
+    from contextevolve.llm.models import embedded_server_keys
+
+    ports = {"navigator": 2, "generator": 4, embedded.SHARED: 5}
+    monkeypatch.setattr(embedded, "shared_server",
+                        lambda key: SimpleNamespace(base_url=f"http://127.0.0.1:{ports[key]}/v1"))
+    per_role = RunContext()
+    assert embedded_server_keys(per_role) == [embedded.SHARED, "navigator", "generator"]
+    urls = {role: create_chat_model(role, per_role).openai_api_base for role in ROLES}
+    assert urls == {"navigator": "http://127.0.0.1:2/v1", "generator": "http://127.0.0.1:4/v1",
+                    "summarizer": "http://127.0.0.1:5/v1", "sampler": "http://127.0.0.1:5/v1"}
+    # two lanes would run two servers at once on the same cores; switched off, one server serves all
+    for ctx in (RunContext(lanes=2), RunContext(embedded_server_per_role=False)):
+        assert embedded_server_keys(ctx) == [embedded.SHARED]
+        assert create_chat_model("navigator", ctx).openai_api_base == "http://127.0.0.1:5/v1"
+    # a role with its own endpoint needs no embedded server
+    monkeypatch.setenv("CONTEXTEVOLVE_GENERATOR_BASE_URL", "http://example.invalid/v1")
+    monkeypatch.setenv("CONTEXTEVOLVE_GENERATOR_MODEL", "m")
+    assert embedded_server_keys(RunContext()) == [embedded.SHARED, "navigator"]
+    monkeypatch.setenv("CONTEXTEVOLVE_BASE_URL", "http://example.invalid/v1")
+    monkeypatch.setenv("CONTEXTEVOLVE_MODEL", "m")
+    assert embedded_server_keys(RunContext()) == []
 
 
 def test_unknown_role_rejected():
@@ -163,9 +191,9 @@ def test_a_server_start_removes_the_logs_of_killed_servers_and_a_failed_start_ke
 
     from contextevolve.leftovers import owner_tag
     from contextevolve.llm.embedded import LOG_PREFIX, EmbeddedModelError, EmbeddedServer
-    from tests.unit.conftest import REAL_START
+    from tests.unit.conftest import REAL_LAUNCH
 
-    monkeypatch.setattr(EmbeddedServer, "start", REAL_START)
+    monkeypatch.setattr(EmbeddedServer, "launch", REAL_LAUNCH)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead_tag = owner_tag(dead.pid)

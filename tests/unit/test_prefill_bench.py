@@ -31,11 +31,67 @@ def test_stored_requests_keep_every_role_in_order_as_openai_messages(tmp_path):
 def test_the_table_sums_seconds_by_role_and_the_saving_against_the_first_size():
     def result(cache_mb, seconds):
         roles = ["generator", "navigator", "generator"]
-        return {"cache_mb": cache_mb, "peak_rss_mb": 1000.0 + cache_mb,
+        return {"cache_mb": cache_mb, "layout": "shared", "peak_rss_mb": 1000.0 + cache_mb, "anon_mb": 500.0,
                 "rows": [{"run": "r", "role": role, "prompt_tokens": 100, "seconds": s} for role, s in zip(roles, seconds)]}
 
     text = bench.table([result(0, [10.0, 6.0, 4.0]), result(150, [5.0, 6.0, 4.0])])
     lines = text.splitlines()
-    assert lines[0] == "| cache MB | peak RSS MB | generator | navigator | all | saved |"
-    assert lines[2] == "| 0 | 1000 | 2× 14 s | 1× 6 s | 20 s | 0 % |"
-    assert lines[3] == "| 150 | 1150 | 2× 9 s | 1× 6 s | 15 s | 25 % |"
+    assert lines[0] == ("| cache MB | layout | peak RSS MB (sum) | anonymous MB (sum) | generator | navigator "
+                        "| all | saved |")
+    assert lines[2] == "| 0 | shared | 1000 | 500 | 2× 14 s | 1× 6 s | 20 s | 0 % |"
+    assert lines[3] == "| 150 | shared | 1150 | 500 | 2× 9 s | 1× 6 s | 15 s | 25 % |"
+
+
+class _Server:
+    """Stands in for the embedded server: a port per instance, launched and stopped."""
+
+    started: list[_Server] = []
+
+    def __init__(self):
+        self.port, self.pid, self.stopped = 9000 + len(_Server.started), None, False
+        _Server.started.append(self)
+
+    def launch(self):
+        pass
+
+    def wait_ready(self):
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def stop(self):
+        self.stopped = True
+
+
+class _Client:
+    """Stands in for the OpenAI client: records which server each request went to."""
+
+    sent: list[tuple[str, str]] = []
+
+    def __init__(self, base_url, **_):
+        self.chat = self
+        self.completions = self
+        self.base_url = base_url
+
+    def create(self, *, messages, **_):
+        from types import SimpleNamespace
+
+        _Client.sent.append((self.base_url, messages[0]["content"]))
+        return SimpleNamespace(usage=SimpleNamespace(prompt_tokens=len(messages[0]["content"])))
+
+
+@pytest.mark.parametrize("layout, servers", [("shared", 1), ("per_role", 3)])
+def test_a_replay_sends_each_request_to_its_layouts_server_in_order(monkeypatch, layout, servers):
+    _Server.started, _Client.sent = [], []
+    monkeypatch.setattr(bench.embedded, "EmbeddedServer", _Server)
+    monkeypatch.setattr(bench, "OpenAI", _Client)
+    requests = [{"run": "r", "role": role, "messages": [{"role": "user", "content": text}]}
+                for role, text in [("navigator", "n1"), ("generator", "g1"), ("navigator", "n2"),
+                                   ("summarizer", "s1"), ("sampler", "p1")]]
+    result = bench.replay(requests, 0, layout)
+    assert [text for _, text in _Client.sent] == ["n1", "g1", "n2", "s1", "p1"]
+    assert len(_Server.started) == servers and all(s.stopped for s in _Server.started)
+    urls = [url for url, _ in _Client.sent]
+    if layout == "per_role":  # the Navigator's, the Generator's, and one for the Summarizer and the Sampler
+        assert urls[0] == urls[2] and len({urls[0], urls[1], urls[3]}) == 3 and urls[3] == urls[4]
+    else:
+        assert len(set(urls)) == 1
+    assert result["layout"] == layout and [r["prompt_tokens"] for r in result["rows"]] == [2] * 5
