@@ -14,20 +14,22 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
   spent waiting for the LLM, and LLM seconds and generated tokens by role, from the children's
   records (:mod:`contextevolve.timing`).
 
-``--no-stop`` and ``--no-prompt-cache`` switch off the stop at the end of the code block and the
-embedded server's prompt cache (off by default since it ran out of memory; the flag forces it off
-when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set), so a run with ``--mode full --repair-attempts 2
---no-restart --no-stop --no-prompt-cache --max-tokens navigator=160`` measures the system as it was
-before them, beside one with the defaults; ``PYTHONPATH=DIR`` with an AVX2 build of llama-cpp-python
-installed in DIR (``pip install --no-deps --target DIR``) adds the build it ran on then. The JSON
-records which build and prompt cache served the run (``llama_cpp_build``, ``prompt_cache``).
+``--no-stop``, ``--no-prompt-cache`` and ``--one-server`` switch off the stop at the end of the code
+block, the embedded server's prompt cache (off by default since it ran out of memory; the flag forces it
+off when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set) and the Navigator's and Generator's servers of their
+own, so a run with ``--mode full --repair-attempts 2 --no-restart --no-stop --no-prompt-cache --one-server
+--max-tokens navigator=160`` measures the system as it was before them, beside one with the defaults;
+``PYTHONPATH=DIR`` with an AVX2 build of llama-cpp-python installed in DIR (``pip install --no-deps
+--target DIR``) adds the build it ran on then. The JSON records which build, prompt cache and servers
+served the run (``llama_cpp_build``, ``prompt_cache``, ``embedded_servers``).
 
 The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one
 markdown table over several such runs (no LLM needed).
 
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
-        [--repair-attempts R] [--no-restart] [--mode full|diff|functions] [--base-url URL --model NAME] [--run-dir DIR]
+        [--repair-attempts R] [--no-restart] [--mode full|diff|functions] [--one-server]
+        [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
 """
 

@@ -59,7 +59,9 @@ def iterations_per_hour(task_name: str, lanes: int, iterations: int, seed: int) 
             marks["start"] = time.perf_counter()
 
     with tempfile.TemporaryDirectory(prefix=f"ce-bench-lanes{lanes}-") as tmp:
+        # one server in both, so that only the lanes differ (lanes > 1 always share one server)
         evolve(task_name, iterations=iterations, run_dir=Path(tmp) / "run", lanes=lanes, eval_workers=lanes,
+               embedded_server_per_role=False,
                seed=seed, on_update=on_update)
         seconds = time.perf_counter() - marks["start"]
         status = run_status(Path(tmp) / "run")

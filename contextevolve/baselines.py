@@ -81,8 +81,8 @@ def baseline_table(tasks: list[str] | None = None, *, include_one_shot: bool = F
     settings = {k: v for k, v in settings.items() if v is not None}
     ctx = RunContext(task=chosen[0].name, **settings) if include_one_shot else None
     try:
-        if ctx is not None and models.needs_embedded(ctx):
-            embedded.shared_server()
+        if ctx is not None and models.uses_embedded("generator", ctx):  # only the Generator is asked
+            embedded.shared_server(models.embedded_server_key("generator", ctx))
         for task in chosen:
             ours = [BaselineRow(task.name, label, task.evaluate(source), source=source)
                     for label, source in task.baselines().items()]
@@ -92,6 +92,6 @@ def baseline_table(tasks: list[str] | None = None, *, include_one_shot: bool = F
                 evaluation = task.evaluate(source) if source else task.rejected("failed", reason)
                 rows.append(BaselineRow(task.name, "one_shot", evaluation, tokens, source))
     finally:
-        if ctx is not None and models.needs_embedded(ctx):
+        if ctx is not None and models.uses_embedded("generator", ctx):
             embedded.stop_shared_server()
     return rows

@@ -222,7 +222,8 @@ class EmbeddedServer:
 
     def launch(self) -> None:
         """Start the server process without waiting for it (:meth:`wait_ready` waits); several servers
-        launched first and then waited for load the model side by side.
+        launched first and then waited for load the model side by side. Does nothing while the server
+        runs; removes the logs that servers of killed processes left in the temporary directory.
 
         Raises:
             EmbeddedModelError: llama-cpp-python is not installed, or the model cannot be assembled.
@@ -316,53 +317,59 @@ _servers_lock = threading.Lock()
 
 
 def shared_server(key: str = SHARED) -> EmbeddedServer:
-    """The process-wide embedded server named ``key`` (an agent's name, or :data:`SHARED`), started on first
-    use and stopped at exit. One server per agent keeps each agent's last prompt in its own server's
-    KV cache, so an agent's next request re-reads only what differs from its previous one
-    (``ModelSettings.embedded_server_per_role``).
+    """The process-wide embedded server named ``key`` (an agent's name from
+    ``contextevolve.llm.models.OWN_SERVER_ROLES``, or :data:`SHARED`), started on first use and stopped at
+    exit. One server per agent keeps each agent's last prompt in its own server's KV cache, so an agent's
+    next request re-reads only what differs from its previous one (``ModelSettings.embedded_server_per_role``).
+    A server first started from a thread other than the main one is not killed with this process if it is
+    SIGKILLed (see :func:`start_shared_servers`).
 
     Raises:
         EmbeddedModelError: the server cannot start (see :meth:`EmbeddedServer.start`).
     """
-    start_shared_servers([key])
-    with _servers_lock:
-        return _servers[key]
+    return start_shared_servers([key])[0]
 
 
-def start_shared_servers(keys: list[str]) -> None:
+def start_shared_servers(keys: list[str]) -> list[EmbeddedServer]:
     """Start the process-wide servers named ``keys`` that are not running, side by side: all are
     launched first, then waited for (loading the model is mostly mapping the same file, so several take
-    about as long as one). Call it from the main thread for servers that must die with this process.
+    about as long as one); returns the servers of ``keys``, in order. The process lock is held meanwhile
+    (each wait is at most 300 s), so other threads asking for a server wait too. Call it from the main
+    thread: only servers launched there die with this process when it is SIGKILLed (PDEATHSIG).
 
     Raises:
         EmbeddedModelError: a server cannot start; every server this call launched is stopped (those
             of earlier calls keep running).
+        OSError: the server's log file or process cannot be created.
     """
     with _servers_lock:
         fresh = []
         for key in dict.fromkeys(keys):
             if key not in _servers or not _servers[key].running():
+                if key in _servers:  # died: close its log before it is replaced
+                    _servers[key].stop()
                 _servers[key] = EmbeddedServer()
                 fresh.append(_servers[key])
-        if not fresh:
-            return
-        atexit.unregister(stop_shared_server)  # once, however many calls start servers
-        atexit.register(stop_shared_server)
-        try:
-            for server in fresh:
-                server.launch()
-            for server in fresh:
-                server.wait_ready()
-        except BaseException:
-            for server in fresh:
-                server.stop()
-            for key in [k for k, s in _servers.items() if s in fresh]:
-                del _servers[key]
-            raise
+        if fresh:
+            atexit.unregister(stop_shared_server)  # once, however many calls start servers
+            atexit.register(stop_shared_server)
+            try:
+                for server in fresh:
+                    server.launch()
+                for server in fresh:
+                    server.wait_ready()
+            except BaseException:
+                for server in fresh:
+                    server.stop()
+                for key in [k for k, s in _servers.items() if s in fresh]:
+                    del _servers[key]
+                raise
+        return [_servers[key] for key in keys]
 
 
 def stop_shared_server() -> None:
-    """Stop every process-wide embedded server that is running."""
+    """Stop every process-wide embedded server that is running, whoever in this process started it
+    (a run, ``compare``, ``baselines``)."""
     with _servers_lock:
         for server in _servers.values():
             server.stop()

@@ -114,15 +114,25 @@ def embedded_server_key(role: Role, ctx: RunContext) -> str:
 
 
 def embedded_server_keys(ctx: RunContext) -> list[str]:
-    """The embedded servers a run needs: one key per role without an override or an endpoint
-    (:func:`embedded_server_key`), in role order, without repeats; ``[]`` when no role uses the embedded LLM."""
+    """The embedded servers a run needs: one key per role that is switched on (the ablations) and has
+    neither an override (:func:`use_chat_models`) nor an endpoint (settings, or the environment read now),
+    through :func:`embedded_server_key`, in role order, without repeats; ``[]`` when no role uses the
+    embedded LLM."""
     from contextevolve.roles import ROLES
 
     with _overrides_lock:
         overridden = set(_overrides)
+    off = {role for role in ROLES if not getattr(ctx.ablations, f"{role}_enabled", True)}
     keys = [embedded_server_key(role, ctx) for role in ROLES
-            if role not in overridden and not resolve_endpoint(role, ctx).base_url]
+            if role not in overridden | off and not resolve_endpoint(role, ctx).base_url]
     return list(dict.fromkeys(keys))
+
+
+def uses_embedded(role: Role, ctx: RunContext) -> bool:
+    """True when ``role`` has neither an override nor an endpoint, so its requests go to the embedded LLM."""
+    with _overrides_lock:
+        overridden = role in _overrides
+    return not overridden and not resolve_endpoint(role, ctx).base_url
 
 
 @lru_cache(maxsize=32)

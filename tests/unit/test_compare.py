@@ -149,7 +149,7 @@ def test_contextevolve_leaves_the_shared_embedded_server_running_for_the_next_sy
             self.stopped = True
 
     shared = Shared()
-    monkeypatch.setattr(embedded, "_shared", shared)
+    monkeypatch.setitem(embedded._servers, embedded.SHARED, shared)
     with FakeEndpoint(reply) as endpoint:
         monkeypatch.setattr(runner, "_embedded_endpoint", lambda: (endpoint.url, "fake"))
         results = compare(CompareSettings(task="model_placement", systems=["contextevolve", "gepa"], candidates=1,

@@ -87,6 +87,8 @@ def test_each_agent_talks_to_its_own_embedded_server_with_one_lane(monkeypatch):
     for ctx in (RunContext(lanes=2), RunContext(embedded_server_per_role=False)):
         assert embedded_server_keys(ctx) == [embedded.SHARED]
         assert create_chat_model("navigator", ctx).openai_api_base == "http://127.0.0.1:5/v1"
+    # an agent switched off (an ablation) needs no server
+    assert embedded_server_keys(RunContext(navigator_enabled=False)) == [embedded.SHARED, "generator"]
     # a role with its own endpoint needs no embedded server
     monkeypatch.setenv("CONTEXTEVOLVE_GENERATOR_BASE_URL", "http://example.invalid/v1")
     monkeypatch.setenv("CONTEXTEVOLVE_GENERATOR_MODEL", "m")

@@ -81,6 +81,7 @@ class _Client:
 @pytest.mark.parametrize("layout, servers", [("shared", 1), ("per_role", 3)])
 def test_a_replay_sends_each_request_to_its_layouts_server_in_order(monkeypatch, layout, servers):
     _Server.started, _Client.sent = [], []
+    monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "0")  # the replay sets it: restored after the test
     monkeypatch.setattr(bench.embedded, "EmbeddedServer", _Server)
     monkeypatch.setattr(bench, "OpenAI", _Client)
     requests = [{"run": "r", "role": role, "messages": [{"role": "user", "content": text}]}
