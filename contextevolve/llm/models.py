@@ -89,7 +89,8 @@ def use_chat_models(**models: BaseChatModel) -> Iterator[None]:
 
 
 def needs_embedded(ctx: RunContext) -> bool:
-    """True when some role has neither an override nor a configured endpoint (so uses the embedded LLM)."""
+    """True when some switched-on role has neither an override nor a configured endpoint (so uses the
+    embedded LLM)."""
     return bool(embedded_server_keys(ctx))
 
 
@@ -120,11 +121,8 @@ def embedded_server_keys(ctx: RunContext) -> list[str]:
     embedded LLM."""
     from contextevolve.roles import ROLES
 
-    with _overrides_lock:
-        overridden = set(_overrides)
-    off = {role for role in ROLES if not getattr(ctx.ablations, f"{role}_enabled", True)}
     keys = [embedded_server_key(role, ctx) for role in ROLES
-            if role not in overridden | off and not resolve_endpoint(role, ctx).base_url]
+            if getattr(ctx.ablations, f"{role}_enabled", True) and uses_embedded(role, ctx)]
     return list(dict.fromkeys(keys))
 
 
