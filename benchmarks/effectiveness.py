@@ -17,18 +17,20 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
 ``--no-stop``, ``--no-prompt-cache`` and ``--one-server`` switch off the stop at the end of the code
 block, the embedded server's prompt cache (off by default since it ran out of memory; the flag forces it
 off when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set) and the Navigator's and Generator's servers of their
-own, so a run with ``--mode full --repair-attempts 2 --no-restart --no-stop --no-prompt-cache --one-server
---max-tokens navigator=160`` measures the system as it was before them, beside one with the defaults;
+own; ``--logits-all`` has the servers keep every prompt token's logits, as llama-cpp-python's server does
+unless told otherwise. A run with ``--mode full --repair-attempts 2 --no-restart --no-stop --no-prompt-cache
+--one-server --logits-all --max-tokens navigator=160`` measures the system as it was before them, beside one
+with the defaults;
 ``PYTHONPATH=DIR`` with an AVX2 build of llama-cpp-python installed in DIR (``pip install --no-deps
 --target DIR``) adds the build it ran on then. The JSON records which build, prompt cache and servers
-served the run (``llama_cpp_build``, ``prompt_cache``, ``embedded_servers``).
+served the run (``llama_cpp_build``, ``prompt_cache``, ``embedded_servers``, ``logits_all``).
 
 The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one
 markdown table over several such runs (no LLM needed).
 
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
-        [--repair-attempts R] [--no-restart] [--mode full|diff|functions] [--one-server]
+        [--repair-attempts R] [--no-restart] [--mode full|diff|functions] [--one-server] [--logits-all]
         [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
 """
@@ -152,7 +154,8 @@ def report(f: dict) -> str:
     layout = "" if servers is None else (", one server" if servers == ["shared"] else
                                          f", servers {', '.join(servers)}")
     served = f.get("endpoint") or (f"embedded model, llama.cpp {f.get('llama_cpp_build', '(build not recorded)')}"
-                                   + (", prompt cache on" if f.get("prompt_cache") else "") + layout)
+                                   + (", prompt cache on" if f.get("prompt_cache") else "") + layout
+                                   + (", every token's logits" if f.get("logits_all", True) else ""))
     return (f"{table([f])}\n\nserved by: {served}\ntokens per iteration by role: {roles}\n"
             f"seconds per iteration by phase: {phases}\nLLM per iteration by role: {llm}\n"
             f"statuses: {' '.join(f['statuses'])}\n" + "".join(f"  failed: {r}\n" for r in f["reasons"]))
@@ -162,7 +165,8 @@ def served_by(ctx) -> dict:
     """What answered the run's requests under ``ctx`` (a :class:`~contextevolve.graph.context.RunContext`)
     and the environment: ``{"endpoint": URL}`` when every role has an endpoint (``--base-url`` or the
     ``CONTEXTEVOLVE_*``/``OPENAI_*`` variables), else the embedded servers' ``{"prompt_cache": bool,
-    "llama_cpp_build": str, "embedded_servers": [key, ...]}``: their prompt cache as started, the CPU
+    "logits_all": bool, "llama_cpp_build": str, "embedded_servers": [key, ...]}``: their prompt cache
+    and whether they kept every prompt token's logits (:data:`embedded.LOGITS_ALL`) as started, the CPU
     features of their llama.cpp build (``PYTHONPATH`` picks the build; ``"unknown (...)"`` when
     llama-cpp-python cannot be imported), and which servers there were (:func:`models.embedded_server_keys`)."""
     from contextevolve.llm import embedded, models
@@ -173,7 +177,8 @@ def served_by(ctx) -> dict:
         build = embedded.build_features()
     except embedded.EmbeddedModelError as exc:
         build = f"unknown ({exc})"
-    return {"prompt_cache": bool(embedded.prompt_cache_args()), "llama_cpp_build": build,
+    return {"prompt_cache": bool(embedded.prompt_cache_args()), "logits_all": embedded.logits_args()[-1] == "True",
+            "llama_cpp_build": build,
             "embedded_servers": models.embedded_server_keys(ctx)}
 
 
@@ -192,6 +197,9 @@ def main() -> int:
                         help="start the embedded server without its prompt cache (CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")
     parser.add_argument("--one-server", action="store_true",
                         help="one embedded server for every agent (ModelSettings.embedded_server_per_role = False)")
+    parser.add_argument("--logits-all", action="store_true",
+                        help="the embedded servers keep every prompt token's logits, llama-cpp-python's default "
+                             "(CONTEXTEVOLVE_LOGITS_ALL=1)")
     parser.add_argument("--max-tokens", action="append", default=[], metavar="ROLE=N",
                         help="completion-token cap of one role (e.g. navigator=160, the cap before it was lowered)")
     parser.add_argument("--log-prompts", action="store_true", help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
@@ -212,11 +220,13 @@ def main() -> int:
     caps = {role: int(n) for role, _, n in (pair.partition("=") for pair in args.max_tokens)}
     if args.no_prompt_cache:
         os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] = "0"
+    if args.logits_all:
+        os.environ["CONTEXTEVOLVE_LOGITS_ALL"] = "1"
     repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
     mode = args.mode or SearchSettings.generation_mode
     fix_only = "-fixonly" if args.no_restart else ""
     old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "") + (
-        "-oneserver" if args.one_server else "")
+        "-oneserver" if args.one_server else "") + ("-logitsall" if args.logits_all else "")
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,

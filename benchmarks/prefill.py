@@ -1,21 +1,24 @@
-"""What the embedded server's prompt cache, or one server per agent, saves in prompt reading: a replay
-of stored requests.
+"""What the embedded server's prompt cache, one server per agent, or keeping only the last token's logits
+saves in prompt reading: a replay of stored requests.
 
 Reads the requests of runs recorded with ``--log-prompts`` (``RUN_DIR/prompts.jsonl``: every role's,
 in the order the run sent them) and sends them again, in that order, to fresh embedded servers once per
 cache size (``--cache-mb``, 0 = no cache) and server layout (``--layouts``: ``shared``, one server for
 every agent; ``per_role``, each request to its agent's server as a default run has them: the Navigator's,
-the Generator's, and one the others share, ``contextevolve.llm.models.embedded_server_key``), each with
+the Generator's, and one the others share, ``contextevolve.llm.models.embedded_server_key``) and logits
+setting (``--logits``: ``last``, the servers as a run starts them; ``all``, llama-cpp-python's default of
+computing and keeping every prompt token's logits, ``contextevolve.llm.embedded.LOGITS_ALL``), each with
 a one-token reply: what is timed is reading the prompt (prefill), which is where a run's requests differ
 from each other's beginnings. The messages are byte for byte the stored ones, so neither the cache nor
-the layout changes what the model sees, only how much of each prompt a server reads again.
+the layout changes what the model sees, only how much of each prompt a server reads again (and the
+logits setting, how much work reading a token takes).
 
 llama.cpp's server always reuses the prefix a request shares with the request just before it; with a
 cache (llama-cpp-python's RAM prompt cache, ``CONTEXTEVOLVE_PROMPT_CACHE_MB``) it also restores the
 state of an earlier request that shares a longer prefix: the Navigator's growing history, the
 Generator's parent section asked about again after a Summarizer or Navigator call came between.
 
-Prints per cache size, layout and role: requests, prompt tokens, seconds (sum), and the servers' memory:
+Prints per cache size, layout, logits setting and role: requests, prompt tokens, seconds (sum), and the servers' memory:
 the sum of their peak resident sets (``VmHWM``, which counts the shared model mapping once per server)
 and of their anonymous memory at the end (``RssAnon``: what each server adds; each cached prompt keeps a
 ~311 MB logits copy besides its KV state, see ``contextevolve/llm/embedded.py``); writes every request's
@@ -26,7 +29,7 @@ second, and the server runs whichever ``llama_cpp`` comes first on ``PYTHONPATH`
 
 Usage:
     python benchmarks/prefill.py RUN_DIR [RUN_DIR ...] [--cache-mb 0,100] [--layouts shared,per_role]
-        [--limit N] [--out FILE]
+        [--logits last,all] [--limit N] [--out FILE]
     PYTHONPATH=/path/to/other/build python benchmarks/prefill.py RUN_DIR --cache-mb 0 --limit 16
 """
 
@@ -85,16 +88,22 @@ def memory_mb(pid: int) -> dict[str, float]:
 LAYOUTS = ("shared", "per_role")
 """Server layouts a replay can use: one server for every agent, or a default run's servers."""
 
+LOGITS = {"last": "0", "all": "1"}
+"""Logits settings a replay can use, as ``CONTEXTEVOLVE_LOGITS_ALL`` values: only the last token's (what
+a run's servers keep) or every prompt token's (llama-cpp-python's default)."""
 
-def replay(requests: list[dict], cache_mb: int, layout: str = "shared") -> dict:
+
+def replay(requests: list[dict], cache_mb: int, layout: str = "shared", logits: str = "last") -> dict:
     """Send ``requests`` in order to fresh embedded servers with a ``cache_mb`` prompt cache: one for
     all (``layout="shared"``) or a default run's (``"per_role"``, each request to its role's server,
-    :func:`contextevolve.llm.models.embedded_server_key`).
+    :func:`contextevolve.llm.models.embedded_server_key`), keeping the ``logits`` of the last token
+    (``"last"``) or of every token (``"all"``).
 
-    Returns ``{"cache_mb", "layout", "peak_rss_mb", "anon_mb", "rows": [{"run", "role", "prompt_tokens",
-    "seconds"}]}``; the memory figures are sums over the servers.
+    Returns ``{"cache_mb", "layout", "logits", "peak_rss_mb", "anon_mb", "rows": [{"run", "role",
+    "prompt_tokens", "seconds"}]}``; the memory figures are sums over the servers.
     """
     os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] = str(cache_mb)
+    os.environ["CONTEXTEVOLVE_LOGITS_ALL"] = LOGITS[logits]
     run = RunContext(embedded_server_per_role=layout == "per_role")
     key_of = {role: models.embedded_server_key(role, run) for role in {r["role"] for r in requests}}
     servers = {key: embedded.EmbeddedServer() for key in sorted(set(key_of.values()))}
@@ -112,7 +121,7 @@ def replay(requests: list[dict], cache_mb: int, layout: str = "shared") -> dict:
             seconds = time.perf_counter() - start
             rows.append({"run": request["run"], "role": request["role"],
                          "prompt_tokens": reply.usage.prompt_tokens, "seconds": seconds})
-            print(f"cache {cache_mb:>4} MB {layout:>8} {request['run']} {request['role']:>10}: "
+            print(f"cache {cache_mb:>4} MB {layout:>8} logits {logits:>4} {request['run']} {request['role']:>10}: "
                   f"{reply.usage.prompt_tokens:>5} prompt tokens, {seconds:5.1f} s", flush=True)
         for server in servers.values():
             for name, value in memory_mb(server.pid).items():
@@ -120,15 +129,16 @@ def replay(requests: list[dict], cache_mb: int, layout: str = "shared") -> dict:
     finally:
         for server in servers.values():
             server.stop()
-    return {"cache_mb": cache_mb, "layout": layout, **memory, "rows": rows}
+    return {"cache_mb": cache_mb, "layout": layout, "logits": logits, **memory, "rows": rows}
 
 
 def table(results: list[dict]) -> str:
-    """Markdown: seconds by role per cache size and layout, and the saving against the first replay."""
+    """Markdown: seconds by role per cache size, layout and logits setting, and the saving against the
+    first replay."""
     roles = sorted({row["role"] for row in results[0]["rows"]})
     base = results[0]
-    lines = ["| cache MB | layout | peak RSS MB (sum) | anonymous MB (sum) | " + " | ".join(roles)
-             + " | all | saved |", "|---|---|---|---|" + "---|" * (len(roles) + 2)]
+    lines = ["| cache MB | layout | logits | peak RSS MB (sum) | anonymous MB (sum) | " + " | ".join(roles)
+             + " | all | saved |", "|---|---|---|---|---|" + "---|" * (len(roles) + 2)]
     base_total = sum(r["seconds"] for r in base["rows"])
     for result in results:
         cells = []
@@ -136,7 +146,8 @@ def table(results: list[dict]) -> str:
             mine = [r for r in result["rows"] if r["role"] == role]
             cells.append(f"{len(mine)}× {sum(r['seconds'] for r in mine):.0f} s")
         total = sum(r["seconds"] for r in result["rows"])
-        lines.append(f"| {result['cache_mb']} | {result.get('layout', 'shared')} | {result['peak_rss_mb']:.0f} | "
+        lines.append(f"| {result['cache_mb']} | {result.get('layout', 'shared')} | {result.get('logits', 'all')} | "
+                     f"{result['peak_rss_mb']:.0f} | "
                      f"{result.get('anon_mb', 0):.0f} | " + " | ".join(cells)
                      + f" | {total:.0f} s | {100 * (1 - total / base_total):.0f} % |")
     return "\n".join(lines)
@@ -148,6 +159,8 @@ def main() -> int:
     parser.add_argument("--cache-mb", default="0,100", help="comma-separated cache caps in MB (0: none)")
     parser.add_argument("--layouts", default="shared",
                         help=f"comma-separated server layouts to replay with ({', '.join(LAYOUTS)})")
+    parser.add_argument("--logits", default="last",
+                        help=f"comma-separated logits settings to replay with ({', '.join(LOGITS)})")
     parser.add_argument("--limit", type=int, help="first N requests of each run")
     parser.add_argument("--out", type=Path, default=Path("runs/prefill.json"))
     args = parser.parse_args()
@@ -158,6 +171,9 @@ def main() -> int:
     layouts = args.layouts.split(",")
     if not set(layouts) <= set(LAYOUTS):
         parser.error(f"--layouts must be comma-separated names among {', '.join(LAYOUTS)}, not {args.layouts!r}")
+    logits = args.logits.split(",")
+    if not set(logits) <= set(LOGITS):
+        parser.error(f"--logits must be comma-separated names among {', '.join(LOGITS)}, not {args.logits!r}")
     requests = [request for run in args.runs for request in stored_requests(run, args.limit)]
     if not requests:
         parser.error("no stored requests to replay (empty prompts.jsonl, or --limit 0)")
@@ -166,15 +182,17 @@ def main() -> int:
     results = []
     for size in sizes:  # written after each replay, so a failed one keeps those before it
         for layout in layouts:
-            results.append(replay(requests, size, layout))
-            args.out.write_text(json.dumps(results, indent=2))
+            for setting in logits:
+                results.append(replay(requests, size, layout, setting))
+                args.out.write_text(json.dumps(results, indent=2))
     print(table(results))
     for result in results:
         tokens = sum(r["prompt_tokens"] for r in result["rows"])
         seconds = sum(r["seconds"] for r in result["rows"])
         reused = result["cache_mb"] or result["layout"] != "shared"
         note = " (reused prefixes are not read again: not a reading speed)" if reused else ""
-        print(f"cache {result['cache_mb']} MB, {result['layout']}: {tokens} prompt tokens in {seconds:.0f} s = "
+        print(f"cache {result['cache_mb']} MB, {result['layout']}, logits {result['logits']}: {tokens} prompt "
+              f"tokens in {seconds:.0f} s = "
               f"{tokens / seconds:.0f} prompt tokens/s{note}")
     return 0
 

@@ -176,6 +176,29 @@ def prompt_cache_args() -> list[str]:
     return ["--cache", "True", "--cache_type", "ram", "--cache_size", str(megabytes * 2**20)]
 
 
+LOGITS_ALL = False
+"""Whether the server keeps the logits of every token it reads, not only of the last one. llama-cpp-python's
+server does by default (its ``logits_all``, needed only for ``logprobs``, which no agent asks for): then
+every prompt token also goes through the output layer (151,936 x 1,536 weights, ~15 % of a token's
+work for this model) and its 151,936 float32 logits (607 KB) are copied into an array of n_ctx rows that
+grows with the longest prompt read (an 8k context: up to 5 GB). Measured on stored requests with
+``benchmarks/prefill.py --logits all,last`` (docs/results.md, *Only the last token's logits*).
+``$CONTEXTEVOLVE_LOGITS_ALL=1`` restores the library's default (for before/after measurements)."""
+
+
+def logits_args() -> list[str]:
+    """The server's ``--logits_all`` flag for :data:`LOGITS_ALL` (or its environment override).
+
+    Raises:
+        EmbeddedModelError: ``$CONTEXTEVOLVE_LOGITS_ALL`` is set to something other than 0 or 1.
+    """
+    raw = os.environ.get("CONTEXTEVOLVE_LOGITS_ALL", "1" if LOGITS_ALL else "0").strip()
+    if raw not in ("0", "1"):
+        raise EmbeddedModelError(f"CONTEXTEVOLVE_LOGITS_ALL must be 0 (only the last token's logits) or 1 "
+                                 f"(every token's), not {raw!r}")
+    return ["--logits_all", "True" if raw == "1" else "False"]
+
+
 class EmbeddedServer:
     """A llama.cpp OpenAI-compatible server process on 127.0.0.1 serving the embedded model.
 
@@ -244,7 +267,7 @@ class EmbeddedServer:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-               "--n_ctx", str(self.n_ctx), *prompt_cache_args(),
+               "--n_ctx", str(self.n_ctx), *prompt_cache_args(), *logits_args(),
                # parallel lanes send concurrent requests: queue them, never cut a running one short
                "--interrupt_requests", "False"]
         # PDEATHSIG follows the *thread* that forks, so only tie the server to the main thread.

@@ -47,6 +47,10 @@ def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(m
         assert "AVX2 = 1" in off["llama_cpp_build"]  # the Makefile's x86 builds all have AVX2 at least
     monkeypatch.delenv("CONTEXTEVOLVE_PROMPT_CACHE_MB")
     assert bench.served_by(RunContext())["prompt_cache"] is (embedded.PROMPT_CACHE_MB > 0)
+    monkeypatch.setenv("CONTEXTEVOLVE_LOGITS_ALL", "1")
+    assert bench.served_by(RunContext())["logits_all"] is True
+    monkeypatch.delenv("CONTEXTEVOLVE_LOGITS_ALL")
+    assert bench.served_by(RunContext())["logits_all"] is embedded.LOGITS_ALL is False
 
 
 def test_without_llama_cpp_python_the_build_is_unknown_and_build_features_says_how_to_install(
@@ -59,6 +63,7 @@ def test_without_llama_cpp_python_the_build_is_unknown_and_build_features_says_h
 
 
 def test_the_report_says_what_served_the_run():
+    # records from before ``logits_all`` was recorded: their servers kept every token's logits
     figures = {"task": "txn_scheduling", "repair_attempts": 1, "repair_restart": True, "mode": "full",
                "iterations": 1, "valid": 1, "valid_rate": 1.0, "repairs_attempted": 0, "repairs_succeeded": 0,
                "precheck_stops": 0, "duplicates": 0, "improvements": 0, "initial": 2066.12, "best": 2066.12,
@@ -68,11 +73,14 @@ def test_the_report_says_what_served_the_run():
                "median_generated_tokens_per_iteration": 400.0, "seconds_by_phase_per_iteration": {"generate": 50.0},
                "llm_by_role_per_iteration": {}, "statuses": ["ok"], "reasons": []}
 
-    assert "served by: embedded model, llama.cpp CPU : AVX2 = 1 | AVX512 = 1, prompt cache on\n" in bench.report(
-        {**figures, "prompt_cache": True, "llama_cpp_build": "CPU : AVX2 = 1 | AVX512 = 1"})
-    assert "served by: embedded model, llama.cpp AVX2, servers shared, navigator, generator\n" in bench.report(
+    assert ("served by: embedded model, llama.cpp CPU : AVX2 = 1 | AVX512 = 1, prompt cache on, every token's "
+            "logits\n") in bench.report({**figures, "prompt_cache": True, "llama_cpp_build": "CPU : AVX2 = 1 | AVX512 = 1"})
+    assert ("served by: embedded model, llama.cpp AVX2, servers shared, navigator, generator, every token's "
+            "logits\n") in bench.report(
         {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared", "navigator", "generator"]})
     assert "served by: embedded model, llama.cpp AVX2, one server\n" in bench.report(
-        {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"]})
+        {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": False})
+    assert "served by: embedded model, llama.cpp AVX2, one server, every token's logits\n" in bench.report(
+        {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": True})
     assert "served by: http://gpu-box:8000/v1\n" in bench.report({**figures, "endpoint": "http://gpu-box:8000/v1"})
-    assert "served by: embedded model, llama.cpp (build not recorded)\n" in bench.report(figures)
+    assert "served by: embedded model, llama.cpp (build not recorded), every token's logits\n" in bench.report(figures)

@@ -210,3 +210,41 @@ def test_a_server_start_removes_the_logs_of_killed_servers_and_a_failed_start_ke
         EmbeddedServer(bogus, threads=1).start(timeout_s=120)
     assert not killed.exists() and live.exists()
     assert sorted(p.name for p in tmp_path.glob(f"{LOG_PREFIX}*")) == [live.name]
+
+
+def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(monkeypatch, tmp_path):
+    """llama-cpp-python's server computes and keeps every prompt token's logits unless told not to; no
+    agent asks for logprobs, so the embedded servers are started with ``--logits_all False``."""
+    import tempfile
+
+    from contextevolve.llm.embedded import EmbeddedModelError, EmbeddedServer
+    from tests.unit.conftest import REAL_LAUNCH
+
+    commands = []
+
+    class _Popen:
+        def __init__(self, cmd, **_):
+            commands.append(cmd)
+
+        def poll(self):
+            return None
+
+    monkeypatch.setattr(EmbeddedServer, "launch", REAL_LAUNCH)
+    monkeypatch.setattr(embedded.subprocess, "Popen", _Popen)
+    real_find_spec = embedded.importlib.util.find_spec
+    monkeypatch.setattr(embedded.importlib.util, "find_spec",
+                        lambda name, *a: object() if name == "llama_cpp" else real_find_spec(name, *a))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("CONTEXTEVOLVE_LOGITS_ALL", raising=False)
+
+    def logits_flag() -> str:
+        EmbeddedServer(tmp_path / "model.gguf", threads=1).launch()
+        cmd = commands[-1]
+        return cmd[cmd.index("--logits_all") + 1]
+
+    assert logits_flag() == "False"
+    monkeypatch.setenv("CONTEXTEVOLVE_LOGITS_ALL", "1")
+    assert logits_flag() == "True"
+    monkeypatch.setenv("CONTEXTEVOLVE_LOGITS_ALL", "yes")
+    with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LOGITS_ALL must be 0 .* or 1 .*not 'yes'"):
+        logits_flag()

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from contextevolve.llm import embedded
+
 _spec = importlib.util.spec_from_file_location("prefill_bench", Path(__file__).parents[2] / "benchmarks" / "prefill.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
@@ -31,15 +33,19 @@ def test_stored_requests_keep_every_role_in_order_as_openai_messages(tmp_path):
 def test_the_table_sums_seconds_by_role_and_the_saving_against_the_first_size():
     def result(cache_mb, seconds):
         roles = ["generator", "navigator", "generator"]
-        return {"cache_mb": cache_mb, "layout": "shared", "peak_rss_mb": 1000.0 + cache_mb, "anon_mb": 500.0,
+        return {"cache_mb": cache_mb, "layout": "shared", "logits": "last", "peak_rss_mb": 1000.0 + cache_mb,
+                "anon_mb": 500.0,
                 "rows": [{"run": "r", "role": role, "prompt_tokens": 100, "seconds": s} for role, s in zip(roles, seconds)]}
 
     text = bench.table([result(0, [10.0, 6.0, 4.0]), result(150, [5.0, 6.0, 4.0])])
     lines = text.splitlines()
-    assert lines[0] == ("| cache MB | layout | peak RSS MB (sum) | anonymous MB (sum) | generator | navigator "
-                        "| all | saved |")
-    assert lines[2] == "| 0 | shared | 1000 | 500 | 2× 14 s | 1× 6 s | 20 s | 0 % |"
-    assert lines[3] == "| 150 | shared | 1150 | 500 | 2× 9 s | 1× 6 s | 15 s | 25 % |"
+    assert lines[0] == ("| cache MB | layout | logits | peak RSS MB (sum) | anonymous MB (sum) | generator "
+                        "| navigator | all | saved |")
+    assert lines[2] == "| 0 | shared | last | 1000 | 500 | 2× 14 s | 1× 6 s | 20 s | 0 % |"
+    assert lines[3] == "| 150 | shared | last | 1150 | 500 | 2× 9 s | 1× 6 s | 15 s | 25 % |"
+    old = result(0, [10.0, 6.0, 4.0])
+    del old["logits"]  # replays stored before the setting existed kept every token's logits
+    assert bench.table([old]).splitlines()[2].startswith("| 0 | shared | all | 1000 |")
 
 
 class _Server:
@@ -49,6 +55,7 @@ class _Server:
 
     def __init__(self):
         self.port, self.pid, self.stopped = 9000 + len(_Server.started), None, False
+        self.args = embedded.logits_args()  # what a real server's command line would say when started now
         _Server.started.append(self)
 
     def launch(self):
@@ -96,3 +103,15 @@ def test_a_replay_sends_each_request_to_its_layouts_server_in_order(monkeypatch,
     else:
         assert len(set(urls)) == 1
     assert result["layout"] == layout and [r["prompt_tokens"] for r in result["rows"]] == [2] * 5
+
+
+@pytest.mark.parametrize("logits, flag", [("last", "False"), ("all", "True")])
+def test_a_replay_starts_its_servers_with_its_logits_setting(monkeypatch, logits, flag):
+    _Server.started, _Client.sent = [], []
+    monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "0")  # the replay sets both: restored after the test
+    monkeypatch.setenv("CONTEXTEVOLVE_LOGITS_ALL", "0")
+    monkeypatch.setattr(bench.embedded, "EmbeddedServer", _Server)
+    monkeypatch.setattr(bench, "OpenAI", _Client)
+    result = bench.replay([{"run": "r", "role": "generator", "messages": [{"role": "user", "content": "g"}]}],
+                          0, "shared", logits)
+    assert result["logits"] == logits and _Server.started[0].args == ["--logits_all", flag]
