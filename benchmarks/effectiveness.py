@@ -177,7 +177,7 @@ def served_by(ctx) -> dict:
         build = embedded.build_features()
     except embedded.EmbeddedModelError as exc:
         build = f"unknown ({exc})"
-    return {"prompt_cache": bool(embedded.prompt_cache_args()), "logits_all": embedded.logits_args()[-1] == "True",
+    return {"prompt_cache": bool(embedded.prompt_cache_args()), "logits_all": embedded.logits_all(),
             "llama_cpp_build": build,
             "embedded_servers": models.embedded_server_keys(ctx)}
 

@@ -18,11 +18,11 @@ cache (llama-cpp-python's RAM prompt cache, ``CONTEXTEVOLVE_PROMPT_CACHE_MB``) i
 state of an earlier request that shares a longer prefix: the Navigator's growing history, the
 Generator's parent section asked about again after a Summarizer or Navigator call came between.
 
-Prints per cache size, layout, logits setting and role: requests, prompt tokens, seconds (sum), and the servers' memory:
-the sum of their peak resident sets (``VmHWM``, which counts the shared model mapping once per server)
-and of their anonymous memory at the end (``RssAnon``: what each server adds; each cached prompt keeps a
-~311 MB logits copy besides its KV state, see ``contextevolve/llm/embedded.py``); writes every request's
-seconds to ``--out`` (JSON).
+Prints per cache size, layout, logits setting and role: requests, prompt tokens, seconds (sum), and the
+servers' memory: the sum of their peak resident sets (``VmHWM``, which counts the shared model mapping
+once per server) and of their anonymous memory at the end (``RssAnon``: what each server adds; each cached
+prompt keeps a logits copy of up to 311 MB besides its KV state, see ``contextevolve/llm/embedded.py``);
+writes every request's seconds to ``--out`` (JSON).
 
 Also compares llama.cpp builds: it prints the build's CPU features and the prompt tokens read per
 second, and the server runs whichever ``llama_cpp`` comes first on ``PYTHONPATH``.
@@ -88,7 +88,7 @@ def memory_mb(pid: int) -> dict[str, float]:
 LAYOUTS = ("shared", "per_role")
 """Server layouts a replay can use: one server for every agent, or a default run's servers."""
 
-LOGITS = {"last": "0", "all": "1"}
+LOGITS_SETTINGS = {"last": "0", "all": "1"}
 """Logits settings a replay can use, as ``CONTEXTEVOLVE_LOGITS_ALL`` values: only the last token's (what
 a run's servers keep) or every prompt token's (llama-cpp-python's default)."""
 
@@ -100,17 +100,27 @@ def replay(requests: list[dict], cache_mb: int, layout: str = "shared", logits: 
     (``"last"``) or of every token (``"all"``).
 
     Returns ``{"cache_mb", "layout", "logits", "peak_rss_mb", "anon_mb", "rows": [{"run", "role",
-    "prompt_tokens", "seconds"}]}``; the memory figures are sums over the servers.
+    "prompt_tokens", "seconds"}]}``; the memory figures are sums over the servers. The servers read
+    their settings from ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` and ``CONTEXTEVOLVE_LOGITS_ALL``, which are set
+    while they are launched and restored afterwards.
     """
-    os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] = str(cache_mb)
-    os.environ["CONTEXTEVOLVE_LOGITS_ALL"] = LOGITS[logits]
     run = RunContext(embedded_server_per_role=layout == "per_role")
     key_of = {role: models.embedded_server_key(role, run) for role in {r["role"] for r in requests}}
     servers = {key: embedded.EmbeddedServer() for key in sorted(set(key_of.values()))}
     rows, memory = [], {"peak_rss_mb": 0.0, "anon_mb": 0.0}
+    settings = {"CONTEXTEVOLVE_PROMPT_CACHE_MB": str(cache_mb), "CONTEXTEVOLVE_LOGITS_ALL": LOGITS_SETTINGS[logits]}
+    before = {name: os.environ.get(name) for name in settings}
     try:
-        for server in servers.values():  # launched together, then waited for, as a run starts them
-            server.launch()
+        os.environ.update(settings)
+        try:
+            for server in servers.values():  # launched together, then waited for, as a run starts them
+                server.launch()
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         clients = {key: OpenAI(base_url=server.wait_ready(), api_key="none", max_retries=0, timeout=600)
                    for key, server in servers.items()}
         for request in requests:
@@ -160,7 +170,7 @@ def main() -> int:
     parser.add_argument("--layouts", default="shared",
                         help=f"comma-separated server layouts to replay with ({', '.join(LAYOUTS)})")
     parser.add_argument("--logits", default="last",
-                        help=f"comma-separated logits settings to replay with ({', '.join(LOGITS)})")
+                        help=f"comma-separated logits settings to replay with ({', '.join(LOGITS_SETTINGS)})")
     parser.add_argument("--limit", type=int, help="first N requests of each run")
     parser.add_argument("--out", type=Path, default=Path("runs/prefill.json"))
     args = parser.parse_args()
@@ -172,8 +182,9 @@ def main() -> int:
     if not set(layouts) <= set(LAYOUTS):
         parser.error(f"--layouts must be comma-separated names among {', '.join(LAYOUTS)}, not {args.layouts!r}")
     logits = args.logits.split(",")
-    if not set(logits) <= set(LOGITS):
-        parser.error(f"--logits must be comma-separated names among {', '.join(LOGITS)}, not {args.logits!r}")
+    if not set(logits) <= set(LOGITS_SETTINGS):
+        parser.error(f"--logits must be comma-separated names among {', '.join(LOGITS_SETTINGS)}, "
+                     f"not {args.logits!r}")
     requests = [request for run in args.runs for request in stored_requests(run, args.limit)]
     if not requests:
         parser.error("no stored requests to replay (empty prompts.jsonl, or --limit 0)")

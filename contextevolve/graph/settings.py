@@ -68,8 +68,8 @@ class ModelSettings:
     (the Summarizer and the Sampler share a third), so an agent's request comes right after that agent's
     previous one in its server and the prompt prefix they share (instructions, task, the Navigator's
     history, often the parent) is not read again: 16 % fewer prompt-reading seconds in a replayed run
-    (:data:`contextevolve.llm.models.OWN_SERVER_ROLES`). Costs ~2.4 GB of anonymous memory (RssAnon) per
-    extra server. Used
+    (:data:`contextevolve.llm.models.OWN_SERVER_ROLES`). Costs ~1 GB of anonymous memory (RssAnon) per
+    extra server (~2.4 GB while servers kept every prompt token's logits). Used
     with one lane only: parallel lanes would run several servers at once on the same cores. False: one
     server for all."""
 

@@ -153,7 +153,8 @@ copy of its logits buffer (n_batch 512 x 151,936 float32 = 311 MB) that it does 
 Measured on stored requests (``benchmarks/prefill.py``, docs/results.md): a 150 MB cap spent 16 % less
 time reading prompts (~9 s of a ~90 s iteration) for +4.8 GB of peak memory, so it stays off.
 ``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` switches it on at that cap: expect 20-30x the cap in RAM (150 MB:
-+4.8 GB; 1 GiB: 22.6 GB). Without it the server still reuses the prefix a request shares with the
++4.8 GB; 1 GiB: 22.6 GB; all measured while the servers kept every token's logits, :data:`LOGITS_ALL`,
+but an entry's logits copy is still up to 311 MB without them). Without it the server still reuses the prefix a request shares with the
 request just before."""
 
 
@@ -183,22 +184,34 @@ every prompt token also goes through the output layer (151,936 x 1,536 weights, 
 weights) and its 151,936 float32 logits (607 KB) are copied into an array of n_ctx rows that fills up to
 the longest prompt read (an 8k context: up to 5 GB). Measured on 16 stored requests of a TS run
 (``benchmarks/prefill.py --logits all,last``, docs/results.md, *Only the last token's logits*): 28 % less
-time reading prompts and 3.0 instead of 6.5 GB of memory over a run's three servers, with identical
-greedy replies. ``$CONTEXTEVOLVE_LOGITS_ALL=1`` restores the library's default (for before/after
-measurements)."""
+time reading prompts, and 3.0 instead of 6.5 GB of anonymous memory (RssAnon) summed over a run's three
+servers after those requests; greedy replies to 6 stored prompts were the same either way.
+``$CONTEXTEVOLVE_LOGITS_ALL=1`` restores the library's default (for before/after measurements). Anyone
+adding a draft model (speculative or prompt-lookup decoding) must set it too: llama-cpp-python 0.3.36 then
+keeps every token's logits anyway but sizes its logits array by this setting, and fails past 512 tokens."""
 
 
-def logits_args() -> list[str]:
-    """The server's ``--logits_all`` flag for :data:`LOGITS_ALL` (or its environment override).
+def logits_all() -> bool:
+    """Whether servers started now keep every prompt token's logits: :data:`LOGITS_ALL`, or
+    ``$CONTEXTEVOLVE_LOGITS_ALL`` (``0`` or ``1``; empty or unset means the default).
 
     Raises:
         EmbeddedModelError: ``$CONTEXTEVOLVE_LOGITS_ALL`` is set to something other than 0 or 1.
     """
-    raw = os.environ.get("CONTEXTEVOLVE_LOGITS_ALL", "1" if LOGITS_ALL else "0").strip()
+    raw = os.environ.get("CONTEXTEVOLVE_LOGITS_ALL", "").strip() or ("1" if LOGITS_ALL else "0")
     if raw not in ("0", "1"):
         raise EmbeddedModelError(f"CONTEXTEVOLVE_LOGITS_ALL must be 0 (only the last token's logits) or 1 "
                                  f"(every token's), not {raw!r}")
-    return ["--logits_all", "True" if raw == "1" else "False"]
+    return raw == "1"
+
+
+def logits_args() -> list[str]:
+    """The server's ``--logits_all`` flag for :func:`logits_all`.
+
+    Raises:
+        EmbeddedModelError: as :func:`logits_all`.
+    """
+    return ["--logits_all", str(logits_all())]
 
 
 class EmbeddedServer:
@@ -258,6 +271,7 @@ class EmbeddedServer:
         if importlib.util.find_spec("llama_cpp") is None:
             raise EmbeddedModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
         model_path = self.model_path or ensure_model()
+        flags = [*prompt_cache_args(), *logits_args()]  # a bad variable fails before a port or log is taken
         self.port = _free_port()
         # named after this process, so the next start can remove the logs of servers whose run was killed
         for stale in orphaned(Path(tempfile.gettempdir()).iterdir(), LOG_PREFIX):
@@ -269,7 +283,7 @@ class EmbeddedServer:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
                "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
                "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-               "--n_ctx", str(self.n_ctx), *prompt_cache_args(), *logits_args(),
+               "--n_ctx", str(self.n_ctx), *flags,
                # parallel lanes send concurrent requests: queue them, never cut a running one short
                "--interrupt_requests", "False"]
         # PDEATHSIG follows the *thread* that forks, so only tie the server to the main thread.

@@ -101,7 +101,8 @@ stored 8-iteration TS run (``benchmarks/prefill.py``, docs/results.md) a server 
 Navigator's prompt-reading seconds by 35 % (its instructions, task and history come back every iteration)
 and the Generator's by 16 % (instructions, task, often the same parent), and saved the Summarizer and the
 Sampler nothing (their prompts differ from their previous ones right after the instructions), so those two
-share one server and its memory (~2.4 GB each after requests)."""
+share one server and its memory (~1 GB each; ~2.4 GB after requests while servers kept every prompt
+token's logits)."""
 
 
 def embedded_server_key(role: Role, ctx: RunContext) -> str:

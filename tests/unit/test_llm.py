@@ -238,7 +238,9 @@ def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(m
     monkeypatch.delenv("CONTEXTEVOLVE_LOGITS_ALL", raising=False)
 
     def logits_flag() -> str:
-        EmbeddedServer(tmp_path / "model.gguf", threads=1).launch()
+        server = EmbeddedServer(tmp_path / "model.gguf", threads=1)
+        server.launch()
+        server._log.close()
         cmd = commands[-1]
         return cmd[cmd.index("--logits_all") + 1]
 
@@ -248,3 +250,4 @@ def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(m
     monkeypatch.setenv("CONTEXTEVOLVE_LOGITS_ALL", "yes")
     with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LOGITS_ALL must be 0 .* or 1 .*not 'yes'"):
         logits_flag()
+    assert len(list(tmp_path.glob("*.log"))) == 2  # the refused start took no log file

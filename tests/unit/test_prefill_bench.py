@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -54,12 +55,11 @@ class _Server:
     started: list[_Server] = []
 
     def __init__(self):
-        self.port, self.pid, self.stopped = 9000 + len(_Server.started), None, False
-        self.args = embedded.logits_args()  # what a real server's command line would say when started now
+        self.port, self.pid, self.stopped, self.args = 9000 + len(_Server.started), None, False, None
         _Server.started.append(self)
 
     def launch(self):
-        pass
+        self.args = embedded.logits_args()  # what a real server's command line says: read at launch
 
     def wait_ready(self):
         return f"http://127.0.0.1:{self.port}/v1"
@@ -88,7 +88,8 @@ class _Client:
 @pytest.mark.parametrize("layout, servers", [("shared", 1), ("per_role", 3)])
 def test_a_replay_sends_each_request_to_its_layouts_server_in_order(monkeypatch, layout, servers):
     _Server.started, _Client.sent = [], []
-    monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "0")  # the replay sets it: restored after the test
+    monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "7")
+    monkeypatch.delenv("CONTEXTEVOLVE_LOGITS_ALL", raising=False)
     monkeypatch.setattr(bench.embedded, "EmbeddedServer", _Server)
     monkeypatch.setattr(bench, "OpenAI", _Client)
     requests = [{"run": "r", "role": role, "messages": [{"role": "user", "content": text}]}
@@ -103,13 +104,15 @@ def test_a_replay_sends_each_request_to_its_layouts_server_in_order(monkeypatch,
     else:
         assert len(set(urls)) == 1
     assert result["layout"] == layout and [r["prompt_tokens"] for r in result["rows"]] == [2] * 5
+    # the servers' settings were the replay's only while they were launched
+    assert os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] == "7" and "CONTEXTEVOLVE_LOGITS_ALL" not in os.environ
 
 
 @pytest.mark.parametrize("logits, flag", [("last", "False"), ("all", "True")])
 def test_a_replay_starts_its_servers_with_its_logits_setting(monkeypatch, logits, flag):
     _Server.started, _Client.sent = [], []
-    monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "0")  # the replay sets both: restored after the test
-    monkeypatch.setenv("CONTEXTEVOLVE_LOGITS_ALL", "0")
+    monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "0")
+    monkeypatch.setenv("CONTEXTEVOLVE_LOGITS_ALL", "1" if logits == "last" else "0")  # the other setting
     monkeypatch.setattr(bench.embedded, "EmbeddedServer", _Server)
     monkeypatch.setattr(bench, "OpenAI", _Client)
     result = bench.replay([{"run": "r", "role": "generator", "messages": [{"role": "user", "content": "g"}]}],
