@@ -46,8 +46,26 @@ class Step:
     category: str
 
     def delta_text(self) -> str:
-        outcome = "" if self.child.status == "ok" else f" (child {self.child.status})"
-        return ", ".join(f"Δ{k} {v:+.4g}" for k, v in self.deltas.items()) + outcome
+        """Δs per metric when both programs ran; otherwise which side failed (a failed program has no
+        metrics, so its deltas against zeros would only mislead)."""
+        if self.child.status == "ok" and self.parent.status == "ok":
+            return ", ".join(f"Δ{k} {v:+.4g}" for k, v in self.deltas.items())
+        if self.parent.status == "ok":
+            return f"the child {self.child.status}, no metrics"
+        if self.child.status == "ok":
+            return f"the parent had {self.parent.status}; the child runs (score {self.child.combined_score:.4g})"
+        return f"both {self.parent.status}/{self.child.status}, no metrics"
+
+
+def program_summary(record: ProgramRecord) -> str:
+    """``score X`` for a program that ran, else its status."""
+    return f"score {record.combined_score:.4g}" if record.status == "ok" else record.status
+
+
+def shown_abstract(record: ProgramRecord) -> str:
+    """The abstract without the ``FAILED (status): `` prefix that :func:`program_summary` already says."""
+    prefix = f"FAILED ({record.status}): "
+    return record.abstract[len(prefix):] if record.abstract.startswith(prefix) else record.abstract
 
 
 def rollout(records: list[ProgramRecord], task: Task) -> list[Step]:
@@ -99,12 +117,18 @@ def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
                          ctx.search.category_weights, rng_for(ctx, state.iteration, "navigate"))
     metric_names = ", ".join(f"{m.name} {'higher' if m.higher_is_better else 'lower'} is better"
                              for m in task.metrics)
-    summary = f"score {parent.combined_score:.4g}" + (f", {parent.status}" if parent.status != "ok" else "")
+    programs = {}
+    for step in steps:
+        for record in (step.parent, step.child):
+            if record.id != parent.id:
+                programs.setdefault(record.id, {"summary": program_summary(record),
+                                                "abstract": shown_abstract(record)})
     messages = prompt.messages(
-        task.description, metric_names, parent.abstract, summary,
-        [{"category": s.category, "parent": s.parent.abstract, "child": s.child.abstract,
-          "delta": s.delta_text()} for s in steps],
-        ctx.ablations.guidance_variant)
+        task.description, metric_names,
+        {"id": parent.id, "summary": program_summary(parent), "abstract": shown_abstract(parent)},
+        [{"category": s.category, "parent": s.parent.id, "child": s.child.id, "delta": s.delta_text()}
+         for s in steps],
+        programs, ctx.ablations.guidance_variant)
     try:
         reply = call_role("navigator", messages, ctx)
     except MalformedReply as exc:

@@ -24,19 +24,26 @@ def _clip(text: str, limit: int = 320) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def messages(task_description: str, metric_names: str, parent_abstract: str, parent_summary: str,
-             steps: list[dict], variant: str) -> list:
-    """Messages asking for guidance.
+def messages(task_description: str, metric_names: str, parent: dict, steps: list[dict], programs: dict[str, dict],
+             variant: str) -> list:
+    """Messages asking for guidance g (paper Eq. 5: m steps (z_p, z_c, Δs)).
 
-    ``steps``: dicts with ``category``, ``parent`` and ``child`` abstracts and ``delta`` text
-    (signed so that + is better), in the order shown.
+    ``parent``: the current parent, a dict with ``id``, ``summary`` (its score or status) and ``abstract``.
+    ``steps``: dicts with ``category``, ``parent`` and ``child`` (program ids) and ``delta`` (the change,
+    signed so that + is better), in the order shown. ``programs``: id -> dict with ``summary`` and
+    ``abstract`` for every other program a step names.
+
+    Each abstract is shown once and the steps name programs by id: the sampled steps of a run often
+    share a parent (the initial program, the best one), and showing z_p in full in every step repeated
+    the same text up to m + 1 times. The pairs (z_p, z_c, Δs) the paper's Navigator sees are unchanged.
     """
-    lines = []
-    for n, step in enumerate(steps, 1):
-        lines.append(f"Step {n} [{step['category']}] {step['delta']}\n  parent: {_clip(step['parent'])}\n"
-                     f"  child: {_clip(step['child'])}")
-    history = "\n".join(lines) if lines else "(no steps yet: this is the first iteration)"
+    listed = "\n".join(f"{pid} ({info['summary']}): {_clip(info['abstract'])}" for pid, info in programs.items())
+    lines = [f"Step {n} [{step['category']}] {step['parent']} -> {step['child']}: {step['delta']}"
+             for n, step in enumerate(steps, 1)]
+    history = ("Other programs in the steps:\n" + listed + "\n\n" if listed else "") + (
+        "Past steps (parent -> child):\n" + "\n".join(lines) if lines
+        else "Past steps: none yet (this is the first iteration)")
     user = (f"Task:\n{task_description}\nMetrics ({metric_names}); deltas are signed so that + is better.\n\n"
-            f"Current parent ({parent_summary}): {_clip(parent_abstract, 600)}\n\n"
-            f"Past steps:\n{history}\n\n{IMPLEMENTATION if variant == 'implementation' else DIRECTIONAL}")
+            f"Current parent {parent['id']} ({parent['summary']}): {_clip(parent['abstract'], 600)}\n\n"
+            f"{history}\n\n{IMPLEMENTATION if variant == 'implementation' else DIRECTIONAL}")
     return [SystemMessage(SYSTEM), HumanMessage(user)]

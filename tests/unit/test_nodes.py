@@ -12,7 +12,7 @@ from contextevolve.nodes.compose import compose, load, render
 from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate
 from contextevolve.nodes.initialize import initialize
-from contextevolve.nodes.navigate import navigate, rollout, sample_steps
+from contextevolve.nodes.navigate import Step, navigate, rollout, sample_steps
 from contextevolve.nodes.resources import rng_for
 from contextevolve.nodes.sample import sample
 from contextevolve.nodes.select_parent import select_parent
@@ -103,6 +103,37 @@ def test_navigate_shows_trajectories_and_returns_guidance(seeded, ctx, models):
     prompt = models["navigator"].seen[-1][1].content
     assert "projected-pressure greedy" in prompt and "[improvement]" in prompt
     assert "no code" in prompt  # directional guidance, not an implementation recipe
+
+
+def test_navigate_shows_each_abstract_once_and_no_deltas_for_failed_children(seeded, ctx, models):
+    state, memory = seeded
+    add_program(memory, 1, score=25.0, abstract="projected-pressure greedy")
+    for n in (2, 3):
+        add_program(memory, n, parent="it00001", status="failed", score=0.0,
+                    abstract=f"FAILED (failed): pre-check: smoke run: NameError {n}. Idea it tried: idea {n}")
+    state = replace(state, parent_id="it00001", iteration=4)
+    run_node(navigate, state, replace(ctx, num_trajectories=3,
+                                      category_weights={"improvement": 1.0, "mixed": 1.0, "decline": 1.0}))
+    prompt = models["navigator"].seen[-1][1].content
+    # three steps, two of them from the current parent: its abstract is shown once, the steps name it
+    assert prompt.count("projected-pressure greedy") == 1
+    assert "Current parent it00001 (score 25)" in prompt
+    assert "it00000 -> it00001: Δmax_kvpr" in prompt
+    for n in (2, 3):
+        assert f"it00001 -> it0000{n}: the child failed, no metrics" in prompt
+        # the status is said once, in the program's summary, not again in its abstract
+        assert f"it0000{n} (failed): pre-check: smoke run: NameError {n}" in prompt
+    assert "FAILED (failed)" not in prompt and prompt.count("Greedy placement") == 1
+
+
+def test_step_delta_text_names_the_failed_side():
+    ok = ProgramRecord(id="a", iteration=1, status="ok", combined_score=3.0, metrics={"max_kvpr": 2.0, "success_rate": 1.0})
+    bad = ProgramRecord(id="b", iteration=2, status="timeout")
+    assert Step(ok, bad, {"max_kvpr": -2.0}, "decline").delta_text() == "the child timeout, no metrics"
+    assert Step(bad, ok, {"max_kvpr": 2.0}, "improvement").delta_text() == \
+        "the parent had timeout; the child runs (score 3)"
+    assert Step(ok, ok, {"max_kvpr": 0.5, "success_rate": 0.0}, "improvement").delta_text() == \
+        "Δmax_kvpr +0.5, Δsuccess_rate +0"
 
 
 def test_navigate_variants_and_ablation(seeded, ctx, models):
