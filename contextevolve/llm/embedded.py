@@ -28,6 +28,7 @@ from pathlib import Path
 
 from contextevolve.leftovers import orphaned, owner_tag
 from contextevolve.llm.errors import EmbeddedModelError
+from contextevolve.llm.lifetime import popen_tied
 from contextevolve.llm.server_flags import (  # noqa: F401 - part of this module's interface
     LOGITS_ALL, PROMPT_CACHE_MB, logits_all, logits_args, prompt_cache_args)
 
@@ -116,19 +117,6 @@ def ensure_model(directory: Path | None = None) -> Path:
     return target
 
 
-def _die_with_parent() -> None:
-    """In the server child: ask Linux to SIGKILL it when the parent dies (even by SIGKILL).
-
-    Not SIGTERM: uvicorn would then wait for the in-flight generation to finish first.
-    """
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-    except (OSError, AttributeError):  # pragma: no cover - not Linux
-        pass
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -215,10 +203,9 @@ class EmbeddedServer:
                "--n_ctx", str(self.n_ctx), *flags,
                # parallel lanes send concurrent requests: queue them, never cut a running one short
                "--interrupt_requests", "False"]
-        # PDEATHSIG follows the *thread* that forks, so only tie the server to the main thread.
-        tie = _die_with_parent if threading.current_thread() is threading.main_thread() else None
-        self._proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=tie)
+        # killed with this process, even by SIGKILL, whichever thread starts it
+        self._proc = popen_tied(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
 
     def wait_ready(self, timeout_s: float = 300.0) -> str:
         """Wait until the launched server's ``/v1/models`` answers; returns :attr:`base_url`.
@@ -289,8 +276,6 @@ def shared_server(key: str = SHARED) -> EmbeddedServer:
     ``contextevolve.llm.models.OWN_SERVER_ROLES``, or :data:`SHARED`), started on first use and stopped at
     exit. One server per agent keeps each agent's last prompt in its own server's KV cache, so an agent's
     next request re-reads only what differs from its previous one (``ModelSettings.embedded_server_per_role``).
-    A server first started from a thread other than the main one is not killed with this process if it is
-    SIGKILLed (see :func:`start_shared_servers`).
 
     Raises:
         EmbeddedModelError: the server cannot start (see :meth:`EmbeddedServer.start`).
@@ -302,8 +287,8 @@ def start_shared_servers(keys: list[str]) -> list[EmbeddedServer]:
     """Start the process-wide servers named ``keys`` that are not running, side by side: all are
     launched first, then waited for (loading the model is mostly mapping the same file, so several take
     about as long as one); returns the servers of ``keys``, in order. The process lock is held meanwhile
-    (each wait is at most 300 s), so other threads asking for a server wait too. Call it from the main
-    thread: only servers launched there die with this process when it is SIGKILLed (PDEATHSIG).
+    (each wait is at most 300 s), so other threads asking for a server wait too. Whichever thread calls,
+    the servers die with this process, even when it is SIGKILLed (:func:`contextevolve.llm.lifetime.popen_tied`).
 
     Raises:
         EmbeddedModelError: a server cannot start; every server this call launched is stopped (those

@@ -1,7 +1,7 @@
 """Unit-test guard: the embedded LLM is never started here (it is for the integration tests).
 
-A unit test that reached it would load a 1 GB model and, started from a worker thread, could leave
-the server running after the test (no PDEATHSIG outside the main thread).
+A unit test that reached it would load a 1 GB model (about a minute) and keep it until the test
+process ends.
 """
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 import types
+from pathlib import Path
 
 import httpx
 import openai
@@ -251,3 +253,44 @@ def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(m
     with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LOGITS_ALL must be 0 .* or 1 .*not 'yes'"):
         logits_flag()
     assert len(list(tmp_path.glob("*.log"))) == 2  # the refused start took no log file
+
+
+def _gone(pid: int) -> bool:
+    """True when ``pid`` has exited (absent, or a zombie waiting for its new parent to reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True
+
+
+def test_a_server_started_from_a_worker_thread_outlives_the_thread_and_dies_with_a_killed_process():
+    """Linux ties PR_SET_PDEATHSIG to the forking *thread*: a server a LangGraph worker thread starts must
+    neither die when that thread ends nor outlive a SIGKILLed run (``lifetime.popen_tied``)."""
+    import signal
+    import subprocess
+    import time
+
+    server = None
+    host = subprocess.Popen([sys.executable, "-c", (
+        "import sys, threading, time\n"
+        "from contextevolve.llm.lifetime import popen_tied\n"
+        "started = []\n"
+        "worker = threading.Thread(target=lambda: started.append(popen_tied(\n"
+        "    [sys.executable, '-c', 'import time; time.sleep(120)'], start_new_session=True)))\n"
+        "worker.start(); worker.join()\n"
+        "print(started[0].pid, flush=True)\n"
+        "time.sleep(120)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        server = int(host.stdout.readline())
+        time.sleep(1.0)
+        assert not _gone(server), "the server died with the thread that asked for it"
+        host.send_signal(signal.SIGKILL)
+        host.wait()
+        deadline = time.monotonic() + 10
+        while not _gone(server) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(server), "the server outlived its SIGKILLed process"
+    finally:
+        host.kill()
+        if server is not None and not _gone(server):
+            os.kill(server, signal.SIGKILL)

@@ -1,0 +1,64 @@
+"""An embedded server dies with the process that started it, even when that process is SIGKILLed.
+
+Linux's ``prctl(PR_SET_PDEATHSIG)`` sends its signal to a child when the *thread* that forked it exits,
+not when the parent process does. A server forked from a short-lived thread (a LangGraph worker that
+created an agent's chat model lazily inside a node) would be killed as soon as that thread finished;
+forked without the signal, it would outlive a SIGKILLed run, holding ~1 GB and a port. So every server
+is forked from one daemon thread that ends only with the process (:func:`popen_tied`).
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import subprocess
+import threading
+from concurrent.futures import Future
+
+
+def die_with_parent() -> None:
+    """In the forked child, before exec: ask Linux to SIGKILL it when the forking thread ends.
+
+    Not SIGTERM: uvicorn would then wait for the in-flight generation to finish first.
+    """
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+
+
+_jobs: queue.SimpleQueue = queue.SimpleQueue()
+_thread: threading.Thread | None = None
+_thread_lock = threading.Lock()
+
+
+def _fork_forever() -> None:
+    while True:
+        done, cmd, kwargs = _jobs.get()
+        if not done.set_running_or_notify_cancel():
+            continue
+        try:
+            done.set_result(subprocess.Popen(cmd, preexec_fn=die_with_parent, **kwargs))
+        except BaseException as exc:  # handed to the caller, who raises it
+            done.set_exception(exc)
+
+
+def popen_tied(cmd: list[str], **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen(cmd, **kwargs)`` forked from this process's forking thread, with PDEATHSIG set:
+    the child is SIGKILLed when this process ends, however it ends, and not before, whichever thread
+    calls. ``kwargs`` must not include ``preexec_fn``.
+
+    Raises:
+        OSError (or whatever ``Popen`` raises): the child could not be started.
+    """
+    global _thread
+    with _thread_lock:
+        # after os.fork() the thread does not exist in the child process: start another there
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_fork_forever, name="contextevolve-server-forker", daemon=True)
+            _thread.start()
+    done: Future = Future()
+    _jobs.put((done, cmd, kwargs))
+    return done.result()
