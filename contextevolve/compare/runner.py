@@ -7,7 +7,8 @@ every request), the same task description and the same evaluator (our sandboxed
 ``Task.evaluate``, through :mod:`contextevolve.compare.ledger`), and the same budget in
 candidates (ContextEvolve iterations, OpenEvolve iterations, GEPA proposals) or, with
 ``token_budget``, the same budget in tokens (a peer is stopped once its requests have used it;
-ContextEvolve stops by its own token budget between rounds), or with ``time_budget_s`` the same
+ContextEvolve stops by its own token budget: no round past it, no second ask or model repair inside
+a round once it is spent), or with ``time_budget_s`` the same
 wall-clock minutes (likewise). All LLM traffic passes one
 :class:`~contextevolve.compare.proxy.CountingProxy`, under the label ``<system>-s<seed>``.
 

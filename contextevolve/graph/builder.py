@@ -47,6 +47,7 @@ from contextevolve.nodes.sample import sample
 from contextevolve.nodes.select_parent import select_parent
 from contextevolve.nodes.summarize import summarize
 from contextevolve.nodes.update_buffer import update_buffer
+from contextevolve.roles import total_tokens
 from contextevolve.timing import phase_clock
 
 LANE_PHASES = ("select_parent", "navigate", "sample", "compose", "generate", "evaluate", "summarize")
@@ -83,7 +84,8 @@ def dispatch(state: EvolveState) -> list[Send] | Literal["__end__"]:
         return []
     # Plain dicts (a LaneState's fields): they are checkpointed as pending sends.
     return [Send(LANE_PHASES[0], {"iteration": state.iteration + i, "lane": i, "initial_id": state.initial_id,
-                                  "run_identity": state.run_identity})
+                                  "run_identity": state.run_identity,
+                                  "run_tokens": total_tokens(state.total_usage)})
             for i in range(max(1, state.round_size))]
 
 

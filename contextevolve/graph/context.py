@@ -152,7 +152,9 @@ class RunContext:
     target_score: float | None = None
     """Stop once the best combined score reaches this (in the task's orientation)."""
     token_budget: int | None = None
-    """Stop once prompt + completion tokens over all roles reach this."""
+    """Stop once prompt + completion tokens over all roles reach this: no round starts past it, and a lane
+    that has spent its share of what was left asks for no second ask after a twin and no model repair
+    (:func:`~contextevolve.nodes.stopping.lane_budget_spent`)."""
     time_budget_s: float | None = None
     """Stop once the run's elapsed wall seconds (``EvolveState.elapsed_s``: its rounds, the initial
     program's evaluation included, not the time it was stopped) reach this. Checked between rounds,

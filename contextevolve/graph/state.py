@@ -140,6 +140,10 @@ class LaneState:
     """Program id of c_0 (the fallback parent)."""
     run_identity: dict[str, str] = field(default_factory=dict)
     """The run's task and run directory (from :class:`EvolveState`), checked by each phase."""
+    run_tokens: int = 0
+    """Tokens the run had spent when this lane's round was dispatched (``EvolveState.total_usage``
+    summed): with a token budget, a lane stops asking for more of its own model work once it has spent
+    its share of what was left (:func:`~contextevolve.nodes.stopping.lane_budget_spent`)."""
     parent_id: str | None = None
     """c_p of this lane (chosen by select_parent)."""
     trajectory_ids: list[str] = field(default_factory=list)

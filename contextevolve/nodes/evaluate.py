@@ -18,6 +18,7 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
 from contextevolve.nodes.repair import repair_due
 from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.nodes.stopping import lane_budget_spent
 from contextevolve.tasks.base import Evaluation
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.timing import note
@@ -67,7 +68,7 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     child = memory.buffer.require(state.child_id)
     if child.status != "pending":  # generation failed, or a replay after a crash: the outcome is recorded
         return {"child_status": child.status, "child_score": child.combined_score,
-                "repair_due": repair_due(ctx, child)}
+                "repair_due": repair_due(ctx, child, lane_budget_spent(ctx, state))}
     started = time.perf_counter()
     result = precheck(task, child.source, ctx.sandbox) if ctx.search.prechecks else None
     note("evaluate.precheck", time.perf_counter() - started)
@@ -88,4 +89,4 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
                                    traceback=result.traceback, eval_seconds=child.eval_seconds + result.seconds,
                                    **changes)
     return {"child_status": result.status, "child_score": result.combined_score,
-            "repair_due": repair_due(ctx, updated)}
+            "repair_due": repair_due(ctx, updated, lane_budget_spent(ctx, state))}

@@ -24,6 +24,7 @@ from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.ask import REPLY_EXCERPT, SamplingPolicy, ask_generator, reask_mode, twin_of, twin_reason
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.nodes.stopping import lane_budget_spent
 from contextevolve.prompts.generator import reask_messages
 from contextevolve.roles import add_usage
 
@@ -35,8 +36,9 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     is not kept; the Generator is asked once more, in a new conversation that names one concrete
     mutation (:func:`~contextevolve.prompts.generator.reask_messages`), hotter and with another seed
     (:meth:`~contextevolve.nodes.ask.SamplingPolicy.second_ask`): a small model shown its own copy and
-    told "make a real change" tends to copy the program again. A second twin is a failed child of
-    kind ``twin`` whose reason names the twin (it is never evaluated, nor repaired).
+    told "make a real change" tends to copy the program again. A second twin, or a first one once the
+    lane has spent its share of the token budget (:func:`~contextevolve.nodes.stopping.lane_budget_spent`),
+    is a failed child of kind ``twin`` whose reason names the twin (it is never evaluated, nor repaired).
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -49,7 +51,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     outcome = ask_generator(ctx, messages, policy.first(), base=parent.source, mode=mode)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
     record.source = outcome.source
-    if twin is not None:
+    if twin is not None and not lane_budget_spent(ctx, state, usage):
         mode = reask_mode(mode)
         messages = reask_messages(task.description, parent.source, policy.mutation(), task.higher_is_better, mode)
         outcome = ask_generator(ctx, messages, policy.second_ask(), base=parent.source, mode=mode)

@@ -39,6 +39,7 @@ from contextevolve.nodes.ask import (REPLY_EXCERPT, Outcome, SamplingPolicy, ask
                                      twin_reason)
 from contextevolve.nodes.compose import parent_text
 from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.nodes.stopping import lane_budget_spent
 from contextevolve.prompts import repair as prompt
 from contextevolve.prompts.generator import reask_messages
 from contextevolve.roles import add_usage
@@ -66,13 +67,14 @@ def import_fix(child: ProgramRecord) -> str:
     return line if line and line not in child.source.splitlines() else ""
 
 
-def repair_due(ctx: RunContext, child: ProgramRecord) -> bool:
+def repair_due(ctx: RunContext, child: ProgramRecord, budget_spent: bool = False) -> bool:
     """True when the stored ``child`` failed with a repairable kind and a repair is left: a model repair
-    (fewer than ``repair_attempts`` so far) or an import fix (:func:`import_fix`). With
-    ``repair_attempts = 0`` nothing is repaired, imports included (the paper's loop)."""
+    (fewer than ``repair_attempts`` so far, and the lane's token budget not spent: ``budget_spent``,
+    :func:`~contextevolve.nodes.stopping.lane_budget_spent`) or an import fix (:func:`import_fix`, free).
+    With ``repair_attempts = 0`` nothing is repaired, imports included (the paper's loop)."""
     if child.status in ("pending", "ok") or not repairable(child.failure_kind) or ctx.search.repair_attempts <= 0:
         return False
-    return model_repairs(child) < ctx.search.repair_attempts or bool(import_fix(child))
+    return (model_repairs(child) < ctx.search.repair_attempts and not budget_spent) or bool(import_fix(child))
 
 
 def after_evaluate(state: LaneState) -> Literal["repair", "summarize"]:
@@ -127,7 +129,8 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     number = state.repairs + 1
     done = [a for a in child.attempts if a.attempt == number]
     if done:  # replayed after a crash: this repair was already stored
-        return {"repairs": number, "child_status": child.status, "repair_due": repair_due(ctx, child),
+        spent = lane_budget_spent(ctx, state, done[0].tokens)
+        return {"repairs": number, "child_status": child.status, "repair_due": repair_due(ctx, child, spent),
                 "iteration_usage": done[0].tokens}
     strategy, line = strategy_for(ctx, child)
     policy, mode = SamplingPolicy.of(ctx, state.iteration), ctx.search.generation_mode
@@ -177,5 +180,5 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         status, reason = "pending", ""
         changes.update(source=outcome.source, diagnostics="", traceback="")
     changes.update(status=status, reason=reason, failure_kind=kind)
-    due = repair_due(ctx, memory.buffer.update(child.id, **changes))
+    due = repair_due(ctx, memory.buffer.update(child.id, **changes), lane_budget_spent(ctx, state, outcome.usage))
     return {"repairs": number, "child_status": status, "repair_due": due, "iteration_usage": outcome.usage}

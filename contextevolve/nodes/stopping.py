@@ -4,6 +4,8 @@ target-score, token-budget and time-budget stops)."""
 from __future__ import annotations
 
 from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import LaneState
+from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.base import Task
 
 
@@ -27,3 +29,21 @@ def stop_reason(ctx: RunContext, task: Task, iteration: int, best_score: float |
     if ctx.time_budget_s is not None and elapsed_s >= ctx.time_budget_s:
         return f"time budget reached ({elapsed_s / 60:.1f}/{ctx.time_budget_s / 60:.1f} min)"
     return None
+
+
+def lane_budget_spent(ctx: RunContext, lane: LaneState, usage: TokenUsage | None = None) -> bool:
+    """True when ``lane`` has spent its share of the run's token budget: what was left when its round was
+    dispatched (``ctx.token_budget - lane.run_tokens``), split evenly over the round's lanes. ``usage``:
+    tokens the calling phase spent that ``lane.iteration_usage`` does not hold yet. Always False without a
+    token budget.
+
+    Checked before a lane asks the model for more of its own work (a second ask after a twin, a model
+    repair or restart; a free import fix still runs). Without it the budget was checked only between
+    rounds, and a last iteration's twin, second ask and restart ran up to ~8,000 tokens past a
+    40,000-token budget, where ``compare`` stops a peer as soon as its requests reach the budget.
+    """
+    if ctx.token_budget is None:
+        return False
+    first = lane.iteration - lane.lane  # the round's first lane: iterations completed at dispatch
+    share = (ctx.token_budget - lane.run_tokens) / round_size(ctx, first)
+    return total_tokens(lane.iteration_usage) + total_tokens(usage) >= share

@@ -333,3 +333,18 @@ def test_a_lane_sent_by_an_older_version_is_read_without_its_removed_fields():
     assert lane == LaneState(iteration=3, parent_id="it00002", guidance="g")
     with pytest.raises(TypeError):
         LaneState(parent_score=21.9)
+
+
+def test_a_lane_spends_an_even_share_of_the_token_budget_left_at_dispatch(ctx):
+    from contextevolve.graph.state import LaneState
+    from contextevolve.nodes.stopping import lane_budget_spent
+
+    lane = LaneState(iteration=5, lane=1, run_tokens=1000, iteration_usage={"generator": {"prompt": 300, "completion": 100}})
+    two = replace(ctx, token_budget=2000, lanes=2, max_iterations=10)
+    assert not lane_budget_spent(two, lane)  # 400 of its 500
+    assert lane_budget_spent(two, lane, {"repair": {"prompt": 90, "completion": 10}})  # 500 of 500
+    assert not lane_budget_spent(replace(two, lanes=1), lane, {"repair": {"prompt": 90, "completion": 10}})
+    # the round's last iteration gets one lane, and the whole rest
+    assert not lane_budget_spent(replace(two, max_iterations=5), replace(lane, iteration=4, lane=0),
+                                 {"repair": {"prompt": 500, "completion": 0}})
+    assert not lane_budget_spent(replace(two, token_budget=None), lane, {"repair": {"prompt": 10**6, "completion": 0}})

@@ -417,3 +417,34 @@ def test_at_most_three_imports_are_added_and_the_model_repair_after_them_is_not_
     # the one model repair samples as a first model repair does: at the Generator's temperature
     from contextevolve.graph.context import RunContext
     assert len(asked) == 1 and asked[0].temperature == RunContext().llm.temperature_for("generator")
+
+
+#: tokens the scripted Summarizer spends on the initial program before the first round (tests/fakes.py)
+INITIAL_TOKENS = 340
+
+
+def test_a_spent_token_budget_stops_a_lane_asking_for_repairs(tmp_path):
+    """With a token budget, a lane's last child is not repaired once the lane has spent what the budget had
+    left, as ``compare`` stops a peer once its requests reach the budget (a run used to go on repairing,
+    up to ~8,000 tokens past it)."""
+    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=2, token_budget=INITIAL_TOKENS + 1)
+    assert len(generator.seen) == 1 and records[1]["status"] == "failed" and records[1]["attempts"] == []
+    assert "repair" not in records[1]["tokens"]
+    _, records, _ = run(tmp_path / "roomy", scripted(reply(fenced(NAME_ERROR), 900, 400),
+                                                           reply(ADD_IMPORT, 1200, 60), cycle=False),
+                            repair_attempts=2, token_budget=100_000)
+    assert records[1]["status"] == "ok" and len(records[1]["attempts"]) == 1  # the same child, repaired
+
+
+def test_a_spent_token_budget_still_adds_a_missing_import_and_skips_a_twins_second_ask(tmp_path):
+    """An added import asks the model nothing, so it is made whatever the budget; a twin's second ask is
+    a new request, so it is not."""
+    no_import = BETTER_PROGRAM.replace("    ordered = sorted(", "    heapq.heapify([])\n    ordered = sorted(")
+    assert "import heapq" not in no_import
+    _, records, _ = run(tmp_path, scripted(reply(fenced(no_import), 900, 400), cycle=False),
+                        repair_attempts=1, token_budget=INITIAL_TOKENS + 1)
+    assert records[1]["status"] == "ok" and [a["method"] for a in records[1]["attempts"]] == ["import"]
+    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 300), cycle=False)
+    _, records, _ = run(tmp_path / "twin", generator, token_budget=INITIAL_TOKENS + 1)
+    assert len(generator.seen) == 1 and records[1]["reason"].startswith("duplicate of it00000")
