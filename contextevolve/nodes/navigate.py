@@ -49,7 +49,8 @@ class Step:
         """Δs per metric when both programs ran; otherwise which side failed (a failed program has no
         metrics, so its deltas against zeros would only mislead)."""
         if self.child.status == "ok" and self.parent.status == "ok":
-            return ", ".join(f"Δ{k} {v:+.4g}" for k, v in self.deltas.items())
+            # float noise and -0.0 print as +0, as the category reads them (no change)
+            return ", ".join(f"Δ{k} {v if abs(v) > 1e-12 else 0.0:+.4g}" for k, v in self.deltas.items())
         if self.parent.status == "ok":
             return f"the child {self.child.status}, no metrics"
         if self.child.status == "ok":

@@ -134,6 +134,8 @@ def test_step_delta_text_names_the_failed_side():
         "the parent had timeout; the child runs (score 3)"
     assert Step(ok, ok, {"max_kvpr": 0.5, "success_rate": 0.0}, "improvement").delta_text() == \
         "Δmax_kvpr +0.5, Δsuccess_rate +0"
+    assert Step(ok, ok, {"max_kvpr": -0.0, "success_rate": -1e-15}, "mixed").delta_text() == \
+        "Δmax_kvpr +0, Δsuccess_rate +0"
 
 
 def test_navigate_variants_and_ablation(seeded, ctx, models):
