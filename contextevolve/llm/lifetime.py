@@ -9,15 +9,18 @@ is forked from one daemon thread that ends only with the process (:func:`popen_t
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
 import subprocess
 import threading
 from concurrent.futures import Future
+from functools import partial
 
 
-def die_with_parent() -> None:
-    """In the forked child, before exec: ask Linux to SIGKILL it when the forking thread ends.
+def die_with_parent(parent_pid: int) -> None:
+    """In the forked child, before exec: ask Linux to SIGKILL it when the forking thread ends, and exit at
+    once if ``parent_pid`` (the forking process) already died between the fork and this call.
 
     Not SIGTERM: uvicorn would then wait for the in-flight generation to finish first.
     """
@@ -27,11 +30,23 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):  # pragma: no cover - not Linux
         pass
+    if os.getppid() != parent_pid:  # orphaned before the signal was armed: it would never come
+        os._exit(1)
 
 
 _jobs: queue.SimpleQueue = queue.SimpleQueue()
 _thread: threading.Thread | None = None
 _thread_lock = threading.Lock()
+
+
+def _reset_after_fork() -> None:
+    """In a child made by ``os.fork()``: the forking thread does not exist there, the lock may have been
+    held by another thread at the fork, and jobs queued by the parent are the parent's."""
+    global _jobs, _thread, _thread_lock
+    _jobs, _thread, _thread_lock = queue.SimpleQueue(), None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _fork_forever() -> None:
@@ -40,7 +55,7 @@ def _fork_forever() -> None:
         if not done.set_running_or_notify_cancel():
             continue
         try:
-            done.set_result(subprocess.Popen(cmd, preexec_fn=die_with_parent, **kwargs))
+            done.set_result(subprocess.Popen(cmd, preexec_fn=partial(die_with_parent, os.getpid()), **kwargs))
         except BaseException as exc:  # handed to the caller, who raises it
             done.set_exception(exc)
 
@@ -55,10 +70,19 @@ def popen_tied(cmd: list[str], **kwargs) -> subprocess.Popen:
     """
     global _thread
     with _thread_lock:
-        # after os.fork() the thread does not exist in the child process: start another there
         if _thread is None or not _thread.is_alive():
             _thread = threading.Thread(target=_fork_forever, name="contextevolve-server-forker", daemon=True)
             _thread.start()
     done: Future = Future()
     _jobs.put((done, cmd, kwargs))
-    return done.result()
+    try:
+        return done.result()
+    except BaseException:  # interrupted while waiting (Ctrl-C): a child started anyway must not live on
+        if not done.cancel():
+            done.add_done_callback(_kill_if_started)
+        raise
+
+
+def _kill_if_started(done: Future) -> None:
+    if not done.cancelled() and done.exception() is None:
+        done.result().kill()

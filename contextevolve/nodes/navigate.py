@@ -36,6 +36,10 @@ GUIDANCE_CHARS = 600
 that fits (a runaway reply must not flood later prompts, nor a half sentence mislead them)."""
 
 
+OUTCOME = {"failed": "failed", "timeout": "timed out", "invalid": "was invalid", "pending": "was never evaluated"}
+"""How a step's text says what happened to a program that did not run to a score."""
+
+
 @dataclass
 class Step:
     """One trajectory step parent -> child with signed metric deltas and its category."""
@@ -47,14 +51,15 @@ class Step:
 
     def delta_text(self) -> str:
         """Δs per metric when both programs ran; otherwise which side failed (a failed program has no
-        metrics, so its deltas against zeros would only mislead)."""
+        metrics, only placeholders such as the worst value, so deltas against them would only mislead)."""
         if self.child.status == "ok" and self.parent.status == "ok":
             # float noise and -0.0 print as +0, as the category reads them (no change)
             return ", ".join(f"Δ{k} {v if abs(v) > 1e-12 else 0.0:+.4g}" for k, v in self.deltas.items())
         if self.parent.status == "ok":
-            return f"the child {self.child.status}, no metrics"
+            return f"the child {OUTCOME.get(self.child.status, self.child.status)}, no metrics"
         if self.child.status == "ok":
-            return f"the parent had {self.parent.status}; the child runs (score {self.child.combined_score:.4g})"
+            return (f"the parent {OUTCOME.get(self.parent.status, self.parent.status)}; the child runs "
+                    f"(score {self.child.combined_score:.4g})")
         return f"both {self.parent.status}/{self.child.status}, no metrics"
 
 

@@ -146,7 +146,7 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         outcome = ask_generator(ctx, messages, policy.repair(asked, restart=True), base=parent.source, mode=mode,
                                 book="repair")
         twin = twin_of(memory, task, outcome, parent)
-        if twin is not None:  # the restart wrote its parent again
+        if twin is not None and not lane_budget_spent(ctx, state, outcome.usage):  # it wrote its parent again
             again, twin = restart_again(ctx, task, memory, parent, policy, asked)
             outcome = Outcome(source=again.source, text=again.text, usage=add_usage(outcome.usage, again.usage),
                               failure=again.failure, problem=again.problem, unchanged=again.unchanged)

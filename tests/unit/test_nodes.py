@@ -129,9 +129,9 @@ def test_navigate_shows_each_abstract_once_and_no_deltas_for_failed_children(see
 def test_step_delta_text_names_the_failed_side():
     ok = ProgramRecord(id="a", iteration=1, status="ok", combined_score=3.0, metrics={"max_kvpr": 2.0, "success_rate": 1.0})
     bad = ProgramRecord(id="b", iteration=2, status="timeout")
-    assert Step(ok, bad, {"max_kvpr": -2.0}, "decline").delta_text() == "the child timeout, no metrics"
+    assert Step(ok, bad, {"max_kvpr": -2.0}, "decline").delta_text() == "the child timed out, no metrics"
     assert Step(bad, ok, {"max_kvpr": 2.0}, "improvement").delta_text() == \
-        "the parent had timeout; the child runs (score 3)"
+        "the parent timed out; the child runs (score 3)"
     assert Step(ok, ok, {"max_kvpr": 0.5, "success_rate": 0.0}, "improvement").delta_text() == \
         "Δmax_kvpr +0.5, Δsuccess_rate +0"
     assert Step(ok, ok, {"max_kvpr": -0.0, "success_rate": -1e-15}, "mixed").delta_text() == \

@@ -448,3 +448,13 @@ def test_a_spent_token_budget_still_adds_a_missing_import_and_skips_a_twins_seco
     generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 300), cycle=False)
     _, records, _ = run(tmp_path / "twin", generator, token_budget=INITIAL_TOKENS + 1)
     assert len(generator.seen) == 1 and records[1]["reason"].startswith("duplicate of it00000")
+
+
+def test_a_restart_that_spends_the_budget_and_copies_the_parent_gets_no_second_ask(tmp_path):
+    # the lane's share is 2,500 tokens: Navigator 430 + first ask 1,300 leave room for the restart (1,500),
+    # which spends it, so the restart's second ask is not asked
+    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(INITIAL), 1100, 400),
+                         reply(fenced(BETTER_PROGRAM), 700, 300), cycle=False)
+    _, records, _ = run(tmp_path, generator, repair_attempts=1, token_budget=INITIAL_TOKENS + 2500)
+    assert len(generator.seen) == 2 and [a["method"] for a in records[1]["attempts"]] == ["restart"]
+    assert records[1]["status"] == "failed" and records[1]["reason"].startswith("duplicate of it00000")
