@@ -28,6 +28,7 @@ from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import clip_to_sentence
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.resources import memory_of, rng_for, task_of
+from contextevolve.nodes.summarize import failure_prefix
 from contextevolve.prompts import navigator as prompt
 from contextevolve.tasks.base import Task
 
@@ -69,9 +70,9 @@ def program_summary(record: ProgramRecord) -> str:
 
 
 def shown_abstract(record: ProgramRecord) -> str:
-    """The abstract without the ``FAILED (status): `` prefix that :func:`program_summary` already says."""
-    prefix = f"FAILED ({record.status}): "
-    return record.abstract[len(prefix):] if record.abstract.startswith(prefix) else record.abstract
+    """The abstract without the failure prefix (:func:`~contextevolve.nodes.summarize.failure_prefix`) whose
+    status :func:`program_summary` already says."""
+    return record.abstract.removeprefix(failure_prefix(record.status))
 
 
 def rollout(records: list[ProgramRecord], task: Task) -> list[Step]:

@@ -54,10 +54,15 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
     return text or EMPTY_ABSTRACT, reply.usage
 
 
+def failure_prefix(status: str) -> str:
+    """How :func:`failure_abstract` begins, e.g. ``"FAILED (timeout): "``."""
+    return f"FAILED ({status}): "
+
+
 def failure_abstract(status: str, reason: str, guidance: str) -> str:
     """The abstract of a child that never ran to completion: its failure and the idea it tried."""
     idea = f" Idea it tried: {clip_to_sentence(guidance, IDEA_CHARS)}" if guidance else ""
-    return f"FAILED ({status}): {reason[:REASON_CHARS]}.{idea}"
+    return f"{failure_prefix(status)}{reason[:REASON_CHARS]}.{idea}"
 
 
 def repair_note(child: ProgramRecord) -> str:
