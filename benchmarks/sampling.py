@@ -33,13 +33,16 @@ abstracts and scores the stored request holds: they measure what that context bu
 A configuration is ``NAME=`` (the defaults: for the embedded model its recommended top_p 0.8 and
 top_k 20; ``top_p=0.95,top_k=40`` are llama-cpp-python's server defaults) or ``NAME=key=value,...`` with keys
 ``temperature`` (the Generator's), ``top_p``, ``top_k`` and ``mutation`` (1: the request also names
-one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, iteration)``).
+one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, iteration)``) and ``direction``
+(0: the stored request without its ``## Direction`` section, the Navigator's guidance: what the Generator is
+sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -57,7 +60,8 @@ from contextevolve.prompts.generator import edit_format, mutation_for, reask_mes
 from contextevolve.tasks.prechecks import precheck  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
 
-KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str}
+KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
+        "direction": int}
 REASKS = ("fresh", "edits", "followup")
 FIRSTS = ("stored", "fresh", "guided")
 REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes")
@@ -97,7 +101,8 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict]]:
     """Every first-attempt Generator request of a one-lane run as ``(iteration, n, row, parent)``:
     ``n`` counts the iteration's Generator requests from 0, ``row`` is the transcript row, ``parent``
     the child's parent record. An iteration starts at its Navigator request (runs with the Navigator
-    on); the transcript's rows come in request order.
+    on); the first iteration, whose Navigator has no step to be asked about and is not asked, at the run's
+    first Generator request. The transcript's rows come in request order.
 
     Raises:
         SystemExit: the run has no transcript (it was not recorded with ``--log-prompts``).
@@ -110,9 +115,9 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict]]:
     by_id = {r["id"]: r for r in records.values()}
     asks, iteration, n = [], 0, 0
     for row in rows:
-        if row["role"] == "navigator" and row["attempt"] == 1:
+        if row["attempt"] == 1 and (row["role"] == "navigator" or (row["role"] == "generator" and iteration == 0)):
             iteration, n = iteration + 1, 0
-        elif row["role"] == "generator" and row["attempt"] == 1 and iteration in records and iteration > 0:
+        if row["role"] == "generator" and row["attempt"] == 1 and iteration in records and iteration > 0:
             asks.append((iteration, n, row, by_id[records[iteration]["parent_id"]]))
             n += 1
     return asks
@@ -178,6 +183,20 @@ def first_messages(kind: str, prompt: dict, task, sample: int, mode: str) -> lis
     return reask_messages(task.description, prompt["parent"], change, task.higher_is_better, mode)
 
 
+def without_direction(messages: list) -> list:
+    """``messages`` with the ``## Direction`` section taken out of the last one (the guidance is one line,
+    whitespace collapsed by ``llm.parsing.clip_to_sentence``), as ``prompts.generator.messages`` renders a
+    request with no guidance.
+
+    Raises:
+        SystemExit: the request has no such section.
+    """
+    content, count = re.subn(r"## Direction\n[^\n]*\n\n(?=## )", "", messages[-1].content)
+    if not count:
+        raise SystemExit("direction=0: a stored request without a '## Direction' section")
+    return [*messages[:-1], HumanMessage(content)]
+
+
 def _temperature(values: dict) -> float:
     return values.get("temperature", RunContext().llm.temperature_for("generator"))
 
@@ -188,6 +207,8 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int, mode: s
     messages = _messages(prompt["messages"])
     if values.get("first", "stored") != "stored":
         messages = first_messages(values["first"], prompt, task, sample, mode)
+    if values.get("direction", 1) == 0:
+        messages = without_direction(messages)
     if values.get("mutation"):
         step = named_step(mutation_for(sample, prompt["iteration"]))
         messages = [*messages[:-1], HumanMessage(f"{messages[-1].content} {step}")]

@@ -31,19 +31,21 @@ def fenced(code: str) -> str:
 
 
 class ScriptedModel(GenericFakeChatModel):
-    """GenericFakeChatModel that also records the prompts it received."""
+    """GenericFakeChatModel that also records the prompts it received and each request's stop sequences."""
 
     seen: list = []
+    stops: list = []
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
         self.seen.append(messages)
+        self.stops.append(stop)
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
 def scripted(*replies: AIMessage, cycle: bool = True) -> ScriptedModel:
     """A fake model answering ``replies`` in order (cycling forever when ``cycle``)."""
     stream = itertools.cycle(replies) if cycle else iter(replies)
-    return ScriptedModel(messages=stream, seen=[])
+    return ScriptedModel(messages=stream, seen=[], stops=[])
 
 
 def default_models() -> dict[str, ScriptedModel]:

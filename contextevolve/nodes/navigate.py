@@ -13,6 +13,12 @@ probability proportional to ``RunContext.search.category_weights`` (p(Δs) of Eq
 
 A reply the endpoint keeps garbling (unreadable, empty) after the retries means no guidance
 this iteration, as when the Navigator is ablated; the run goes on.
+
+With no step yet (the first iteration: the buffer holds only the initial program) the agent is not asked.
+Its guidance is distilled from the steps (the paper's Eq. 5); without any, the embedded model's replies
+restated the task and the parent, which the Generator reads anyway, and the call cost ~20 s of the
+iteration a new user waits for first. The iteration goes on without guidance, as when the Navigator is
+ablated.
 """
 
 from __future__ import annotations
@@ -122,6 +128,8 @@ def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     parent = memory.buffer.require(state.parent_id)
     steps = sample_steps(rollout(memory.buffer.committed(), task), ctx.search.num_trajectories,
                          ctx.search.category_weights, rng_for(ctx, state.iteration, "navigate"))
+    if not steps:
+        return {"guidance": "", "trajectory_ids": []}
     metric_names = ", ".join(f"{m.name} {'higher' if m.higher_is_better else 'lower'} is better"
                              for m in task.metrics)
     programs = {}

@@ -7,7 +7,9 @@ offered because a broken implementation of a good idea can seed a breakthrough (
 §Takeaways c). ``top_score`` offers only the best-scoring programs (the ablated
 takeaway). The Sampler agent then picks ``num_exemplars``; its JSON reply is parsed
 tolerantly and an unusable reply (also one the endpoint keeps garbling after the retries)
-falls back to the retrieval order. When there are no
+falls back to the retrieval order. The reply is cut where its list of picks closes
+(:data:`STOP_AFTER_PICKS`): the "why" the prompt asks for comes after the list, so it cannot change the
+picks, and nothing reads it. When there are no
 more candidates than exemplars the agent is not called, and at most ceil(k/2) of them
 may be failed programs (with a weak model, all-failed exemplars were copied bug for bug).
 """
@@ -27,6 +29,13 @@ from contextevolve.memory.vectors import Candidate
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import sampler as prompt
 from contextevolve.tasks.base import Task
+
+STOP_AFTER_PICKS = ["]"]
+"""Stop sequence of the Sampler's request: the endpoint ends the reply at the ``]`` that closes
+``"exemplars": [...``. The prompt still asks for a "why" after the list (a reply then reads as the agent was
+asked to answer), but a model decodes left to right, so the picks before the cut are the ones the whole reply
+would hold (same prompt, same seed), and no node reads the reason. On the embedded model the "why" filled the
+rest of the 80-token cap in every stored reply (~65 tokens, about 6 s of decoding per Sampler call)."""
 
 
 def top_scoring(memory: RunMemory, task: Task, n: int, exclude: set[str]) -> list[Candidate]:
@@ -49,14 +58,16 @@ def retrieve(memory: RunMemory, query: str, ctx: RunContext, exclude: set[str]) 
 def parse_choice(text: str, n_candidates: int, k: int) -> list[int] | None:
     """0-based candidate indices chosen in the Sampler's reply, or None if unusable.
 
-    Accepts ``{"exemplars": [2, 5]}``, strings like ``"[2]"`` inside it, or bare numbers.
+    Accepts ``{"exemplars": [2, 5]}``, strings like ``"[2]"`` inside it, a reply cut at the list's
+    ``]`` (``{"exemplars": [2, 5``: the numbers after the key, :data:`STOP_AFTER_PICKS`), or bare numbers.
     """
     data = parse_json_object(text)
     raw = data.get("exemplars") if isinstance(data, dict) else None
     if isinstance(raw, (int, str)):
         raw = [raw]
     if not isinstance(raw, list):
-        raw = re.findall(r"\d+", text)
+        _, key, after = text.rpartition("exemplars")
+        raw = re.findall(r"\d+", after if key else text)
     picks: list[int] = []
     for item in raw:
         match = re.search(r"\d+", str(item))
@@ -88,7 +99,7 @@ def sample(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k,
         task.higher_is_better)
     try:
-        reply = call_role("sampler", messages, ctx, json_mode=True)
+        reply = call_role("sampler", messages, ctx, json_mode=True, stop=STOP_AFTER_PICKS)
         text, usage = reply.text, reply.usage
     except MalformedReply as exc:
         text, usage = "", exc.usage

@@ -70,6 +70,8 @@ def test_identical_child_is_rejected():
     ('Sure! ```json\n{"exemplars": ["[3]", "1"], "why": "x"}\n```', [2, 0]),
     ('{"exemplars": 4}', [3]),
     ("I pick 2 and 9 and 2", [1]),
+    ('{\n  "exemplars": [2, 5', [1, 4]),  # cut at the list's end (the Sampler's stop sequence)
+    ('{"why": "1 is old", "exemplars": [3, 4', [2, 3]),  # only the numbers after the key
     ("nothing useful", None),
 ])
 def test_sampler_reply_parsed_tolerantly(text, expected):

@@ -14,7 +14,7 @@ from contextevolve.nodes.generate import generate
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import Step, navigate, rollout, sample_steps
 from contextevolve.nodes.resources import rng_for
-from contextevolve.nodes.sample import sample
+from contextevolve.nodes.sample import STOP_AFTER_PICKS, sample
 from contextevolve.nodes.select_parent import select_parent
 from contextevolve.nodes.summarize import summarize
 from contextevolve.nodes.update_buffer import update_buffer
@@ -138,8 +138,16 @@ def test_step_delta_text_names_the_failed_side():
         "Δmax_kvpr +0, Δsuccess_rate +0"
 
 
-def test_navigate_variants_and_ablation(seeded, ctx, models):
+def test_navigate_asks_nothing_before_the_first_step(seeded, ctx, models):
+    """Only the initial program: no step to distil guidance from, so no call and no guidance."""
     state, _ = seeded
+    update = run_node(navigate, replace(state, parent_id="it00000", iteration=1), ctx)
+    assert update == {"guidance": "", "trajectory_ids": []} and models["navigator"].seen == []
+
+
+def test_navigate_variants_and_ablation(seeded, ctx, models):
+    state, memory = seeded
+    add_program(memory, 1)
     state = replace(state, parent_id="it00000")
     run_node(navigate, state, replace(ctx, guidance_variant="implementation"))
     assert "implementation plan" in models["navigator"].seen[-1][1].content
@@ -172,6 +180,17 @@ def test_top_score_variant_and_ablation_skip_failed_programs(seeded, ctx, models
     calls = len(models["sampler"].seen)
     off = run_node(sample, state, replace(ctx, sampler_enabled=False, num_exemplars=2))
     assert off["exemplar_ids"] == ["it00004", "it00003"] and len(models["sampler"].seen) == calls
+
+
+def test_sampler_reply_is_cut_where_its_picks_end(seeded, ctx, models):
+    """The request stops at the ``]`` closing the picks; the cut reply still chooses them."""
+    state, memory = seeded
+    for n in range(1, 5):
+        add_program(memory, n)
+    models["sampler"].messages = iter([reply('{\n  "exemplars": [3, 2')])
+    update = run_node(sample, replace(state, parent_id="it00000"), replace(ctx, num_exemplars=2))
+    assert models["sampler"].stops[-1] == STOP_AFTER_PICKS == ["]"]
+    assert update["exemplar_ids"] == [update["candidate_ids"][2], update["candidate_ids"][1]]
 
 
 def test_unusable_sampler_reply_falls_back_to_retrieval_order(seeded, ctx, models):

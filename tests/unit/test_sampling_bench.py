@@ -42,6 +42,31 @@ def test_first_prompts_take_the_first_generator_ask_after_each_navigator_request
     assert [(p["parent"], p["parent_score"]) for p in found] == [("P0", 1.0), ("P1", 2.0)]
 
 
+def test_the_first_iteration_needs_no_navigator_request(tmp_path):
+    """A run's first Navigator has no step and is not asked: iteration 1 starts at the first Generator ask."""
+    def row(role, text):
+        return json.dumps({"role": role, "attempt": 1, "messages": [{"type": "human", "content": text}]})
+
+    rows = [row("summarizer", "s0"), row("generator", "first 1"), row("generator", "reask 1"), row("summarizer", "s1"),
+            row("navigator", "n2"), row("generator", "first 2")]
+    (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
+    programs = [{"id": f"it0000{n}", "iteration": n, "parent_id": None if n == 0 else "it00000", "source": f"P{n}",
+                 "combined_score": 1.0} for n in range(3)]
+    (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
+    found = bench.first_prompts(tmp_path)
+    assert [(p["iteration"], p["messages"][0]["content"]) for p in found] == [(1, "first 1"), (2, "first 2")]
+
+
+def test_direction_0_takes_the_guidance_out_of_the_stored_request():
+    from langchain_core.messages import HumanMessage
+
+    stored = [HumanMessage("## Task\nT\n\n## Current program\nP\n\n## Direction\nGo left. Then right.\n\n## Your job\nJ")]
+    assert bench.without_direction(stored)[0].content == "## Task\nT\n\n## Current program\nP\n\n## Your job\nJ"
+    with pytest.raises(SystemExit, match="Direction"):
+        bench.without_direction([HumanMessage("## Task\nT\n\n## Your job\nJ")])
+    assert bench.parse_config("bare=direction=0") == ("bare", {"direction": 0})
+
+
 def test_a_first_ask_in_the_short_form_names_a_mutation_or_the_stored_guidance():
     task = get_task("model_placement")
     prompt = {"iteration": 3, "parent": INITIAL, "guidance": "Place the largest models first.",

@@ -1,0 +1,108 @@
+"""What cutting the Sampler's reply where its list of picks closes saves: a paired replay of stored requests.
+
+Takes the Sampler requests of runs recorded with ``--log-prompts`` (``RUN_DIR/prompts.jsonl``, first attempts)
+and sends each twice, with the same seed and the run's Sampler settings (JSON mode, temperature, cap):
+``whole``, as runs sent them before (the reply goes on with its "why" until the cap), and ``cut``, with the
+stop sequence runs send now (``contextevolve.nodes.sample.STOP_AFTER_PICKS``). The two alternate request by
+request, so a noisy machine slows them alike. Both replies are parsed as a run parses them
+(``nodes.sample.parse_choice``): the picks should agree, since the cut only drops what follows them.
+
+Prints per form: requests, completion tokens and seconds (sums and per request), and how many pairs chose
+the same exemplars; writes every pair to ``--out`` (JSON).
+
+Usage:
+    python benchmarks/sampler_stop.py RUN_DIR [RUN_DIR ...] [--limit N] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
+
+from contextevolve.graph.context import RunContext  # noqa: E402
+from contextevolve.llm import transcript  # noqa: E402
+from contextevolve.llm.calls import call_role  # noqa: E402
+from contextevolve.nodes.sample import STOP_AFTER_PICKS, parse_choice  # noqa: E402
+
+
+def sampler_requests(run_dir: Path) -> list[dict]:
+    """The first-attempt Sampler requests of a run, with the number of candidates each listed.
+
+    Raises:
+        SystemExit: the run has no transcript (it was not recorded with ``--log-prompts``).
+    """
+    try:
+        rows = transcript.read(run_dir)
+    except FileNotFoundError as exc:
+        raise SystemExit(str(exc)) from None
+    requests = []
+    for row in rows:
+        if row["role"] == "sampler" and row["attempt"] == 1:
+            user = row["messages"][-1]["content"]
+            k = int(re.search(r"Choose the (\d+) candidates", user).group(1))
+            n = len(re.findall(r"^\[\d+\] status=", user, flags=re.MULTILINE))
+            requests.append({"run": run_dir.name, "messages": row["messages"], "k": k, "candidates": n})
+    return requests
+
+
+FLUSH = [HumanMessage("Say OK.")]
+"""A one-line request sent before each timed one: a server reuses the prefix a request shares with the request
+just before it, so without it the second form of a pair would skip reading the prompt the first one read (in a
+run the Sampler's previous request is another prompt)."""
+
+
+def ask(messages: list, seed: int, stop: list[str] | None) -> dict:
+    """One Sampler request as a run sends it (``call_role``: JSON mode, a reply cut at the cap kept), to the
+    embedded model or the endpoint the environment names, after :data:`FLUSH`."""
+    call_role("sampler", FLUSH, RunContext(max_tokens={"sampler": 1}, max_retries=0))
+    start = time.perf_counter()
+    reply = call_role("sampler", messages, RunContext(seed=seed, max_retries=0), json_mode=True, stop=stop)
+    return {"seconds": time.perf_counter() - start, "text": reply.text,
+            "completion": reply.usage.get("sampler", {}).get("completion", 0)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--limit", type=int, help="first N Sampler requests of each run")
+    parser.add_argument("--out", type=Path, default=Path("runs/sampler_stop.json"))
+    args = parser.parse_args()
+    pairs = []
+    for run_dir in args.runs:
+        for n, request in enumerate(sampler_requests(run_dir)[:args.limit]):
+            kinds = {"system": SystemMessage}
+            messages = [kinds.get(m["type"], HumanMessage)(m["content"]) for m in request["messages"]]
+            pair = {"run": request["run"], "n": n}
+            for form, stop in (("whole", None), ("cut", STOP_AFTER_PICKS)):
+                pair[form] = ask(messages, seed=n, stop=stop)
+                pair[form]["picks"] = parse_choice(pair[form]["text"], request["candidates"], request["k"])
+            pairs.append(pair)
+            print(f"{pair['run']} #{n}: whole {pair['whole']['picks']} {pair['whole']['completion']} tokens "
+                  f"{pair['whole']['seconds']:.1f} s | cut {pair['cut']['picks']} {pair['cut']['completion']} tokens "
+                  f"{pair['cut']['seconds']:.1f} s {pair['cut']['text']!r}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(pairs, indent=2))
+    print("\n| form | requests | completion tokens / request | s / request (median) | s in all |")
+    print("|---|---|---|---|---|")
+    for form in ("whole", "cut"):
+        seconds = [p[form]["seconds"] for p in pairs]
+        tokens = [p[form]["completion"] for p in pairs]
+        print(f"| {form} | {len(pairs)} | {sum(tokens) / max(len(pairs), 1):.0f} | "
+              f"{sum(seconds) / max(len(pairs), 1):.1f} ({statistics.median(seconds) if seconds else 0:.1f}) | "
+              f"{sum(seconds):.0f} |")
+    same = sum(p["whole"]["picks"] == p["cut"]["picks"] for p in pairs)
+    print(f"same picks in {same} of {len(pairs)} pairs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
