@@ -35,7 +35,8 @@ top_k 20; ``top_p=0.95,top_k=40`` are llama-cpp-python's server defaults) or ``N
 ``temperature`` (the Generator's), ``top_p``, ``top_k`` and ``mutation`` (1: the request also names
 one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, iteration)``) and ``direction``
 (0: the stored request without its ``## Direction`` section, the Navigator's guidance: what the Generator is
-sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``).
+sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``) and ``nodoc`` (1: every
+```python block of the request shown without its docstrings, :func:`prompts.generator.without_docstrings`).
 """
 
 from __future__ import annotations
@@ -56,12 +57,13 @@ from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
 from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
 from contextevolve.llm import transcript  # noqa: E402
 from contextevolve.nodes.ask import REASK_HOTTER  # noqa: E402
-from contextevolve.prompts.generator import edit_format, mutation_for, reask_messages  # noqa: E402
+from contextevolve.prompts.generator import (  # noqa: E402
+    edit_format, mutation_for, reask_messages, without_docstrings)
 from contextevolve.tasks.prechecks import precheck  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
-        "direction": int}
+        "direction": int, "nodoc": int}
 REASKS = ("fresh", "edits", "followup")
 FIRSTS = ("stored", "fresh", "guided")
 REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes")
@@ -197,6 +199,14 @@ def without_direction(messages: list) -> list:
     return [*messages[:-1], HumanMessage(content)]
 
 
+def without_docstring_blocks(messages: list) -> list:
+    """``messages`` with every fenced ``python`` block of the last one shown without its docstrings."""
+    def strip(match: re.Match) -> str:
+        return f"```python\n{without_docstrings(match.group(1))}```"
+
+    return [*messages[:-1], HumanMessage(re.sub(r"```python\n(.*?)```", strip, messages[-1].content, flags=re.S))]
+
+
 def _temperature(values: dict) -> float:
     return values.get("temperature", RunContext().llm.temperature_for("generator"))
 
@@ -209,6 +219,8 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int, mode: s
         messages = first_messages(values["first"], prompt, task, sample, mode)
     if values.get("direction", 1) == 0:
         messages = without_direction(messages)
+    if values.get("nodoc"):
+        messages = without_docstring_blocks(messages)
     if values.get("mutation"):
         step = named_step(mutation_for(sample, prompt["iteration"]))
         messages = [*messages[:-1], HumanMessage(f"{messages[-1].content} {step}")]

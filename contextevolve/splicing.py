@@ -74,6 +74,8 @@ def _keep_docstring(text: str, node: ast.stmt, parent_tree: ast.Module, span: tu
     if at >= len(lines):
         return text
     indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
+    while at > 1 and lines[at - 1].lstrip().startswith("#"):  # above the comments that open the body
+        at -= 1
     doc_lines = parent_lines[doc.lineno - 1:doc.end_lineno or doc.lineno]
     old_indent = doc_lines[0][:len(doc_lines[0]) - len(doc_lines[0].lstrip())]
     moved = [indent + line[len(old_indent):] if line.startswith(old_indent) else line for line in doc_lines]
@@ -172,4 +174,28 @@ def apply_functions(parent: str, reply: str) -> str:
         lines.insert(first_replaced, block)
     if imports:
         lines.insert(min(import_at, first_replaced), "".join(imports))
+    return "".join(lines)
+
+
+def restore_docstrings(parent: str, child: str) -> str:
+    """``child`` with the docstring of the parent's top-level def/class of the same name put back into each
+    of the child's that has none (a one-line def is left as it is).
+
+    The Generator is shown programs without docstrings (:func:`contextevolve.nodes.compose.shown`), so a
+    rewrite written from that view would drop them; this keeps the evolved program documented, as the
+    ``functions`` splice does, without the model reading or writing them. Either program not parsing
+    returns ``child`` unchanged (:func:`~contextevolve.editing.build_child` reports a syntax error).
+    """
+    try:
+        parent_tree, child_tree = ast.parse(parent), ast.parse(child)
+    except SyntaxError:
+        return child
+    parent_lines = parent.splitlines(keepends=True)
+    spans = {node.name: _span(node) for node in parent_tree.body if isinstance(node, _DEFINITION)}
+    lines = child.splitlines(keepends=True)
+    for node in reversed(child_tree.body):  # bottom up: an insertion does not move the nodes still to come
+        if isinstance(node, _DEFINITION) and node.name in spans:
+            start, end = _span(node)
+            lines[start:end] = [_keep_docstring("".join(lines[start:end]), node, parent_tree, spans[node.name],
+                                                parent_lines)]
     return "".join(lines)

@@ -27,10 +27,18 @@ from contextevolve.tasks.base import Task
 
 
 def shown(ctx: RunContext, source: str) -> str:
-    """``source`` as the Generator sees it: in ``functions`` mode without docstrings (the splice keeps
-    the parent's docstring of a function the reply rewrites without one, so the model need neither read
-    nor write them again), else as it is."""
-    return prompt.without_docstrings(source) if ctx.search.generation_mode == "functions" else source
+    """``source`` as the Generator sees it: without docstrings (:func:`prompts.generator.without_docstrings`)
+    in ``functions`` mode, and in ``full`` mode with ``search.docstrings_shown`` off; else as it is (``diff``
+    mode's SEARCH parts must match the program as it is).
+
+    Why: a small model copies what it is shown, so every rewrite repeats the docstrings, 27-45 % of the
+    built-in tasks' initial programs by characters, at 10-13 decoded tokens per second. A child keeps its
+    parent's docstrings all the same (:func:`contextevolve.splicing.restore_docstrings` for a rewrite, the
+    splice in ``functions`` mode). In ``full`` mode they stay shown by default: without them the embedded
+    model copied its parent more often (docs/results.md, "Programs shown without docstrings")."""
+    mode = ctx.search.generation_mode
+    hidden = mode == "functions" or (mode == "full" and not ctx.search.docstrings_shown)
+    return prompt.without_docstrings(source) if hidden else source
 
 
 def _section(ctx: RunContext, n: int, ex: ProgramRecord, with_code: bool) -> str:

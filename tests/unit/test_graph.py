@@ -40,21 +40,27 @@ def test_a_run_pauses_before_generate_shows_the_guidance_and_resumes(tmp_path, m
     from contextevolve.graph.context import RunContext
     from contextevolve.memory.store import close_memory, open_memory
 
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=lanes, lanes=lanes, eval_workers=lanes,
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2 * lanes, lanes=lanes, eval_workers=lanes,
                      max_retries=0, repair_attempts=0)
     graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
     try:
         graph.invoke({}, config, context=ctx, interrupt_before=["generate"])
+        first = graph.get_state(config)
+        assert first.next == ("generate",) * lanes
+        # the first round has no step to learn from: the Navigator is not asked
+        assert all(v["guidance"] == "" and v["parent_id"] == "it00000" for v in first.values["lanes"])
+        assert open_memory(ctx.run_dir).buffer.count() == 1  # no child written before generate
+        graph.invoke(None, config, context=ctx, interrupt_before=["generate"])
         paused = graph.get_state(config)
         assert paused.next == ("generate",) * lanes
         waiting = paused.values["lanes"]
         assert [v["lane"] for v in waiting] == list(range(lanes))
-        assert all(v["phase"] == "compose" and v["guidance"] and v["parent_id"] == "it00000" for v in waiting)
-        assert open_memory(ctx.run_dir).buffer.count() == 1  # no child written before generate
+        assert all(v["phase"] == "compose" and v["guidance"] for v in waiting)
+        assert open_memory(ctx.run_dir).buffer.count() == 1 + lanes
         graph.invoke(None, config, context=ctx)
         done = graph.get_state(config)
-        assert done.next == () and done.values["iteration"] == lanes and done.values["lanes"] == []
-        children = [open_memory(ctx.run_dir).buffer.require(f"it{n:05d}") for n in range(1, lanes + 1)]
+        assert done.next == () and done.values["iteration"] == 2 * lanes and done.values["lanes"] == []
+        children = [open_memory(ctx.run_dir).buffer.require(f"it{n:05d}") for n in range(lanes + 1, 2 * lanes + 1)]
         assert [c.guidance for c in children] == [v["guidance"] for v in waiting]
         assert [r["child_id"] for r in done.values["last_round"]] == [c.id for c in children]
     finally:
@@ -76,7 +82,8 @@ def test_phase_updates_stream_with_their_content(tmp_path, models):
     phases = [next(iter(u)) for u in updates]
     assert phases == ["initialize", *LANE_PHASES, "update_buffer"]
     by_phase = {next(iter(u)): next(iter(u.values())) for u in updates}
-    assert by_phase["navigate"]["lanes"][0]["guidance"]
+    assert by_phase["navigate"]["lanes"][0]["guidance"] == ""  # no step yet: the Navigator is not asked
+    assert by_phase["select_parent"]["lanes"][0]["parent_id"] == "it00000"
     assert by_phase["generate"]["lanes"][0]["child_id"] == "it00001"
     assert by_phase["summarize"]["lane_results"][0]["child_id"] == "it00001"
 
@@ -289,7 +296,8 @@ def test_a_person_can_edit_the_guidance_before_generate(tmp_path, models):
         paused = graph.get_state(config)
         asked = sorted(paused.interrupts, key=lambda i: i.value["lane"])
         assert [i.value["child_id"] for i in asked] == ["it00001", "it00002"]
-        assert all(i.value["guidance"] == "Balance projected pressure rather than current pressure." for i in asked)
+        # the first round has no step, so no Navigator guidance: a person can still give the lane one
+        assert all(i.value["guidance"] == "" for i in asked)
         edited = "Place the largest models first, each on the GPU with the most free memory."
         graph.invoke(Command(resume={asked[0].id: edited, asked[1].id: None}), config, context=ctx)
         buffer = open_memory(ctx.run_dir).buffer

@@ -265,8 +265,8 @@ def test_navigator_guidance_cut_at_the_cap_ends_on_a_sentence(tmp_path):
     models["navigator"] = scripted(reply("Balance projected pressure. Prefer GPUs with the most free memory "
                                          "when the", 400, 160, finish="length"))
     with use_chat_models(**models):
-        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0)
-    child = json.loads((tmp_path / "r" / "programs.jsonl").read_text().splitlines()[1])
+        evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0)
+    child = json.loads((tmp_path / "r" / "programs.jsonl").read_text().splitlines()[2])  # the first had no step
     assert child["guidance"] == "Balance projected pressure."
 
 

@@ -118,7 +118,21 @@ def test_a_function_rewritten_without_its_docstring_keeps_the_parents():
     assert '"""Sum."""' in own and "Add a and b" not in own
 
 
-def test_in_functions_mode_the_generator_sees_programs_without_docstrings():
+def test_a_rewrite_without_docstrings_gets_the_parents_back():
+    parent = ('"""Module."""\n# EVOLVE-BLOCK-START\ndef solve(a, b):\n    """Add a and b."""\n    # the plain sum\n'
+              '    return a + b\n\n\ndef helper(x):\n    """Double x."""\n    return 2 * x\n# EVOLVE-BLOCK-END\n')
+    reply = ("```python\n# EVOLVE-BLOCK-START\ndef solve(a, b):\n    # the plain sum\n    return b + a\n\n\n"
+             'def helper(x):\n    """Twice x."""\n    return x + x\n\n\ndef extra():\n    return 0\n# EVOLVE-BLOCK-END\n```')
+    child = build_child(parent, reply, "full")
+    assert child.startswith('"""Module."""\n')  # the fixed part, as the parent has it
+    # the parent's docstring comes back above the comment that opens the body
+    assert 'def solve(a, b):\n    """Add a and b."""\n    # the plain sum\n    return b + a' in child
+    assert '"""Twice x."""' in child and "Double x" not in child  # the reply's own docstring is kept
+    assert "def extra():\n    return 0" in child  # nothing to restore from
+    assert build_child(parent, reply.replace("```python\n", "```python\nimport math\n"), "full").count('"""') == 6
+
+
+def test_the_generator_sees_programs_without_docstrings_in_functions_mode_or_when_asked():
     from contextevolve.graph.context import RunContext
     from contextevolve.memory.records import ProgramRecord
     from contextevolve.nodes.compose import render
@@ -126,7 +140,10 @@ def test_in_functions_mode_the_generator_sees_programs_without_docstrings():
 
     task = get_task("model_placement")
     parent = ProgramRecord(id="it00000", iteration=0, source=INITIAL, abstract="greedy", status="ok")
-    functions = render(RunContext(generation_mode="functions"), task, parent, "", [], set())[-1].content
-    full = render(RunContext(generation_mode="full"), task, parent, "", [], set())[-1].content
-    assert "Returns:" in full and "Returns:" not in functions
-    assert generator.without_docstrings(INITIAL) in functions
+    def shown(mode, docstrings_shown=True):
+        ctx = RunContext(generation_mode=mode, docstrings_shown=docstrings_shown)
+        return render(ctx, task, parent, "", [], set())[-1].content
+
+    assert "Returns:" in shown("full") and "Returns:" in shown("diff", False)  # SEARCH must match the program
+    for hidden in (shown("functions"), shown("full", False)):
+        assert "Returns:" not in hidden and generator.without_docstrings(INITIAL) in hidden
