@@ -27,7 +27,7 @@ import hashlib
 import re
 
 from contextevolve.replies import BLOCK_END, BLOCK_START, EditError, code_blocks, evolve_region, extract_code
-from contextevolve.splicing import apply_functions, restore_docstrings
+from contextevolve.splicing import apply_functions
 
 __all__ = ["BLOCK_END", "BLOCK_START", "EditError", "apply_diffs", "apply_rewrite", "build_child", "code_blocks",
            "evolve_region", "extract_code", "normalized_code", "parse_diffs"]
@@ -39,9 +39,7 @@ shorter or missing (the embedded model wrote a bare ``SEARCH`` line)."""
 
 
 def apply_rewrite(parent: str, reply: str) -> str:
-    """Child from a full-rewrite ``reply``; respects the parent's EVOLVE-BLOCK markers. A function or class
-    the reply writes without a docstring gets its parent's back (the Generator is shown programs without
-    docstrings: :func:`contextevolve.splicing.restore_docstrings`).
+    """Child from a full-rewrite ``reply``; respects the parent's EVOLVE-BLOCK markers.
 
     Raises:
         EditError: no code in the reply, or only a fragment of the block (none of the top-level
@@ -51,7 +49,7 @@ def apply_rewrite(parent: str, reply: str) -> str:
     code = extract_code(reply)
     region = evolve_region(parent)
     if region is None:
-        return restore_docstrings(parent, code)
+        return code
     inner = evolve_region(code)
     if inner:
         body = code[inner[0]:inner[1]]
@@ -64,7 +62,7 @@ def apply_rewrite(parent: str, reply: str) -> str:
     if wanted and not wanted & _defined(body):
         raise EditError(f"the reply is a fragment, not the whole program: it defines none of "
                         f"{', '.join(sorted(wanted))}; reply with SEARCH/REPLACE edits or the complete program")
-    return restore_docstrings(parent, parent[:region[0]] + body.rstrip("\n") + "\n\n\n" + parent[region[1]:])
+    return parent[:region[0]] + body.rstrip("\n") + "\n\n\n" + parent[region[1]:]
 
 
 def _defined(code: str) -> set[str]:

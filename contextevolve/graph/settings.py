@@ -115,7 +115,7 @@ class SearchSettings:
     """Show the Generator (and a restart) each program with its docstrings in ``full`` mode. False: without
     them, as ``functions`` mode always does and ``diff`` mode never does (its SEARCH parts must match the
     program as it is); a rewrite then gets its parent's docstrings back
-    (:func:`contextevolve.splicing.restore_docstrings`). True by default: on 16 stored first asks
+    (:func:`contextevolve.splicing.restore_docstrings`, in :func:`contextevolve.nodes.ask.ask_generator`). True by default: on 16 stored first asks
     (docs/results.md) hiding them cut the replies from 532 to 290 tokens (76 to 45 s) but made 9 twins of
     the parent against 4, and 3 valid children against 4."""
     stop_at_code_end: bool = True

@@ -23,6 +23,7 @@ from contextevolve.memory.records import FailureKind, ProgramRecord
 from contextevolve.memory.store import RunMemory
 from contextevolve.prompts.generator import mutation_for, stop_after_code
 from contextevolve.roles import Role, TokenUsage, booked_as
+from contextevolve.splicing import restore_docstrings
 from contextevolve.tasks.base import Task
 
 REPLY_EXCERPT = 600
@@ -148,6 +149,8 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, *, base: 
     usage = booked_as(reply.usage, book)
     try:
         source = build_child(base, reply.text, mode, truncated=reply.truncated)
+        if mode == "full" and not ctx.search.docstrings_shown:  # written from a view without them
+            source = restore_docstrings(base, source)
     except EditError as exc:  # the model's fault
         if exc.unchanged:
             return Outcome(source=base, text=reply.text, usage=usage, unchanged=True)

@@ -35,7 +35,7 @@ STOP_AFTER_PICKS = ["]"]
 ``"exemplars": [...``. The prompt still asks for a "why" after the list (a reply then reads as the agent was
 asked to answer), but a model decodes left to right, so the picks before the cut are the ones the whole reply
 would hold (same prompt, same seed), and no node reads the reason. On the embedded model the "why" filled the
-rest of the 80-token cap in every stored reply (~65 tokens, about 6 s of decoding per Sampler call)."""
+rest of the 80-token cap in the stored replies (~60 tokens, 7.5 s of a 21 s Sampler call, docs/results.md)."""
 
 
 def top_scoring(memory: RunMemory, task: Task, n: int, exclude: set[str]) -> list[Candidate]:

@@ -84,29 +84,39 @@ def test_a_served_run_pauses_before_generate_shows_the_guidance_and_completes(se
     client = get_sync_client(url=server, timeout=120)
     thread = client.threads.create()["thread_id"]
     run_dir = tmp_path / "run"
-    context = {"run_dir": str(run_dir), "max_iterations": lanes, "parallelism": {"lanes": lanes, "eval_workers": lanes},
+    context = {"run_dir": str(run_dir), "max_iterations": 2 * lanes,
+               "parallelism": {"lanes": lanes, "eval_workers": lanes},
                "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"}, "max_retries": 0},
                "search": {"repair_attempts": 0}}
     client.runs.wait(thread, "contextevolve", input={}, context=context, interrupt_before=["generate"])
+    first = client.threads.get_state(thread)
+    assert first["next"] == ["generate"] * lanes
+    # the first round has no step to learn from: the Navigator is not asked, the guidance is empty
+    assert all(v["parent_id"] == "it00000" and v["guidance"] == "" for v in first["values"]["lanes"])
+    assert endpoint.requests(model="gen") == 0  # paused before any generation
+    client.runs.wait(thread, "contextevolve", input=None, context=context, interrupt_before=["generate"])
     paused = client.threads.get_state(thread)
     assert paused["next"] == ["generate"] * lanes
     waiting = paused["values"]["lanes"]
     assert [v["lane"] for v in waiting] == list(range(lanes))
-    assert all(v["phase"] == "compose" and v["parent_id"] == "it00000" for v in waiting)
+    assert all(v["phase"] == "compose" for v in waiting)
     assert all(v["guidance"].startswith("Greedy placement by KVPR") for v in waiting)  # the fake navigator's
-    assert endpoint.requests(model="gen") == 0  # paused before any generation
+    assert endpoint.requests(model="gen") == lanes  # the first round's only
 
     client.runs.wait(thread, "contextevolve", input=None, context=context)
     done = client.threads.get_state(thread)
-    assert done["next"] == [] and done["values"]["iteration"] == lanes
-    assert endpoint.requests(model="gen") == lanes
+    assert done["next"] == [] and done["values"]["iteration"] == 2 * lanes
+    # the fake Generator writes one program: the second round's first versions are twins, asked again
+    assert endpoint.requests(model="gen") >= 2 * lanes
     buffer = EvolveBuffer(run_dir / "buffer.sqlite")
     try:
-        children = [buffer.require(f"it{n:05d}") for n in range(1, lanes + 1)]
+        first_round = [buffer.require(f"it{n:05d}") for n in range(1, lanes + 1)]
+        children = [buffer.require(f"it{n:05d}") for n in range(lanes + 1, 2 * lanes + 1)]
     finally:
         buffer.close()
+    assert all(c.status == "ok" and c.guidance == "" for c in first_round)
     assert [c.guidance for c in children] == [v["guidance"] for v in waiting]
-    assert all(c.status == "ok" and c.committed for c in children)
+    assert all(c.committed for c in children)
     assert [r["child_id"] for r in done["values"]["last_round"]] == [c.id for c in children]
 
 

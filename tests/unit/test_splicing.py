@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from langchain_core.messages import HumanMessage
+
 from contextevolve.editing import EditError, build_child
+from contextevolve.llm.models import use_chat_models
 from contextevolve.prompts import generator, repair
 from contextevolve.splicing import apply_functions
-from tests.fakes import INITIAL
+from tests.fakes import INITIAL, reply, scripted
 
 PARENT = '''"""A program with fixed parts around its block."""
 import math
@@ -119,17 +122,32 @@ def test_a_function_rewritten_without_its_docstring_keeps_the_parents():
 
 
 def test_a_rewrite_without_docstrings_gets_the_parents_back():
+    from contextevolve.splicing import restore_docstrings
+
     parent = ('"""Module."""\n# EVOLVE-BLOCK-START\ndef solve(a, b):\n    """Add a and b."""\n    # the plain sum\n'
               '    return a + b\n\n\ndef helper(x):\n    """Double x."""\n    return 2 * x\n# EVOLVE-BLOCK-END\n')
     reply = ("```python\n# EVOLVE-BLOCK-START\ndef solve(a, b):\n    # the plain sum\n    return b + a\n\n\n"
              'def helper(x):\n    """Twice x."""\n    return x + x\n\n\ndef extra():\n    return 0\n# EVOLVE-BLOCK-END\n```')
-    child = build_child(parent, reply, "full")
+    child = restore_docstrings(parent, build_child(parent, reply, "full"))
     assert child.startswith('"""Module."""\n')  # the fixed part, as the parent has it
     # the parent's docstring comes back above the comment that opens the body
     assert 'def solve(a, b):\n    """Add a and b."""\n    # the plain sum\n    return b + a' in child
     assert '"""Twice x."""' in child and "Double x" not in child  # the reply's own docstring is kept
     assert "def extra():\n    return 0" in child  # nothing to restore from
-    assert build_child(parent, reply.replace("```python\n", "```python\nimport math\n"), "full").count('"""') == 6
+    assert restore_docstrings(parent, "def solve(:\n") == "def solve(:\n"  # does not parse: unchanged
+
+
+def test_with_docstrings_hidden_a_generated_rewrite_keeps_them(tmp_path):
+    from contextevolve.graph.context import RunContext
+    from contextevolve.nodes.ask import Sampling, ask_generator
+
+    parent = '# EVOLVE-BLOCK-START\ndef solve(a, b):\n    """Add a and b."""\n    return a + b\n# EVOLVE-BLOCK-END\n'
+    answer = reply("```python\n# EVOLVE-BLOCK-START\ndef solve(a, b):\n    return b + a\n# EVOLVE-BLOCK-END\n```")
+    for shown_, kept in ((False, True), (True, False)):
+        with use_chat_models(generator=scripted(answer)):
+            out = ask_generator(RunContext(docstrings_shown=shown_, max_retries=0), [HumanMessage("x")],
+                                Sampling(temperature=0.8, seed=1), base=parent, mode="full")
+        assert ('"""Add a and b."""' in out.source) is kept and "return b + a" in out.source
 
 
 def test_the_generator_sees_programs_without_docstrings_in_functions_mode_or_when_asked():
