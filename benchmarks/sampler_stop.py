@@ -38,14 +38,10 @@ def sampler_requests(run_dir: Path) -> list[dict]:
     """The first-attempt Sampler requests of a run, with the number of candidates each listed.
 
     Raises:
-        SystemExit: the run has no transcript (it was not recorded with ``--log-prompts``).
+        FileNotFoundError: the run has no transcript (it was not recorded with ``--log-prompts``).
     """
-    try:
-        rows = transcript.read(run_dir)
-    except FileNotFoundError as exc:
-        raise SystemExit(str(exc)) from None
     requests = []
-    for row in rows:
+    for row in transcript.read(run_dir):
         if row["role"] == "sampler" and row["attempt"] == 1:
             user = row["messages"][-1]["content"]
             k = int(re.search(r"Choose the (\d+) candidates", user).group(1))
@@ -76,9 +72,13 @@ def main() -> int:
     parser.add_argument("--limit", type=int, help="first N Sampler requests of each run")
     parser.add_argument("--out", type=Path, default=Path("runs/sampler_stop.json"))
     args = parser.parse_args()
+    try:
+        runs = {run_dir: sampler_requests(run_dir)[:args.limit] for run_dir in args.runs}
+    except FileNotFoundError as exc:
+        parser.error(str(exc))
     pairs = []
-    for run_dir in args.runs:
-        for n, request in enumerate(sampler_requests(run_dir)[:args.limit]):
+    for run_dir, requests in runs.items():
+        for n, request in enumerate(requests):
             kinds = {"system": SystemMessage}
             messages = [kinds.get(m["type"], HumanMessage)(m["content"]) for m in request["messages"]]
             pair = {"run": request["run"], "n": n}
