@@ -70,7 +70,7 @@ def _keep_docstring(text: str, node: ast.stmt, parent_tree: ast.Module, span: tu
         return text
     start = _span(node)[0]
     lines = text.splitlines(keepends=True)
-    at = first.lineno - 1 - start
+    at = _span(first)[0] - start  # a decorated first statement: above its decorators
     if at >= len(lines):
         return text
     indent = lines[at][:len(lines[at]) - len(lines[at].lstrip())]
@@ -79,7 +79,12 @@ def _keep_docstring(text: str, node: ast.stmt, parent_tree: ast.Module, span: tu
     doc_lines = parent_lines[doc.lineno - 1:doc.end_lineno or doc.lineno]
     old_indent = doc_lines[0][:len(doc_lines[0]) - len(doc_lines[0].lstrip())]
     moved = [indent + line[len(old_indent):] if line.startswith(old_indent) else line for line in doc_lines]
-    return "".join(lines[:at] + moved + lines[at:])
+    restored = "".join(lines[:at] + moved + lines[at:])
+    try:  # e.g. a body on the last line of a multi-line signature: no line of its own to go above
+        ast.parse(restored)
+    except SyntaxError:
+        return text
+    return restored
 
 
 def reply_code(reply: str) -> str:
@@ -179,7 +184,8 @@ def apply_functions(parent: str, reply: str) -> str:
 
 def restore_docstrings(parent: str, child: str) -> str:
     """``child`` with the docstring of the parent's top-level def/class of the same name put back into each
-    of the child's that has none (a one-line def is left as it is).
+    of the child's that has none (a one-line def is left as it is, and so is a definition that would not
+    parse with it). Only top-level definitions: a method's or a nested function's docstring is not restored.
 
     The Generator is shown programs without docstrings (:func:`contextevolve.nodes.compose.shown`), so a
     rewrite written from that view would drop them; this keeps the evolved program documented, as the

@@ -33,7 +33,7 @@ def shown(ctx: RunContext, source: str) -> str:
 
     Why: a small model copies what it is shown, so every rewrite repeats the docstrings, 27-45 % of the
     built-in tasks' initial programs by characters, at 10-13 decoded tokens per second. A child keeps its
-    parent's docstrings all the same (:func:`contextevolve.splicing.restore_docstrings` for a rewrite, the
+    parent's top-level docstrings all the same (:func:`contextevolve.splicing.restore_docstrings` for a rewrite, the
     splice in ``functions`` mode). In ``full`` mode they stay shown by default: without them the embedded
     model copied its parent more often (docs/results.md, "Programs shown without docstrings")."""
     mode = ctx.search.generation_mode

@@ -126,10 +126,11 @@ def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         return {"guidance": "", "trajectory_ids": []}
     task, memory = task_of(ctx), memory_of(ctx)
     parent = memory.buffer.require(state.parent_id)
-    steps = sample_steps(rollout(memory.buffer.committed(), task), ctx.search.num_trajectories,
-                         ctx.search.category_weights, rng_for(ctx, state.iteration, "navigate"))
-    if not steps:
+    every_step = rollout(memory.buffer.committed(), task)
+    if not every_step:
         return {"guidance": "", "trajectory_ids": []}
+    steps = sample_steps(every_step, ctx.search.num_trajectories, ctx.search.category_weights,
+                         rng_for(ctx, state.iteration, "navigate"))
     metric_names = ", ".join(f"{m.name} {'higher' if m.higher_is_better else 'lower'} is better"
                              for m in task.metrics)
     programs = {}

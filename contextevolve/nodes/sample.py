@@ -30,9 +30,10 @@ from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import sampler as prompt
 from contextevolve.tasks.base import Task
 
-STOP_AFTER_PICKS = ["]"]
-"""Stop sequence of the Sampler's request: the endpoint ends the reply at the ``]`` that closes
-``"exemplars": [...``. The prompt still asks for a "why" after the list (a reply then reads as the agent was
+STOP_AFTER_PICKS = ["],", "]}", "]\n"]
+"""Stop sequences of the Sampler's request: the endpoint ends the reply where ``"exemplars": [...`` closes,
+followed by the next key, the object's end or a line end (a ``"[3]"`` inside a string or a "why" citing
+``[2]`` does not end it; a reply that matches none runs to its cap as before). The prompt still asks for a "why" after the list (a reply then reads as the agent was
 asked to answer), but a model decodes left to right, so the picks before the cut are the ones the whole reply
 would hold (same prompt, same seed), and no node reads the reason. On the embedded model the "why" filled the
 rest of the 80-token cap in the stored replies (~60 tokens, 7.5 s of a 21 s Sampler call, docs/results.md)."""
@@ -59,14 +60,14 @@ def parse_choice(text: str, n_candidates: int, k: int) -> list[int] | None:
     """0-based candidate indices chosen in the Sampler's reply, or None if unusable.
 
     Accepts ``{"exemplars": [2, 5]}``, strings like ``"[2]"`` inside it, a reply cut at the list's
-    ``]`` (``{"exemplars": [2, 5``: the numbers after the key, :data:`STOP_AFTER_PICKS`), or bare numbers.
+    end (``{"exemplars": [2, 5``: the numbers after the first key, :data:`STOP_AFTER_PICKS`), or bare numbers.
     """
     data = parse_json_object(text)
     raw = data.get("exemplars") if isinstance(data, dict) else None
     if isinstance(raw, (int, str)):
         raw = [raw]
     if not isinstance(raw, list):
-        _, key, after = text.rpartition("exemplars")
+        _, key, after = text.partition("exemplars")
         raw = re.findall(r"\d+", after if key else text)
     picks: list[int] = []
     for item in raw:

@@ -72,6 +72,7 @@ def test_identical_child_is_rejected():
     ("I pick 2 and 9 and 2", [1]),
     ('{\n  "exemplars": [2, 5', [1, 4]),  # cut at the list's end (the Sampler's stop sequence)
     ('{"why": "1 is old", "exemplars": [3, 4', [2, 3]),  # only the numbers after the key
+    ('{"exemplars": [4, 1', [3, 0]),  # cut at the list's end, the "why" never written
     ("nothing useful", None),
 ])
 def test_sampler_reply_parsed_tolerantly(text, expected):

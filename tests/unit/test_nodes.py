@@ -145,6 +145,14 @@ def test_navigate_asks_nothing_before_the_first_step(seeded, ctx, models):
     assert update == {"guidance": "", "trajectory_ids": []} and models["navigator"].seen == []
 
 
+def test_navigate_is_asked_once_a_step_exists_even_if_none_is_sampled(seeded, ctx, models):
+    state, memory = seeded
+    add_program(memory, 1)
+    update = run_node(navigate, replace(state, parent_id="it00000", iteration=2), replace(ctx, num_trajectories=0))
+    assert update["guidance"] and len(models["navigator"].seen) == 1
+    assert "none yet" in models["navigator"].seen[-1][1].content
+
+
 def test_navigate_variants_and_ablation(seeded, ctx, models):
     state, memory = seeded
     add_program(memory, 1)
@@ -189,7 +197,7 @@ def test_sampler_reply_is_cut_where_its_picks_end(seeded, ctx, models):
         add_program(memory, n)
     models["sampler"].messages = iter([reply('{\n  "exemplars": [3, 2')])
     update = run_node(sample, replace(state, parent_id="it00000"), replace(ctx, num_exemplars=2))
-    assert models["sampler"].stops[-1] == STOP_AFTER_PICKS == ["]"]
+    assert models["sampler"].stops[-1] == STOP_AFTER_PICKS and "]," in STOP_AFTER_PICKS
     assert update["exemplar_ids"] == [update["candidate_ids"][2], update["candidate_ids"][1]]
 
 

@@ -135,6 +135,13 @@ def test_a_rewrite_without_docstrings_gets_the_parents_back():
     assert '"""Twice x."""' in child and "Double x" not in child  # the reply's own docstring is kept
     assert "def extra():\n    return 0" in child  # nothing to restore from
     assert restore_docstrings(parent, "def solve(:\n") == "def solve(:\n"  # does not parse: unchanged
+    # a decorated first statement: the docstring goes above its decorator
+    parent = 'class Plan:\n    """A plan."""\n\n    @staticmethod\n    def cost(x):\n        return x\n'
+    child = restore_docstrings(parent, "class Plan:\n    @staticmethod\n    def cost(x):\n        return 2 * x\n")
+    assert child.startswith('class Plan:\n    """A plan."""\n    @staticmethod\n') and compile(child, "c", "exec")
+    # a body on the last line of a multi-line signature has no line to go above: left as it is
+    parent = 'def f(a,\n      b):\n    """Sum."""\n    return a + b\n'
+    assert restore_docstrings(parent, "def f(a,\n      b): return b + a\n") == "def f(a,\n      b): return b + a\n"
 
 
 def test_with_docstrings_hidden_a_generated_rewrite_keeps_them(tmp_path):
