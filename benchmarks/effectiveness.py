@@ -14,6 +14,7 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
   spent waiting for the LLM, and LLM seconds and generated tokens by role, from the children's
   records (:mod:`contextevolve.timing`).
 
+``--no-docstrings-shown`` shows the Generator programs without their docstrings (full mode).
 ``--no-stop``, ``--no-prompt-cache`` and ``--one-server`` switch off the stop at the end of the code
 block, the embedded server's prompt cache (off by default since it ran out of memory; the flag forces it
 off when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set) and the Navigator's and Generator's servers of their
@@ -193,6 +194,9 @@ def main() -> int:
                         help="every repair fixes the failing program (SearchSettings.repair_restart = False)")
     parser.add_argument("--no-stop", action="store_true",
                         help="let the Generator write past the end of its code block (SearchSettings.stop_at_code_end)")
+    parser.add_argument("--no-docstrings-shown", action="store_true",
+                        help="full mode shows the Generator programs without docstrings and puts the parent's back "
+                             "into the child (SearchSettings.docstrings_shown = False)")
     parser.add_argument("--no-prompt-cache", action="store_true",
                         help="start the embedded server without its prompt cache (CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")
     parser.add_argument("--one-server", action="store_true",
@@ -226,7 +230,8 @@ def main() -> int:
     mode = args.mode or SearchSettings.generation_mode
     fix_only = "-fixonly" if args.no_restart else ""
     old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "") + (
-        "-oneserver" if args.one_server else "") + ("-logitsall" if args.logits_all else "")
+        "-oneserver" if args.one_server else "") + ("-logitsall" if args.logits_all else "") + (
+        "-nodoc" if args.no_docstrings_shown else "")
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
@@ -239,10 +244,12 @@ def main() -> int:
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
            generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
            log_prompts=args.log_prompts or None, on_update=on_update, stop_at_code_end=not args.no_stop,
-           max_tokens={**DEFAULT_MAX_TOKENS, **caps}, embedded_server_per_role=not args.one_server)
+           max_tokens={**DEFAULT_MAX_TOKENS, **caps}, embedded_server_per_role=not args.one_server,
+           docstrings_shown=not args.no_docstrings_shown)
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit, "stop_at_code_end": not args.no_stop,
+              "docstrings_shown": not args.no_docstrings_shown,
               **served_by(RunContext(base_url=args.base_url, embedded_server_per_role=not args.one_server))}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
     print(report(result))

@@ -25,6 +25,18 @@ _SENTENCE_END = re.compile(r"(?<!\.)[.!?](?:[\"')\]]*)(?=\s|$)")
 """A sentence's end: ``.``, ``!`` or ``?`` (not an ellipsis) before a space or the end of the text."""
 
 
+def sentences(text: str) -> list[str]:
+    """``text``'s sentences (whitespace collapsed, each ending at :data:`_SENTENCE_END`; a last one without an
+    end is kept as it is), e.g. ``"It sorts. It packs"`` -> ``["It sorts.", "It packs"]``."""
+    text = " ".join(text.split())
+    found, start = [], 0
+    for match in _SENTENCE_END.finditer(text):
+        found.append(text[start:match.end()].strip())
+        start = match.end()
+    tail = text[start:].strip()
+    return [s for s in found if s] + ([tail] if tail else [])
+
+
 def clip_to_sentence(text: str, max_chars: int, *, truncated: bool = False) -> str:
     """``text`` (whitespace collapsed) ending on a sentence boundary within ``max_chars``.
 

@@ -7,9 +7,12 @@ from langchain_core.messages import HumanMessage, SystemMessage
 SYSTEM = ("You write compact technical abstracts of programs for an evolutionary code search. "
           "Plain prose, no code, no headings.")
 
-INHERITED = ("Write the abstract of the NEW program in at most 70 words covering both: (1) what is new "
-             "or changed relative to the parent, and (2) which traits it keeps from the parent. Name the core "
-             "algorithm, ordering/selection rules and data structures.")
+INHERITED = ("Write the abstract of the NEW program in at most 70 words, as two sentences. The first begins "
+             "\"Changed:\" and says what is new or changed relative to the parent (\"nothing\" if its logic is "
+             "the same). The second begins \"Kept:\" and names the traits it keeps from the parent. Name the core "
+             "algorithm, ordering/selection rules and data structures. Do not copy the parent abstract.")
+"""Asks for what changed first, in a set form: asked for "both" what is new and what is kept, the embedded
+model began most abstracts by copying the parent's whole (``nodes.summarize.finish_abstract``)."""
 NOVEL_ONLY = ("Write the abstract of the NEW program in at most 70 words describing ONLY what is new or "
               "changed relative to the parent. Do not describe anything it inherits.")
 INITIAL = ("Write the abstract of this program in at most 70 words: its core algorithm, ordering/selection "

@@ -16,11 +16,12 @@ from contextevolve.nodes.navigate import Step, navigate, rollout, sample_steps
 from contextevolve.nodes.resources import rng_for
 from contextevolve.nodes.sample import STOP_AFTER_PICKS, sample
 from contextevolve.nodes.select_parent import select_parent
-from contextevolve.nodes.summarize import summarize
+from contextevolve.llm.models import use_chat_models
+from contextevolve.nodes.summarize import finish_abstract, summarize
 from contextevolve.nodes.update_buffer import update_buffer
 from contextevolve.tasks.registry import get_task
 from tests.conftest import apply, run_node
-from tests.fakes import BETTER_PROGRAM, INITIAL, reply
+from tests.fakes import BETTER_PROGRAM, INITIAL, reply, scripted
 
 TASK = get_task("model_placement")
 
@@ -297,6 +298,34 @@ def test_summary_variants(seeded, ctx, models):
     run_node(summarize, state, replace(ctx, summarizer_enabled=False))
     assert len(models["summarizer"].seen) == calls
     assert memory.buffer.require("it00001").abstract == BETTER_PROGRAM[:1500]
+
+
+def test_an_abstract_drops_the_parent_abstract_its_reply_begins_with(seeded, ctx):
+    state, memory = seeded
+    add_program(memory, 1, source=BETTER_PROGRAM, abstract="Greedy by demand. Picks the least loaded GPU.")
+    add_program(memory, 2, parent="it00001", source=BETTER_PROGRAM)
+    echo = "Greedy by demand.  Picks the least\nloaded GPU. Changed: packs by memory first. Kept: greedy order."
+    summarizer = scripted(reply(echo, 300, 40))
+    with use_chat_models(summarizer=summarizer):
+        run_node(summarize, replace(state, child_id="it00002"), ctx)
+    assert memory.buffer.require("it00002").abstract == "Changed: packs by memory first. Kept: greedy order."
+    shown = summarizer.seen[-1][1].content  # the program without its docstrings, its code and comments kept
+    assert '"""' in BETTER_PROGRAM and '"""' not in shown and "Greedy: most demanding models first" in shown
+    assert "Changed:" in shown and "Kept:" in shown
+
+
+@pytest.mark.parametrize("text, parent, truncated, expected", [
+    ("A. B. C.", "A. B.", False, "C."),                        # the copied sentences go
+    ("A. B.", "A. B.", False, "A. B."),                        # a reply that is only a copy is kept
+    ("B. A. C.", "A. B.", False, "C."),                        # in any order
+    ("C. A. B.", "A. B.", False, "C. A. B."),                  # ... but only from its start
+    ("A. C. A.", "A.", False, "C. A."),
+    ("A. New idea. Then", "A.", True, "New idea."),            # cut at the cap: ends on a sentence
+    ("New idea.", None, False, "New idea."),                   # the initial program has no parent
+    ("", "A.", False, ""),
+])
+def test_finish_abstract(text, parent, truncated, expected):
+    assert finish_abstract(text, parent, truncated) == expected
 
 
 def test_stop_conditions(seeded, seeded_run, ctx):

@@ -13,7 +13,7 @@ from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.tracebacks import candidate_excerpt
 from contextevolve.fixes import add_import, missing_import
 from contextevolve.llm.models import use_chat_models
-from contextevolve.llm.parsing import clip_to_sentence
+from contextevolve.llm.parsing import clip_to_sentence, sentences
 from contextevolve.prompts.generator import MUTATIONS, mutation_for
 from contextevolve.tasks.prechecks import precheck, static_check
 from contextevolve.tasks.registry import get_task
@@ -258,6 +258,16 @@ def test_traceback_excerpt_keeps_only_the_candidates_frames():
 ])
 def test_guidance_and_abstracts_end_on_a_sentence(text, cap, truncated, expected):
     assert clip_to_sentence(text, cap, truncated=truncated) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("It sorts.  It packs\nby size! Then", ["It sorts.", "It packs by size!", "Then"]),
+    ("Uses e.g. a heap... and a list.", ["Uses e.g.", "a heap... and a list."]),
+    ("(Sorted.) Done?", ["(Sorted.)", "Done?"]),
+    ("  ", []),
+])
+def test_sentences(text, expected):
+    assert sentences(text) == expected
 
 
 def test_navigator_guidance_cut_at_the_cap_ends_on_a_sentence(tmp_path):

@@ -1,0 +1,176 @@
+"""What the Summarizer's prompt and cap cost and give: a paired replay of stored Summarizer requests.
+
+Takes the first-attempt Summarizer requests of runs recorded with ``--log-prompts`` (``RUN_DIR/prompts.jsonl``)
+and asks the model again under each configuration with the same seed per request; the configurations
+alternate request by request, so a noisy machine slows them alike. Each reply becomes an abstract as a run
+makes it (``nodes.summarize.finish_abstract``: the parent's sentences it repeats dropped, clipped at its last
+whole sentence).
+
+A configuration is ``NAME=`` (the stored request, byte for byte, with today's cap) or ``NAME=key=value,...``:
+
+* ``prompt``: ``stored`` (default) or ``current``: the request rendered again from its parts (task title,
+  parent abstract, program, feedback) by today's :func:`contextevolve.prompts.summarizer.messages`, which
+  measures a change to the prompt against the runs recorded before it;
+* ``nodoc``: 1 shows the program without its docstrings (:func:`prompts.generator.without_docstrings`);
+* ``cap``: the completion-token cap (default: today's ``DEFAULT_MAX_TOKENS["summarizer"]``).
+
+Prints per configuration: requests, prompt and completion tokens and seconds per request, replies cut at the
+cap, replies that began by repeating the parent's abstract (``echo``: their first sentence is one of the
+parent abstract's), and words per abstract; writes every reply to ``--out`` (JSON).
+
+Usage:
+    python benchmarks/summarizer_replay.py RUN_DIR [RUN_DIR ...] --config old= --config new=prompt=current
+        [--limit N] [--parents-only] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
+
+from contextevolve.graph.context import RunContext  # noqa: E402
+from contextevolve.graph.settings import DEFAULT_MAX_TOKENS  # noqa: E402
+from contextevolve.llm import transcript  # noqa: E402
+from contextevolve.llm.calls import call_role  # noqa: E402
+from contextevolve.nodes.summarize import finish_abstract, sentences  # noqa: E402
+from contextevolve.prompts import summarizer  # noqa: E402
+from contextevolve.prompts.generator import without_docstrings  # noqa: E402
+
+KEYS = {"prompt": str, "nodoc": int, "cap": int}
+PROMPTS = ("stored", "current")
+REQUEST = re.compile(
+    r"Task: (?P<title>.*?)\.\n\n(?:Parent abstract: (?P<parent>.*?)\n\nNew program:|Program:)\n```python\n"
+    r"(?P<code>.*?)```\n\n(?:Evaluator's feedback on it:\n(?P<feedback>.*?)\n\n)?(?P<instruction>[^\n]*)\Z", re.S)
+"""The parts of a stored Summarizer request (the layout of ``prompts.summarizer.messages``)."""
+
+
+def parse_config(text: str) -> tuple[str, dict]:
+    """``"new=prompt=current,cap=120"`` -> ``("new", {"prompt": "current", "cap": 120})``.
+
+    Raises:
+        ValueError: an unknown key, a value of the wrong type, or an unknown ``prompt``.
+    """
+    name, _, rest = text.partition("=")
+    values: dict = {}
+    for item in filter(None, rest.split(",")):
+        key, _, value = item.partition("=")
+        if key not in KEYS:
+            raise ValueError(f"unknown key {key!r} in {text!r}: use {', '.join(KEYS)}")
+        values[key] = KEYS[key](value)
+    if values.get("prompt", "stored") not in PROMPTS:
+        raise ValueError(f"prompt must be one of {PROMPTS}, not {values['prompt']!r}")
+    return name, values
+
+
+def summarizer_requests(run_dir: Path) -> list[dict]:
+    """The first-attempt Summarizer requests of a run, each with its parts (``title``, ``parent`` abstract or
+    None, ``code``, ``feedback``, ``novel_only``) and its stored ``messages``.
+
+    Raises:
+        FileNotFoundError: the run has no transcript.
+        ValueError: a request is not laid out as ``prompts.summarizer.messages`` lays one out (names the run).
+    """
+    requests = []
+    for row in transcript.read(run_dir):
+        if row["role"] != "summarizer" or row["attempt"] != 1:
+            continue
+        match = REQUEST.match(row["messages"][-1]["content"])
+        if not match:
+            raise ValueError(f"{run_dir}: a Summarizer request this benchmark cannot read")
+        requests.append({"run": run_dir.name, "messages": row["messages"], "title": match["title"],
+                         "parent": match["parent"], "code": match["code"], "feedback": match["feedback"] or "",
+                         "novel_only": "ONLY" in match["instruction"]})
+    return requests
+
+
+def messages_for(request: dict, values: dict) -> list:
+    """The request under configuration ``values`` (stored bytes, or rendered again; docstrings optional)."""
+    if values.get("prompt", "stored") == "current":
+        code = without_docstrings(request["code"]) if values.get("nodoc") else request["code"]
+        return summarizer.messages(request["title"], code, request["parent"],
+                                   "novel_only" if request["novel_only"] else "inherited", request["feedback"])
+    kinds = {"system": SystemMessage}
+    stored = [kinds.get(m["type"], HumanMessage)(m["content"]) for m in request["messages"]]
+    if values.get("nodoc"):
+        text = stored[-1].content.replace(request["code"], without_docstrings(request["code"]), 1)
+        stored = [*stored[:-1], HumanMessage(text)]
+    return stored
+
+
+FLUSH = [HumanMessage("Say OK.")]
+"""A one-line request sent before each timed one, so that no configuration reads less of its prompt because
+the request just before it was the same one (a run's previous Summarizer request is another program)."""
+
+
+def ask(messages: list, seed: int, cap: int) -> dict:
+    """One Summarizer request as a run sends it (``call_role``), to the embedded model or the environment's
+    endpoint, after :data:`FLUSH`: its reply, tokens, seconds and whether the cap cut it."""
+    call_role("summarizer", FLUSH, RunContext(max_tokens={"summarizer": 1}, max_retries=0))
+    start = time.perf_counter()
+    reply = call_role("summarizer", messages, RunContext(seed=seed, max_retries=0, max_tokens={"summarizer": cap}))
+    usage = reply.usage.get("summarizer", {})
+    return {"seconds": time.perf_counter() - start, "text": reply.text, "truncated": reply.truncated,
+            "prompt": usage.get("prompt", 0), "completion": usage.get("completion", 0)}
+
+
+def echoes(text: str, parent: str | None) -> bool:
+    """Whether ``text``'s first sentence is one of ``parent``'s (the reply began by repeating it)."""
+    first = sentences(text)[:1]
+    return bool(parent and first and first[0] in sentences(parent))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=Path)
+    parser.add_argument("--config", action="append", required=True, metavar="NAME=key=value,...")
+    parser.add_argument("--limit", type=int, help="first N requests of each run (after --parents-only)")
+    parser.add_argument("--parents-only", action="store_true", help="only requests with a parent abstract")
+    parser.add_argument("--out", type=Path, default=Path("runs/summarizer_replay.json"))
+    args = parser.parse_args()
+    try:
+        configs = dict(parse_config(c) for c in args.config)
+        requests = []
+        for run_dir in args.runs:
+            found = [r for r in summarizer_requests(run_dir) if r["parent"] or not args.parents_only]
+            requests += found[:args.limit]
+    except (FileNotFoundError, ValueError) as exc:
+        parser.error(str(exc))
+    rows = []
+    for n, request in enumerate(requests):
+        row = {"run": request["run"], "n": n, "parent": request["parent"]}
+        for name, values in configs.items():
+            out = ask(messages_for(request, values), seed=n, cap=values.get("cap", DEFAULT_MAX_TOKENS["summarizer"]))
+            out["abstract"] = finish_abstract(out["text"], request["parent"], out["truncated"])
+            out["echo"] = echoes(out["text"], request["parent"])
+            row[name] = out
+            print(f"{request['run']} #{n} {name}: {out['prompt']}+{out['completion']} tokens {out['seconds']:.1f} s"
+                  f"{' echo' if out['echo'] else ''}{' cut' if out['truncated'] else ''}: {out['abstract']!r}",
+                  flush=True)
+        rows.append(row)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=2))
+    print("\n| configuration | requests | prompt tokens / request | completion tokens / request | s / request "
+          "(median) | cut at the cap | echo | words / abstract |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in configs:
+        got = [r[name] for r in rows]
+        n = max(len(got), 1)
+        seconds = [g["seconds"] for g in got]
+        print(f"| {name} | {len(got)} | {sum(g['prompt'] for g in got) / n:.0f} | "
+              f"{sum(g['completion'] for g in got) / n:.0f} | {sum(seconds) / n:.1f} "
+              f"({statistics.median(seconds) if seconds else 0:.1f}) | {sum(g['truncated'] for g in got)} | "
+              f"{sum(g['echo'] for g in got)} | {sum(len(g['abstract'].split()) for g in got) / n:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,63 @@
+"""benchmarks/summarizer_replay.py: the stored requests it reads, how it renders them again, what it refuses."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from contextevolve.prompts import summarizer
+
+_spec = importlib.util.spec_from_file_location("summarizer_replay_bench",
+                                               Path(__file__).parents[2] / "benchmarks" / "summarizer_replay.py")
+bench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench)
+
+CODE = 'def place(n):\n    """Put each model on a GPU."""\n    return {}\n'
+
+
+def _stored(messages) -> list[dict]:
+    return [{"type": m.type, "content": m.content} for m in messages]
+
+
+def _transcript(tmp_path, *requests) -> Path:
+    rows = [{"role": "navigator", "attempt": 1, "messages": []}]
+    rows += [{"role": "summarizer", "attempt": attempt, "messages": _stored(m)} for m, attempt in requests]
+    (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path
+
+
+def test_requests_are_read_into_their_parts_and_rendered_again(tmp_path):
+    initial = summarizer.messages("Model Placement (MP)", CODE, None, "inherited")
+    child = summarizer.messages("Model Placement (MP)", CODE, "Greedy. Sorts.", "novel_only", "max_kvpr 3.2")
+    retried = summarizer.messages("Model Placement (MP)", "x = 1\n", "Other.", "inherited")
+    found = bench.summarizer_requests(_transcript(tmp_path, (initial, 1), (child, 1), (retried, 2)))
+    assert [(r["parent"], r["code"], r["feedback"], r["novel_only"]) for r in found] == [
+        (None, CODE, "", False), ("Greedy. Sorts.", CODE, "max_kvpr 3.2", True)]
+    for request, sent in zip(found, (initial, child)):
+        assert bench.messages_for(request, {}) == sent                       # stored bytes
+        assert bench.messages_for(request, {"prompt": "current"}) == sent    # today's prompt renders them again
+    for values in ({"nodoc": 1}, {"prompt": "current", "nodoc": 1}):
+        shown = bench.messages_for(found[1], values)[-1].content
+        assert "Put each model" not in shown and "return {}" in shown and "Greedy. Sorts." in shown
+
+
+def test_what_it_refuses(tmp_path):
+    with pytest.raises(FileNotFoundError, match="--log-prompts"):
+        bench.summarizer_requests(tmp_path / "none")
+    odd = [summarizer.messages("T", CODE, None, "inherited")[0], summarizer.messages("T", CODE, None, "x")[1]]
+    odd[1].content = "Summarize this."
+    with pytest.raises(ValueError, match="cannot read"):
+        bench.summarizer_requests(_transcript(tmp_path, (odd, 1)))
+    for text, message in (("a=cap=x", "invalid literal"), ("a=temp=1", "unknown key"), ("a=prompt=new", "prompt must")):
+        with pytest.raises(ValueError, match=message):
+            bench.parse_config(text)
+    assert bench.parse_config("new=prompt=current,cap=120") == ("new", {"prompt": "current", "cap": 120})
+
+
+def test_echo_is_a_first_sentence_taken_from_the_parent():
+    assert bench.echoes("Greedy. Packs by size.", "Sorts. Greedy.")
+    assert not bench.echoes("Packs by size. Greedy.", "Sorts. Greedy.")
+    assert not bench.echoes("Greedy.", None)
