@@ -11,12 +11,15 @@ A configuration is ``NAME=`` (the stored request, byte for byte, with today's ca
 * ``prompt``: ``stored`` (default) or ``current``: the request rendered again from its parts (task title,
   parent abstract, program, feedback) by today's :func:`contextevolve.prompts.summarizer.messages`, which
   measures a change to the prompt against the runs recorded before it;
-* ``nodoc``: 1 shows the program without its docstrings (:func:`prompts.generator.without_docstrings`);
+* ``nodoc``: 1 shows the program without its docstrings (:func:`prompts.generator.without_docstrings`). A run
+  now always does (``nodes.summarize.abstract_for``), so ``prompt=current,nodoc=1`` is what a run sends
+  today; in transcripts recorded since then the programs have no docstrings left to drop;
 * ``cap``: the completion-token cap (default: today's ``DEFAULT_MAX_TOKENS["summarizer"]``).
 
 Prints per configuration: requests, prompt and completion tokens and seconds per request, replies cut at the
-cap, replies that began by repeating the parent's abstract (``echo``: their first sentence is one of the
-parent abstract's), and words per abstract; writes every reply to ``--out`` (JSON).
+cap, replies that began with the parent's abstract (their first sentence is one of the parent abstract's),
+words per abstract, and replies the endpoint garbled (empty or unreadable: counted, not timed); writes every
+reply to ``--out`` (JSON) as it comes.
 
 Usage:
     python benchmarks/summarizer_replay.py RUN_DIR [RUN_DIR ...] --config old= --config new=prompt=current
@@ -40,7 +43,7 @@ from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
 from contextevolve.graph.context import RunContext  # noqa: E402
 from contextevolve.graph.settings import DEFAULT_MAX_TOKENS  # noqa: E402
 from contextevolve.llm import transcript  # noqa: E402
-from contextevolve.llm.calls import call_role  # noqa: E402
+from contextevolve.llm.calls import MalformedReply, call_role  # noqa: E402
 from contextevolve.nodes.summarize import finish_abstract, sentences  # noqa: E402
 from contextevolve.prompts import summarizer  # noqa: E402
 from contextevolve.prompts.generator import without_docstrings  # noqa: E402
@@ -114,9 +117,16 @@ the request just before it was the same one (a run's previous Summarizer request
 def ask(messages: list, seed: int, cap: int) -> dict:
     """One Summarizer request as a run sends it (``call_role``), to the embedded model or the environment's
     endpoint, after :data:`FLUSH`: its reply, tokens, seconds and whether the cap cut it."""
-    call_role("summarizer", FLUSH, RunContext(max_tokens={"summarizer": 1}, max_retries=0))
+    try:
+        call_role("summarizer", FLUSH, RunContext(max_tokens={"summarizer": 1}, max_retries=0))
+    except MalformedReply:
+        pass  # only there to be read
     start = time.perf_counter()
-    reply = call_role("summarizer", messages, RunContext(seed=seed, max_retries=0, max_tokens={"summarizer": cap}))
+    try:
+        reply = call_role("summarizer", messages, RunContext(seed=seed, max_retries=0, max_tokens={"summarizer": cap}))
+    except MalformedReply as exc:
+        return {"seconds": time.perf_counter() - start, "text": "", "truncated": False, "garbled": str(exc)[:200],
+                "prompt": 0, "completion": 0}
     usage = reply.usage.get("summarizer", {})
     return {"seconds": time.perf_counter() - start, "text": reply.text, "truncated": reply.truncated,
             "prompt": usage.get("prompt", 0), "completion": usage.get("completion", 0)}
@@ -126,6 +136,10 @@ def echoes(text: str, parent: str | None) -> bool:
     """Whether ``text``'s first sentence is one of ``parent``'s (the reply began by repeating it)."""
     first = sentences(text)[:1]
     return bool(parent and first and first[0] in sentences(parent))
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else 0.0
 
 
 def main() -> int:
@@ -144,7 +158,8 @@ def main() -> int:
             requests += found[:args.limit]
     except (FileNotFoundError, ValueError) as exc:
         parser.error(str(exc))
-    rows = []
+    rows: list[dict] = []
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     for n, request in enumerate(requests):
         row = {"run": request["run"], "n": n, "parent": request["parent"]}
         for name, values in configs.items():
@@ -152,23 +167,23 @@ def main() -> int:
             out["abstract"] = finish_abstract(out["text"], request["parent"], out["truncated"])
             out["echo"] = echoes(out["text"], request["parent"])
             row[name] = out
+            args.out.write_text(json.dumps([*rows, row], indent=2))  # what was measured survives a crash
             print(f"{request['run']} #{n} {name}: {out['prompt']}+{out['completion']} tokens {out['seconds']:.1f} s"
                   f"{' echo' if out['echo'] else ''}{' cut' if out['truncated'] else ''}: {out['abstract']!r}",
                   flush=True)
         rows.append(row)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=2))
-    print("\n| configuration | requests | prompt tokens / request | completion tokens / request | s / request "
-          "(median) | cut at the cap | echo | words / abstract |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| configuration | requests | prompt tokens / request | completion tokens / request (median) | "
+          "s / request (median) | cut at the cap | began with the parent's abstract | words / abstract | garbled |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name in configs:
         got = [r[name] for r in rows]
         n = max(len(got), 1)
         seconds = [g["seconds"] for g in got]
         print(f"| {name} | {len(got)} | {sum(g['prompt'] for g in got) / n:.0f} | "
-              f"{sum(g['completion'] for g in got) / n:.0f} | {sum(seconds) / n:.1f} "
-              f"({statistics.median(seconds) if seconds else 0:.1f}) | {sum(g['truncated'] for g in got)} | "
-              f"{sum(g['echo'] for g in got)} | {sum(len(g['abstract'].split()) for g in got) / n:.0f} |")
+              f"{sum(g['completion'] for g in got) / n:.0f} ({_median([g['completion'] for g in got]):.0f}) | "
+              f"{sum(seconds) / n:.1f} ({_median(seconds):.1f}) | {sum(g['truncated'] for g in got)} | "
+              f"{sum(g['echo'] for g in got)} | {sum(len(g['abstract'].split()) for g in got) / n:.0f} | "
+              f"{sum('garbled' in g for g in got)} |")
     return 0
 
 

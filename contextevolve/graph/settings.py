@@ -117,7 +117,8 @@ class SearchSettings:
     program as it is); a rewrite then gets its parent's docstrings back
     (:func:`contextevolve.splicing.restore_docstrings`, in :func:`contextevolve.nodes.ask.ask_generator`). True by default: on 16 stored first asks
     (docs/results.md) hiding them cut the replies from 532 to 290 tokens (76 to 45 s) but made 9 twins of
-    the parent against 4, and 3 valid children against 4."""
+    the parent against 4, and 3 valid children against 4; in a whole 8-iteration MP run, 23 % fewer seconds
+    per iteration and 2 valid children against 5. (The Summarizer is always shown programs without them.)"""
     stop_at_code_end: bool = True
     """End the Generator's (and repair's) completion where its code block closes (``full`` and
     ``functions`` mode): the prose a small model writes after its code costs decoding time and is

@@ -25,16 +25,28 @@ _SENTENCE_END = re.compile(r"(?<!\.)[.!?](?:[\"')\]]*)(?=\s|$)")
 """A sentence's end: ``.``, ``!`` or ``?`` (not an ellipsis) before a space or the end of the text."""
 
 
+_ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.")
+"""Words ending in a full stop that do not end a sentence (for :func:`sentences`)."""
+
+
 def sentences(text: str) -> list[str]:
-    """``text``'s sentences (whitespace collapsed, each ending at :data:`_SENTENCE_END`; a last one without an
-    end is kept as it is), e.g. ``"It sorts. It packs"`` -> ``["It sorts.", "It packs"]``."""
+    """``text``'s sentences (whitespace collapsed, each ending at :data:`_SENTENCE_END` but not after one of
+    :data:`_ABBREVIATIONS`; a last one without an end is kept as it is), e.g. ``"It sorts. It packs"`` ->
+    ``["It sorts.", "It packs"]``."""
     text = " ".join(text.split())
     found, start = [], 0
     for match in _SENTENCE_END.finditer(text):
+        if text[:match.end()].lower().endswith(_ABBREVIATIONS):
+            continue
         found.append(text[start:match.end()].strip())
         start = match.end()
     tail = text[start:].strip()
     return [s for s in found if s] + ([tail] if tail else [])
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether ``text`` ends where a sentence ends (:data:`_SENTENCE_END`)."""
+    return bool(text) and any(m.end() == len(text.rstrip()) for m in _SENTENCE_END.finditer(text.rstrip()))
 
 
 def clip_to_sentence(text: str, max_chars: int, *, truncated: bool = False) -> str:

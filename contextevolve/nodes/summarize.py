@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneResult, LaneState
 from contextevolve.llm.calls import MalformedReply, call_role
-from contextevolve.llm.parsing import clip_to_sentence, sentences
+from contextevolve.llm.parsing import clip_to_sentence, ends_sentence, sentences
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import summarizer as prompt
@@ -60,10 +60,12 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
 
 
 def finish_abstract(reply: str, parent_abstract: str | None, truncated: bool = False) -> str:
-    """The abstract a Summarizer ``reply`` gives ("" for an empty one): the sentences it begins with that
-    repeat the parent's abstract word for word are dropped (unless nothing else is left), then it is clipped
-    at its last whole sentence within :data:`ABSTRACT_CHARS` (or within what the cap let through, when
-    ``truncated``).
+    """The abstract a Summarizer ``reply`` gives ("" for an empty one).
+
+    The sentences the reply begins with that repeat the parent's abstract word for word are dropped, except
+    those the prompt asks for by their first word ("Changed: nothing." repeated is news), and only when a
+    whole sentence is left after them; then a reply longer than :data:`ABSTRACT_CHARS`, or cut off at the
+    cap (``truncated``), ends at its last whole sentence (:func:`clip_to_sentence`).
 
     Why: the embedded model began 25 of 34 stored abstracts of children by copying its parent's abstract
     whole, so children's abstracts read alike and the new part was cut at the cap (``docs/results.md``).
@@ -71,9 +73,12 @@ def finish_abstract(reply: str, parent_abstract: str | None, truncated: bool = F
     said = sentences(reply)
     inherited = set(sentences(parent_abstract or ""))
     start = 0
-    while start < len(said) and said[start] in inherited:
+    while start < len(said) and said[start] in inherited and not said[start].startswith(prompt.FORM_WORDS):
         start += 1
-    if 0 < start < len(said):
+    rest = said[start:]
+    if truncated and rest and not ends_sentence(rest[-1]):
+        rest = rest[:-1]
+    if start and rest:
         reply = " ".join(said[start:])
     return clip_to_sentence(reply, ABSTRACT_CHARS, truncated=truncated)
 

@@ -13,6 +13,8 @@ INHERITED = ("Write the abstract of the NEW program in at most 70 words, as two 
              "algorithm, ordering/selection rules and data structures. Do not copy the parent abstract.")
 """Asks for what changed first, in a set form: asked for "both" what is new and what is kept, the embedded
 model began most abstracts by copying the parent's whole (``nodes.summarize.finish_abstract``)."""
+FORM_WORDS = ("Changed:", "Kept:")
+"""The words :data:`INHERITED` asks the two sentences to begin with."""
 NOVEL_ONLY = ("Write the abstract of the NEW program in at most 70 words describing ONLY what is new or "
               "changed relative to the parent. Do not describe anything it inherits.")
 INITIAL = ("Write the abstract of this program in at most 70 words: its core algorithm, ordering/selection "

@@ -321,6 +321,9 @@ def test_an_abstract_drops_the_parent_abstract_its_reply_begins_with(seeded, ctx
     ("C. A. B.", "A. B.", False, "C. A. B."),                  # ... but only from its start
     ("A. C. A.", "A.", False, "C. A."),
     ("A. New idea. Then", "A.", True, "New idea."),            # cut at the cap: ends on a sentence
+    ("A. B. New idea cut", "A. B.", True, "A. B."),            # no whole sentence left: nothing dropped
+    ("Changed: nothing. Kept: X, Y.", "Changed: nothing. Kept: X.", False, "Changed: nothing. Kept: X, Y."),
+    ("Sorts (e.g. by size). Packs.", "Sorts (e.g. by demand). Heap.", False, "Sorts (e.g. by size). Packs."),
     ("New idea.", None, False, "New idea."),                   # the initial program has no parent
     ("", "A.", False, ""),
 ])

@@ -262,7 +262,7 @@ def test_guidance_and_abstracts_end_on_a_sentence(text, cap, truncated, expected
 
 @pytest.mark.parametrize("text, expected", [
     ("It sorts.  It packs\nby size! Then", ["It sorts.", "It packs by size!", "Then"]),
-    ("Uses e.g. a heap... and a list.", ["Uses e.g.", "a heap... and a list."]),
+    ("Uses e.g. a heap... and a list. Then i.e. more.", ["Uses e.g. a heap... and a list.", "Then i.e. more."]),
     ("(Sorted.) Done?", ["(Sorted.)", "Done?"]),
     ("  ", []),
 ])

@@ -44,6 +44,18 @@ def test_requests_are_read_into_their_parts_and_rendered_again(tmp_path):
         assert "Put each model" not in shown and "return {}" in shown and "Greedy. Sorts." in shown
 
 
+@pytest.mark.parametrize("title, code, parent, feedback", [
+    ("Transaction Scheduling (TS). Makespan", "x = 1", "Greedy.\nEarlier versions failed (1 repaired): a.", ""),
+    ("T", 'S = """\n```\n\nnot a fence\n"""\n', "P.", "line one\n\nline three\n"),
+    ("T", CODE, "P.", "max_kvpr 3.2\n\n"),
+])
+def test_hard_layouts_are_read_back(tmp_path, title, code, parent, feedback):
+    sent = summarizer.messages(title, code, parent, "inherited", feedback)
+    [request] = bench.summarizer_requests(_transcript(tmp_path, (sent, 1)))
+    assert bench.messages_for(request, {"prompt": "current"}) == sent
+    assert request["parent"] == parent and request["title"] == title
+
+
 def test_what_it_refuses(tmp_path):
     with pytest.raises(FileNotFoundError, match="--log-prompts"):
         bench.summarizer_requests(tmp_path / "none")
