@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # noqa: E402
 
+from benchmarks import replay_configs  # noqa: E402
 from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
 from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
 from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
@@ -79,17 +80,12 @@ def parse_config(text: str) -> tuple[str, dict]:
     """``"qwen=top_p=0.8,top_k=20"`` -> ``("qwen", {"top_p": 0.8, "top_k": 20})``.
 
     Raises:
-        SystemExit: no name, or a key that is not one of :data:`KEYS`.
+        SystemExit: no name, a key that is not one of :data:`KEYS`, or a value of the wrong type.
     """
-    name, _, rest = text.partition("=")
-    if not name:
-        raise SystemExit(f"--config {text!r}: give it a name, e.g. base= or qwen=top_p=0.8")
-    values = {}
-    for item in filter(None, rest.split(",")):
-        key, _, value = item.partition("=")
-        if key not in KEYS:
-            raise SystemExit(f"--config {text!r}: unknown key {key!r} (known: {', '.join(KEYS)})")
-        values[key] = KEYS[key](value)
+    try:
+        name, values = replay_configs.parse_config(text, KEYS)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     if values.get("reask", "fresh") not in REASKS:
         raise SystemExit(f"--config {text!r}: reask must be one of {', '.join(REASKS)}")
     if values.get("first", "stored") not in FIRSTS:

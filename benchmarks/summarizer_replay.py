@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
 
+from benchmarks import replay_configs  # noqa: E402
 from contextevolve.graph.context import RunContext  # noqa: E402
 from contextevolve.graph.settings import DEFAULT_MAX_TOKENS  # noqa: E402
 from contextevolve.llm import transcript  # noqa: E402
@@ -60,15 +61,9 @@ def parse_config(text: str) -> tuple[str, dict]:
     """``"new=prompt=current,cap=120"`` -> ``("new", {"prompt": "current", "cap": 120})``.
 
     Raises:
-        ValueError: an unknown key, a value of the wrong type, or an unknown ``prompt``.
+        ValueError: no name, an unknown key, a value of the wrong type, or an unknown ``prompt``.
     """
-    name, _, rest = text.partition("=")
-    values: dict = {}
-    for item in filter(None, rest.split(",")):
-        key, _, value = item.partition("=")
-        if key not in KEYS:
-            raise ValueError(f"unknown key {key!r} in {text!r}: use {', '.join(KEYS)}")
-        values[key] = KEYS[key](value)
+    name, values = replay_configs.parse_config(text, KEYS)
     if values.get("prompt", "stored") not in PROMPTS:
         raise ValueError(f"prompt must be one of {PROMPTS}, not {values['prompt']!r}")
     return name, values

@@ -63,7 +63,7 @@ def test_what_it_refuses(tmp_path):
     odd[1].content = "Summarize this."
     with pytest.raises(ValueError, match="cannot read"):
         bench.summarizer_requests(_transcript(tmp_path, (odd, 1)))
-    for text, message in (("a=cap=x", "invalid literal"), ("a=temp=1", "unknown key"), ("a=prompt=new", "prompt must")):
+    for text, message in (("a=cap=x", "cap must be int"), ("=cap=1", "give it a name"), ("a=temp=1", "unknown key"), ("a=prompt=new", "prompt must")):
         with pytest.raises(ValueError, match=message):
             bench.parse_config(text)
     assert bench.parse_config("new=prompt=current,cap=120") == ("new", {"prompt": "current", "cap": 120})
