@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.messages import HumanMessage, convert_to_messages  # noqa: E402
 
 from contextevolve.graph.context import RunContext  # noqa: E402
 from contextevolve.llm import transcript  # noqa: E402
@@ -79,8 +79,7 @@ def main() -> int:
     pairs = []
     for run_dir, requests in runs.items():
         for n, request in enumerate(requests):
-            kinds = {"system": SystemMessage}
-            messages = [kinds.get(m["type"], HumanMessage)(m["content"]) for m in request["messages"]]
+            messages = convert_to_messages(request["messages"])
             pair = {"run": request["run"], "n": n}
             for form, stop in (("whole", None), ("cut", STOP_AFTER_PICKS)):
                 pair[form] = ask(messages, seed=n, stop=stop)

@@ -50,7 +50,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, convert_to_messages  # noqa: E402
 
 from benchmarks import replay_configs  # noqa: E402
 from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
@@ -133,8 +133,7 @@ def first_prompts(run_dir: Path) -> list[dict]:
 
 
 def _messages(stored: list[dict]) -> list:
-    kinds = {"system": SystemMessage, "ai": AIMessage}
-    return [kinds.get(m["type"], HumanMessage)(m["content"]) for m in stored]
+    return convert_to_messages(stored)
 
 
 def reask_prompts(run_dir: Path) -> list[dict]:

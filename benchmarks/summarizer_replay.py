@@ -38,14 +38,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.messages import HumanMessage, convert_to_messages  # noqa: E402
 
 from benchmarks import replay_configs  # noqa: E402
 from contextevolve.graph.context import RunContext  # noqa: E402
 from contextevolve.graph.settings import DEFAULT_MAX_TOKENS  # noqa: E402
 from contextevolve.llm import transcript  # noqa: E402
 from contextevolve.llm.calls import MalformedReply, call_role  # noqa: E402
-from contextevolve.nodes.summarize import finish_abstract, sentences  # noqa: E402
+from contextevolve.llm.parsing import sentences  # noqa: E402
+from contextevolve.nodes.summarize import finish_abstract  # noqa: E402
 from contextevolve.prompts import summarizer  # noqa: E402
 from contextevolve.prompts.generator import without_docstrings  # noqa: E402
 
@@ -96,8 +97,7 @@ def messages_for(request: dict, values: dict) -> list:
         code = without_docstrings(request["code"]) if values.get("nodoc") else request["code"]
         return summarizer.messages(request["title"], code, request["parent"],
                                    "novel_only" if request["novel_only"] else "inherited", request["feedback"])
-    kinds = {"system": SystemMessage}
-    stored = [kinds.get(m["type"], HumanMessage)(m["content"]) for m in request["messages"]]
+    stored = convert_to_messages(request["messages"])
     if values.get("nodoc"):
         text = stored[-1].content.replace(request["code"], without_docstrings(request["code"]), 1)
         stored = [*stored[:-1], HumanMessage(text)]
