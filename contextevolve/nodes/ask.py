@@ -127,13 +127,18 @@ def whole_program(base: str, mode: str) -> Callable[[Reply], None]:
 
 
 def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, *, base: str, mode: str,
-                  book: Role = "generator") -> Outcome:
+                  book: Role = "generator", docstrings_hidden: bool | None = None) -> Outcome:
     """Send ``messages`` to the Generator's model with ``sampling`` and build a program from the reply
     as an edit of ``base`` in edit form ``mode`` (``full``, ``diff``, ``functions``).
 
     The request stops where the code block closes (:func:`~contextevolve.prompts.generator.stop_after_code`);
     a reply cut off before a whole program is retried (:func:`whole_program`). Its tokens are booked
     under ``book`` (``generator`` or ``repair``).
+
+    ``docstrings_hidden``: ``messages`` show ``base`` without its docstrings (None: as the run's settings
+    show programs, :func:`~contextevolve.nodes.compose.shown`); a ``full`` rewrite written from that view
+    gets the parent's back (:func:`~contextevolve.splicing.restore_docstrings`), so a lineage does not lose
+    them one second ask at a time.
 
     Returns:
         The :class:`Outcome`; never raises for a bad reply.
@@ -149,7 +154,8 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, *, base: 
     usage = booked_as(reply.usage, book)
     try:
         source = build_child(base, reply.text, mode, truncated=reply.truncated)
-        if mode == "full" and not ctx.search.docstrings_shown:  # written from a view without them
+        hidden = not ctx.search.docstrings_shown if docstrings_hidden is None else docstrings_hidden
+        if mode == "full" and hidden:  # written from a view without them
             source = restore_docstrings(base, source)
     except EditError as exc:  # the model's fault
         if exc.unchanged:

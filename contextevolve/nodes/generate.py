@@ -54,7 +54,8 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     if twin is not None and not lane_budget_spent(ctx, state, usage):
         mode = reask_mode(mode)
         messages = reask_messages(task.description, parent.source, policy.mutation(), task.higher_is_better, mode)
-        outcome = ask_generator(ctx, messages, policy.second_ask(), base=parent.source, mode=mode)
+        outcome = ask_generator(ctx, messages, policy.second_ask(), base=parent.source, mode=mode,
+                                docstrings_hidden=True)
         usage, twin = add_usage(usage, outcome.usage), twin_of(memory, task, outcome, parent)
         if outcome.failure != "endpoint":  # (an endpoint fault keeps what the first ask built)
             record.source = outcome.source

@@ -111,7 +111,7 @@ def restart_again(ctx: RunContext, task: Task, memory: RunMemory, parent: Progra
     messages = reask_messages(task.description, parent.source, policy.mutation(after_restart=True),
                               task.higher_is_better, mode)
     outcome = ask_generator(ctx, messages, policy.restart_second_ask(number), base=parent.source, mode=mode,
-                            book="repair")
+                            book="repair", docstrings_hidden=True)
     return outcome, twin_of(memory, task, outcome, parent)
 
 

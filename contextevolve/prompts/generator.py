@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from langchain_core.messages import HumanMessage, SystemMessage
@@ -106,21 +107,43 @@ def mutation_for(seed: int, iteration: int) -> str:
     return MUTATIONS[(seed + iteration) % len(MUTATIONS)]
 
 
+_DOCUMENTED = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+"""The nodes whose first statement, a string, is a docstring (an ``if`` or ``for`` body's is not)."""
+
+
 def without_docstrings(program: str) -> str:
-    """``program`` without the lines of its docstrings (module, functions, classes); comments, the
-    EVOLVE-BLOCK markers and every other line are kept as they are. A program that does not parse is
-    returned unchanged."""
+    """``program`` without its docstrings (module, functions, classes); comments, the EVOLVE-BLOCK markers
+    and every other statement are kept as they are.
+
+    Only the docstring's own characters go, with the ``;`` that joins it to a statement after it on its
+    line; a line left blank by that goes too. So ``def f(): "doc"; return 1`` becomes
+    ``def f(): return 1``. A docstring that is its definition's whole body stays (without it the
+    definition would not parse). A program that does not parse, or that would not parse without its
+    docstrings, is returned unchanged.
+    """
     try:
         tree = ast.parse(program)
     except SyntaxError:
         return program
-    drop: set[int] = set()
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
-            drop.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
-    return "".join(line for n, line in enumerate(program.splitlines(keepends=True), 1) if n not in drop)
+    spans = [(node.body[0].lineno, node.body[0].col_offset, node.body[0].end_lineno, node.body[0].end_col_offset)
+             for node in ast.walk(tree)
+             if isinstance(node, _DOCUMENTED) and len(node.body) > (0 if isinstance(node, ast.Module) else 1)
+             and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+             and isinstance(node.body[0].value.value, str)]
+    lines = [line.encode() for line in program.splitlines(keepends=True)]  # ast's columns count UTF-8 bytes
+    for first, start, last, end in sorted(spans, reverse=True):  # bottom up: earlier spans keep their places
+        if last is None or end is None or last > len(lines):
+            return program
+        head, tail = lines[first - 1][:start], lines[last - 1][end:]
+        tail = re.sub(rb"^[ \t]*;[ \t]*", b"", tail) if tail.strip().startswith(b";") else tail
+        joined = head + tail
+        lines[first - 1:last] = [] if not joined.strip() else [joined if head.strip() else head + tail.lstrip()]
+    result = b"".join(lines).decode()
+    try:
+        ast.parse(result)
+    except SyntaxError:
+        return program
+    return result
 
 
 def reask_messages(task_description: str, parent_source: str, mutation: str, higher_is_better: bool = True,

@@ -247,3 +247,22 @@ def test_the_second_ask_shows_the_program_without_docstrings_and_names_one_chang
     assert system.content == SYSTEM  # every Generator-model request starts alike (the prompt cache)
     assert stripped in request.content and "Longer text" not in request.content
     assert "reverse the order" in request.content and "lowers the score" in request.content
+
+
+@pytest.mark.parametrize("program, expected", [
+    # a docstring sharing its line with the def and the next statement: only it and its ";" go
+    ('def f(): "doc"; return 1\n', "def f(): return 1\n"),
+    ('def h():\n    """a"""; x = 1\n    return x\n', "def h():\n    x = 1\n    return x\n"),
+    # a comment after the docstring stays on its own line
+    ('def g():\n    """\u00e9 doc"""  # why\n    return "\u00fc"\n', 'def g():\n    # why\n    return "\u00fc"\n'),
+    # a string opening an if body is not a docstring
+    ('def k(x):\n    if x:\n        "note"\n        return 1\n    return 2\n',
+     'def k(x):\n    if x:\n        "note"\n        return 1\n    return 2\n'),
+    # a docstring that is the whole body stays: the class would not parse without it
+    ('class E(Exception):\n    """Only this."""\n', 'class E(Exception):\n    """Only this."""\n'),
+    ('"""Only a module docstring."""\n', ""),
+])
+def test_without_docstrings_removes_only_the_docstrings(program, expected):
+    stripped = without_docstrings(program)
+    assert stripped == expected
+    compile(stripped, "stripped", "exec")

@@ -212,6 +212,18 @@ def test_a_twin_on_the_first_ask_gets_a_second_chance(tmp_path):
     assert records[1]["tokens"]["generator"] == {"prompt": 1800, "completion": 800}
 
 
+def test_a_second_ask_written_without_docstrings_keeps_the_parents(tmp_path):
+    """The second ask shows the parent without docstrings (also in ``full`` mode, where the first ask
+    shows them): the rewrite gets them back, or every second ask would strip a lineage of them."""
+    from contextevolve.prompts.generator import without_docstrings
+
+    assert '"""' in BETTER_PROGRAM and '"""' not in without_docstrings(BETTER_PROGRAM).split("EVOLVE-BLOCK-START")[1]
+    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(without_docstrings(BETTER_PROGRAM)), 900, 300),
+                         cycle=False)
+    _, records, _ = run(tmp_path, generator)
+    assert records[1]["status"] == "ok" and records[1]["source"] == BETTER_PROGRAM
+
+
 def test_the_second_ask_may_answer_with_an_edit(tmp_path):
     edit = ("<<<<<<< SEARCH\n                kvpr = load[gpu_id] / free_mem[gpu_id]\n=======\n"
             "                kvpr = (load[gpu_id] + model.req_rate / model.slo) / max(free_mem[gpu_id] - "
