@@ -4,7 +4,9 @@ Errors (see :mod:`contextevolve.llm.faults`), each after ``ctx.llm.max_retries``
 exponential backoff and jitter (first wait ``ctx.llm.retry_wait_s``, doubling up to 60 s):
 
 * connection errors, 429 and 5xx → :class:`EndpointUnavailable` (the run stops); a 4xx
-  other than 429 raises it at once (retrying cannot help);
+  other than 429 raises it at once (retrying cannot help), except a 400/422 that refuses one of the
+  parameters a run can do without (``stop``, ``temperature``, ...: OpenAI's reasoning models refuse
+  both): the request goes again without it, as do later ones to that endpoint and model;
 * an unusable reply (unreadable body, no ``choices``, empty completion, a client-side
   error such as a content-filter stop, or whatever the caller's ``check`` rejects) →
   :class:`MalformedReply` (the caller falls back).
@@ -16,6 +18,7 @@ A JSON-mode reply cut off at the token cap, which the OpenAI client raises as
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 import time
@@ -38,6 +41,8 @@ __all__ = ["CHARS_PER_TOKEN", "EndpointUnavailable", "MalformedReply", "Reply", 
 CHARS_PER_TOKEN = 3.5
 """Characters per token used for budget estimates (measured ~3.2-3.8 for Qwen's tokenizer on
 Python and English); only for composing within a budget, never for reported usage."""
+_log = logging.getLogger(__name__)
+
 MAX_WAIT_S = 60.0
 """Longest backoff wait between two attempts, seconds."""
 
@@ -120,6 +125,25 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
 
 
+_REFUSAL = re.compile(r"unsupported|not supported|unrecognized|unknown|not permitted|not allowed", re.I)
+"""Words of an error message that refuses a parameter rather than the request's content."""
+
+
+def refused_parameter(exc: BaseException) -> str | None:
+    """The optional request parameter (:data:`~contextevolve.llm.models.OPTIONAL_PARAMETERS`) a 400/422
+    error refuses: the error's ``param`` field (OpenAI: ``{"param": "stop", "code":
+    "unsupported_parameter"}``), else the one such name quoted in a message that says it is unsupported,
+    unknown or not permitted; None when it refuses something else."""
+    param = getattr(exc, "param", None)
+    if isinstance(param, str) and param in models.OPTIONAL_PARAMETERS:
+        return param
+    text = str(getattr(exc, "message", "") or exc)
+    if not _REFUSAL.search(text):
+        return None
+    named = [name for name in models.OPTIONAL_PARAMETERS if re.search(rf"['\"`]{name}['\"`]", text)]
+    return named[0] if len(named) == 1 else None
+
+
 def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_mode: bool = False,
               check: Callable[[Reply], None] | None = None, stop: list[str] | None = None,
               temperature: float | None = None, seed: int | None = None) -> Reply:
@@ -147,7 +171,9 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
         The first usable reply; its ``usage`` sums the tokens reported by every attempt.
 
     Raises:
-        EndpointUnavailable: unreachable, 429/5xx after the retries, or a 4xx.
+        EndpointUnavailable: unreachable, 429/5xx after the retries, or a 4xx (except a 400/422
+            refusing an optional parameter, :func:`refused_parameter`: the request is sent again without
+            it, and so are later ones to that endpoint and model).
         MalformedReply: no usable reply after the retries (``usage``, ``attempts`` filled in).
         contextevolve.llm.models.LLMConfigError: incomplete endpoint settings.
     """
@@ -155,20 +181,37 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     import tenacity
 
     model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed)
-    base_url = getattr(model, "openai_api_base", None)
-    runnable = model.bind(response_format={"type": "json_object"}) if json_mode else model
+    base_url, model_name = getattr(model, "openai_api_base", None), getattr(model, "model_name", None)
     spent: list[TokenUsage] = []
     attempts = 0
+
+    def send(msgs: list[BaseMessage]) -> AIMessage:
+        """One request; one refused for an optional parameter is sent again without it."""
+        nonlocal model
+        while True:
+            sent = {name for name in ("temperature", "top_p", "seed") if getattr(model, name, None) is not None}
+            sent |= {name for name, asked in (("stop", stop), ("response_format", json_mode)) if asked}
+            sent -= models.refused_parameters(base_url, model_name)
+            target = model.bind(response_format={"type": "json_object"}) if "response_format" in sent else model
+            if attempts > 1 and "seed" in sent:
+                # an endpoint that honours the seed would repeat an empty or truncated completion
+                target = target.bind(seed=model.seed + attempts - 1)
+            try:
+                return target.invoke(msgs, stop=stop) if "stop" in sent else target.invoke(msgs)
+            except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                parameter = refused_parameter(exc)
+                if parameter not in sent:  # (None included) it refuses something else: the run stops
+                    raise
+                if models.refuse_parameter(base_url, model_name, parameter):
+                    _log.warning("%s refuses the %r parameter for model %s (%s); its requests go on without it",
+                                 base_url, parameter, model_name, _one_line(exc))
+                model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed)
 
     def attempt(msgs: list[BaseMessage]) -> Reply:
         nonlocal attempts
         attempts += 1
-        target = runnable
-        if attempts > 1 and isinstance(getattr(model, "seed", None), int):
-            # an endpoint that honours the seed would repeat an empty or truncated completion
-            target = runnable.bind(seed=model.seed + attempts - 1)
         try:
-            message = target.invoke(msgs, stop=stop) if stop else target.invoke(msgs)
+            message = send(msgs)
         except openai.APIResponseValidationError as exc:
             raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
         except openai.APIError:

@@ -135,8 +135,8 @@ def uses_embedded(role: Role, ctx: RunContext) -> bool:
 
 
 @lru_cache(maxsize=32)
-def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, max_tokens: int,
-                 timeout: float, seed: int, top_p: float | None = None, top_k: int | None = None) -> BaseChatModel:
+def _chat_openai(base_url: str, api_key: str, model: str, temperature: float | None, max_tokens: int,
+                 timeout: float, seed: int | None, top_p: float | None = None, top_k: int | None = None) -> BaseChatModel:
     from urllib.parse import urlparse
 
     from langchain_openai import ChatOpenAI
@@ -154,12 +154,46 @@ def _chat_openai(base_url: str, api_key: str, model: str, temperature: float, ma
                       top_p=top_p)
 
 
+OPTIONAL_PARAMETERS = ("stop", "temperature", "top_p", "seed", "response_format")
+"""Request parameters a run can do without. Some endpoints refuse some of them with HTTP 400 (OpenAI's
+reasoning models refuse ``stop`` and any ``temperature`` but their default); a request refused for one of
+them is sent again without it (:func:`contextevolve.llm.calls.call_role`). Each only saves tokens or shapes
+sampling: the replies are parsed the same without them (a program's code block is found in a reply
+that goes on after it, JSON in a reply that is not in JSON mode)."""
+
+_refused: dict[tuple[str, str], set[str]] = {}
+_refused_lock = threading.Lock()
+
+
+def refused_parameters(base_url: str | None, model: str | None) -> frozenset[str]:
+    """The :data:`OPTIONAL_PARAMETERS` that endpoint ``base_url`` refused for ``model`` in this process."""
+    with _refused_lock:
+        return frozenset(_refused.get((str(base_url), str(model)), ()))
+
+
+def refuse_parameter(base_url: str | None, model: str | None, parameter: str) -> bool:
+    """Remember that ``base_url`` refuses ``parameter`` for ``model``: later chat models for it
+    (:func:`create_chat_model`) and requests (``call_role``) leave it out. True when it is news.
+
+    Raises:
+        ValueError: ``parameter`` is not one of :data:`OPTIONAL_PARAMETERS` (a run cannot do without it).
+    """
+    if parameter not in OPTIONAL_PARAMETERS:
+        raise ValueError(f"{parameter!r} is not an optional request parameter ({', '.join(OPTIONAL_PARAMETERS)})")
+    with _refused_lock:
+        refused = _refused.setdefault((str(base_url), str(model)), set())
+        news = parameter not in refused
+        refused.add(parameter)
+    return news
+
+
 def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None = None,
                       seed: int | None = None) -> BaseChatModel:
     """The chat model for ``role``: an override, an external endpoint, or the embedded LLM.
 
     ``temperature`` and ``seed`` replace the run's (``ctx.llm.temperature_for(role)``, ``ctx.seed``)
-    for this model; an override model (tests) keeps its own.
+    for this model; an override model (tests) keeps its own. A sampling parameter the endpoint refused
+    (:func:`refuse_parameter`) is left out.
 
     Raises:
         LLMConfigError: an external endpoint is configured without a model name.
@@ -188,5 +222,8 @@ def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None 
     # embedded runs without it produced identical first iterations; llama.cpp's server keeps one
     # RNG stream, so repeated requests still differ within a run.)
     temperature = ctx.llm.temperature_for(role) if temperature is None else temperature
-    return _chat_openai(base_url, api_key, model, temperature, ctx.llm.max_tokens_for(role),
-                        ctx.llm.request_timeout_s, ctx.seed if seed is None else seed, top_p, top_k)
+    seed = ctx.seed if seed is None else seed
+    refused = refused_parameters(base_url, model)  # None: ChatOpenAI leaves the parameter out
+    return _chat_openai(base_url, api_key, model, None if "temperature" in refused else temperature,
+                        ctx.llm.max_tokens_for(role), ctx.llm.request_timeout_s, None if "seed" in refused else seed,
+                        None if "top_p" in refused else top_p, top_k)

@@ -314,3 +314,61 @@ def test_a_content_filter_stop_is_a_malformed_reply(endpoint):
     with pytest.raises(MalformedReply):
         call_role("sampler", [HumanMessage("pick")], ctx, json_mode=True)
     assert endpoint.requests() == ATTEMPTS
+
+
+def refusing(parameter: str, body: dict) -> Callable[[dict], Response]:
+    """:func:`healthy`, except that a request carrying ``parameter`` gets HTTP 400 with ``body``."""
+    def behave(request: dict) -> Response:
+        if parameter in request:
+            return 400, "application/json", json.dumps({"error": body}).encode()
+        return healthy(request)
+    return behave
+
+
+OPENAI_NO_STOP = {"message": "Unsupported parameter: 'stop' is not supported with this model.",
+                  "type": "invalid_request_error", "param": "stop", "code": "unsupported_parameter"}
+"""The refusal OpenAI's reasoning models answer a request with ``stop`` with."""
+
+
+def test_a_run_against_an_endpoint_that_refuses_stop_goes_on_without_it(endpoint, tmp_path, caplog):
+    bodies: list[dict] = []
+    behave = refusing("stop", OPENAI_NO_STOP)
+    endpoint.behave = lambda request: bodies.append(request) or behave(request)
+    run_dir = tmp_path / "r"
+    assert main(run_args(run_dir, endpoint.url, iterations=1)) == 0
+    child = records(run_dir)[1]
+    # the Generator's reply, asked without its stop sequence, became the program it holds
+    assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
+    assert child["combined_score"] == pytest.approx(get_task("model_placement").evaluate(BETTER_PROGRAM).combined_score)
+    # refused once per model asked with a stop (the generator "gen"; the sampler is not asked with one
+    # exemplar slot free), then never sent again to it
+    refused = [(b["model"], "stop" in b) for b in bodies]
+    assert endpoint.requests(status=400) == 1 and refused.count(("gen", True)) == 1
+    assert refused.index(("gen", True)) + 1 == refused.index(("gen", False))
+    assert sum(1 for line in caplog.messages if "refuses the 'stop' parameter" in line) == 1
+
+
+def test_a_refused_temperature_named_only_in_the_message_is_left_out(endpoint):
+    message = ("Unsupported value: 'temperature' does not support 0.7 with this model. Only the default (1) "
+               "value is supported.")
+    bodies: list[dict] = []
+    behave = refusing("temperature", {"message": message, "type": "invalid_request_error"})
+    endpoint.behave = lambda request: bodies.append(request) or behave(request)
+    ctx = RunContext(base_url=endpoint.url, model="ctx", max_retries=RETRIES, retry_wait_s=0.01)
+    for _ in range(2):
+        assert call_role("navigator", [HumanMessage("hi")], ctx, temperature=0.7).text.startswith("Greedy")
+    assert ["temperature" in b for b in bodies] == [True, False, False]  # refused once, then never sent
+    assert all("seed" in b for b in bodies)  # what was not refused is still sent
+
+
+@pytest.mark.parametrize("body", [
+    {"message": "This model's maximum context length is 8192 tokens.", "type": "invalid_request_error",
+     "param": "messages", "code": "context_length_exceeded"},
+    {"message": "Unsupported parameter: 'logit_bias'.", "type": "invalid_request_error"},  # not one we can drop
+])
+def test_a_400_about_anything_else_still_stops_at_once(endpoint, body):
+    endpoint.behave = lambda request: (400, "application/json", json.dumps({"error": body}).encode())
+    ctx = RunContext(base_url=endpoint.url, model="ctx", max_retries=RETRIES, retry_wait_s=0.01)
+    with pytest.raises(EndpointUnavailable, match="HTTP 400"):
+        call_role("generator", [HumanMessage("hi")], ctx, stop=["\n```\n"])
+    assert endpoint.requests() == 1
