@@ -26,6 +26,7 @@ only part that may change):
 from __future__ import annotations
 
 import ast
+import io
 
 from contextevolve.replies import EditError, code_blocks, evolve_region, extract_code
 
@@ -41,6 +42,14 @@ def _name(node: ast.stmt) -> str | None:
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
         return node.target.id
     return None
+
+
+def source_lines(source: str) -> list[str]:
+    """``source``'s lines as Python numbers them (``lineno`` of its AST), line ends kept: split at ``\\n``,
+    ``\\r\\n`` and ``\\r`` only. ``str.splitlines`` also splits at ``\\x0b``, form feeds, ``\\x1c``-``\\x1e``, ``\\x85``
+    and U+2028/U+2029, which the tokenizer reads as ordinary characters: after one of those, an AST
+    line number would point at another line."""
+    return io.StringIO(source, newline="").readlines()
 
 
 def _span(node: ast.stmt) -> tuple[int, int]:
@@ -69,7 +78,7 @@ def _keep_docstring(text: str, node: ast.stmt, parent_tree: ast.Module, span: tu
     if doc is None or first.lineno == node.lineno:  # no docstring to keep, or a one-line def
         return text
     start = _span(node)[0]
-    lines = text.splitlines(keepends=True)
+    lines = source_lines(text)
     at = _span(first)[0] - start  # a decorated first statement: above its decorators
     if at >= len(lines):
         return text
@@ -123,7 +132,7 @@ def apply_functions(parent: str, reply: str) -> str:
         parent_tree = ast.parse(parent)
     except SyntaxError as exc:
         raise EditError(f"the parent does not parse (line {exc.lineno}); functions cannot be spliced into it") from None
-    lines = parent.splitlines(keepends=True)
+    lines = source_lines(parent)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     region = evolve_region(parent)
@@ -146,7 +155,7 @@ def apply_functions(parent: str, reply: str) -> str:
         import_at = max([first_line, *(_span(node)[1] for node in parent_tree.body[:2] if not region and (
             isinstance(node, ast.ImportFrom) and node.module == "__future__"
             or isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)))])
-    code_lines = code.splitlines(keepends=True)
+    code_lines = source_lines(code)
     have = {line.strip() for line in lines}
     imports, replaced, added = [], {}, []
     for node in tree.body:
@@ -196,9 +205,9 @@ def restore_docstrings(parent: str, child: str) -> str:
         parent_tree, child_tree = ast.parse(parent), ast.parse(child)
     except SyntaxError:
         return child
-    parent_lines = parent.splitlines(keepends=True)
+    parent_lines = source_lines(parent)
     spans = {node.name: _span(node) for node in parent_tree.body if isinstance(node, _DEFINITION)}
-    lines = child.splitlines(keepends=True)
+    lines = source_lines(child)
     for node in reversed(child_tree.body):  # bottom up: an insertion does not move the nodes still to come
         if isinstance(node, _DEFINITION) and node.name in spans:
             start, end = _span(node)

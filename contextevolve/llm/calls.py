@@ -127,19 +127,23 @@ def _one_line(exc: BaseException) -> str:
 
 _REFUSAL = re.compile(r"unsupported|not supported|unrecognized|unknown|not permitted|not allowed", re.I)
 """Words of an error message that refuses a parameter rather than the request's content."""
+REFUSAL_CODES = ("unsupported_parameter", "unsupported_value")
+"""OpenAI's error codes for a parameter the model does not take (any value, or any but its default)."""
 
 
 def refused_parameter(exc: BaseException) -> str | None:
     """The optional request parameter (:data:`~contextevolve.llm.models.OPTIONAL_PARAMETERS`) a 400/422
-    error refuses: the error's ``param`` field (OpenAI: ``{"param": "stop", "code":
-    "unsupported_parameter"}``), else the one such name quoted in a message that says it is unsupported,
-    unknown or not permitted; None when it refuses something else."""
+    error refuses as such: an error that says so (a :data:`REFUSAL_CODES` code, or a message saying
+    unsupported, unknown or not permitted) naming it in its ``param`` field (OpenAI: ``{"param": "stop",
+    "code": "unsupported_parameter"}``) or quoting it alone in its message. None when it refuses
+    something else, a setting's value among them: a temperature out of range stops the run with the
+    endpoint's message rather than being dropped."""
+    text = str(getattr(exc, "message", "") or exc)
+    if not (_REFUSAL.search(text) or getattr(exc, "code", None) in REFUSAL_CODES):
+        return None  # e.g. a value out of range ("Invalid 'temperature': decimal above maximum value")
     param = getattr(exc, "param", None)
     if isinstance(param, str) and param in models.OPTIONAL_PARAMETERS:
         return param
-    text = str(getattr(exc, "message", "") or exc)
-    if not _REFUSAL.search(text):
-        return None
     named = [name for name in models.OPTIONAL_PARAMETERS if re.search(rf"['\"`]{name}['\"`]", text)]
     return named[0] if len(named) == 1 else None
 
@@ -189,6 +193,9 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
         """One request; one refused for an optional parameter is sent again without it."""
         nonlocal model
         while True:
+            # (rebuilt each pass: another lane, or this request's last pass, may have met a refusal;
+            # chat models are cached, so this costs nothing when nothing changed)
+            model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed)
             sent = {name for name in ("temperature", "top_p", "seed") if getattr(model, name, None) is not None}
             sent |= {name for name, asked in (("stop", stop), ("response_format", json_mode)) if asked}
             sent -= models.refused_parameters(base_url, model_name)
@@ -205,7 +212,6 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
                 if models.refuse_parameter(base_url, model_name, parameter):
                     _log.warning("%s refuses the %r parameter for model %s (%s); its requests go on without it",
                                  base_url, parameter, model_name, _one_line(exc))
-                model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed)
 
     def attempt(msgs: list[BaseMessage]) -> Reply:
         nonlocal attempts

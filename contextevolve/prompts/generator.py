@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from contextevolve.editing import evolve_region
+from contextevolve.splicing import source_lines
 
 SYSTEM = "You are an expert systems programmer improving a program in an evolutionary search."
 """The one system message of every Generator-model request (first asks, second asks, repairs, restarts):
@@ -130,7 +131,7 @@ def without_docstrings(program: str) -> str:
              if isinstance(node, _DOCUMENTED) and len(node.body) > (0 if isinstance(node, ast.Module) else 1)
              and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
              and isinstance(node.body[0].value.value, str)]
-    lines = [line.encode() for line in program.splitlines(keepends=True)]  # ast's columns count UTF-8 bytes
+    lines = [line.encode() for line in source_lines(program)]  # ast's columns count UTF-8 bytes
     for first, start, last, end in sorted(spans, reverse=True):  # bottom up: earlier spans keep their places
         if last is None or end is None or last > len(lines):
             return program

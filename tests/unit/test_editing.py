@@ -261,6 +261,9 @@ def test_the_second_ask_shows_the_program_without_docstrings_and_names_one_chang
     # a docstring that is the whole body stays: the class would not parse without it
     ('class E(Exception):\n    """Only this."""\n', 'class E(Exception):\n    """Only this."""\n'),
     ('"""Only a module docstring."""\n', ""),
+    # a form feed (a page break) is no line end to Python: the lines after it keep their numbers
+    ('\x0c\n\x0c\nz = 12345678\ndef f():\n    """d"""\n    return z\n', '\x0c\n\x0c\nz = 12345678\ndef f():\n    return z\n'),
+    ('def f():\r\n    """d"""\r\n    return 1\r\n', "def f():\r\n    return 1\r\n"),
 ])
 def test_without_docstrings_removes_only_the_docstrings(program, expected):
     stripped = without_docstrings(program)

@@ -122,6 +122,15 @@ class FakeEndpoint:
         self.server.server_close()
 
 
+@pytest.fixture(autouse=True)
+def no_refusals(monkeypatch):
+    """Refused parameters are remembered per endpoint URL for the process: a port the OS hands out again
+    must not inherit another test's."""
+    from contextevolve.llm import models
+
+    monkeypatch.setattr(models, "_refused", {})
+
+
 @pytest.fixture
 def endpoint():
     server = FakeEndpoint(healthy)
@@ -365,6 +374,9 @@ def test_a_refused_temperature_named_only_in_the_message_is_left_out(endpoint):
     {"message": "This model's maximum context length is 8192 tokens.", "type": "invalid_request_error",
      "param": "messages", "code": "context_length_exceeded"},
     {"message": "Unsupported parameter: 'logit_bias'.", "type": "invalid_request_error"},  # not one we can drop
+    # a value out of range is the user's setting to fix, not a parameter to drop
+    {"message": "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 2.5 instead.",
+     "type": "invalid_request_error", "param": "temperature", "code": "decimal_above_max_value"},
 ])
 def test_a_400_about_anything_else_still_stops_at_once(endpoint, body):
     endpoint.behave = lambda request: (400, "application/json", json.dumps({"error": body}).encode())
@@ -372,3 +384,23 @@ def test_a_400_about_anything_else_still_stops_at_once(endpoint, body):
     with pytest.raises(EndpointUnavailable, match="HTTP 400"):
         call_role("generator", [HumanMessage("hi")], ctx, stop=["\n```\n"])
     assert endpoint.requests() == 1
+
+
+def test_a_refusal_met_by_another_request_is_left_out_of_a_retry(endpoint):
+    """A request waiting to retry (here after a 500) while another lane learnt of a refusal sends its
+    retry without the refused parameter."""
+    from contextevolve.llm import models
+
+    bodies: list[dict] = []
+
+    def behave(request: dict) -> Response:
+        bodies.append(request)
+        if len(bodies) == 1:  # meanwhile another lane's request was refused for its temperature
+            models.refuse_parameter(endpoint.url, "ctx", "temperature")
+            return SERVER_ERROR
+        return refusing("temperature", OPENAI_NO_STOP | {"param": "temperature"})(request)
+
+    endpoint.behave = behave
+    ctx = RunContext(base_url=endpoint.url, model="ctx", max_retries=RETRIES, retry_wait_s=0.01)
+    assert call_role("navigator", [HumanMessage("hi")], ctx, temperature=0.7).text.startswith("Greedy")
+    assert ["temperature" in b for b in bodies] == [True, False] and endpoint.requests(status=400) == 0

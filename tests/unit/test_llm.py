@@ -294,3 +294,75 @@ def test_a_server_started_from_a_worker_thread_outlives_the_thread_and_dies_with
         host.kill()
         if server is not None and not _gone(server):
             os.kill(server, signal.SIGKILL)
+
+
+def test_a_server_forked_after_its_parent_died_exits_before_it_runs():
+    """The death signal is armed in the child after the fork: a parent that died in between would never
+    send it, so the child checks and exits (``lifetime.die_with_parent``) instead of running on, orphaned."""
+    import subprocess
+    from functools import partial
+
+    from contextevolve.llm.lifetime import die_with_parent
+
+    orphan = subprocess.Popen(["sleep", "30"], preexec_fn=partial(die_with_parent, os.getpid() + 10**6))
+    assert orphan.wait(timeout=10) == 1  # `sleep 30` never ran
+    tied = subprocess.Popen(["true"], preexec_fn=partial(die_with_parent, os.getpid()))
+    assert tied.wait(timeout=10) == 0
+
+
+def test_an_interrupt_after_a_server_was_forked_kills_it(monkeypatch):
+    """Ctrl-C while ``popen_tied`` waits for the forking thread, which forked the server all the same:
+    nobody would ever stop that server, so it is killed."""
+    import subprocess
+    from concurrent.futures import Future
+
+    from contextevolve.llm import lifetime
+
+    forked: list[subprocess.Popen] = []
+
+    class Interrupted(Future):
+        interrupted = False
+
+        def result(self, timeout=None):
+            value = super().result(10)  # the server is up when Ctrl-C comes
+            if not self.interrupted:
+                self.interrupted = True
+                raise KeyboardInterrupt
+            forked.append(value)
+            return value
+
+    monkeypatch.setattr(lifetime, "Future", Interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lifetime.popen_tied(["sleep", "30"])
+    assert len(forked) == 1 and forked[0].wait(timeout=10) == -9  # SIGKILLed
+
+
+def test_an_interrupt_before_a_server_was_forked_cancels_it(monkeypatch):
+    """Ctrl-C while the request still waits in the forking thread's queue: it is cancelled, and the
+    thread skips it when it comes to it."""
+    import queue
+    import subprocess
+    from concurrent.futures import Future
+
+    from contextevolve.llm import lifetime
+
+    assert lifetime.popen_tied(["true"]).wait(timeout=10) == 0  # the forking thread waits on the queue
+    real_jobs, held = lifetime._jobs, queue.SimpleQueue()
+
+    class Interrupted(Future):
+        def result(self, timeout=None):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(lifetime, "Future", Interrupted)
+    monkeypatch.setattr(lifetime, "_jobs", held)  # the thread does not see this one: the job stays queued
+    with pytest.raises(KeyboardInterrupt):
+        lifetime.popen_tied(["sleep", "30"])
+    monkeypatch.undo()
+    done, cmd, _ = job = held.get_nowait()
+    assert cmd == ["sleep", "30"] and done.cancelled()
+    forked: list[list[str]] = []
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(lifetime.subprocess, "Popen", lambda cmd, **kw: forked.append(cmd) or real_popen(cmd, **kw))
+    real_jobs.put(job)  # the thread now comes to it, and then to a request made after it
+    assert lifetime.popen_tied(["true"]).wait(timeout=10) == 0
+    assert forked == [["true"]]

@@ -55,6 +55,13 @@ def test_a_changed_function_replaces_the_parents_and_a_new_one_is_added_before_i
     assert child.startswith('"""A program with fixed parts') and child.endswith("def run():\n    return solve(1, 2)\n")
 
 
+def test_a_page_break_in_the_parent_does_not_move_the_splice():
+    """A form feed is an ordinary character to Python: lines are counted as its AST counts them."""
+    parent = PARENT.replace("LIMIT = 5\n", "LIMIT = 5\n\x0c\n")
+    child = build_child(parent, "```python\ndef helper(x):\n    return x + 2\n```", "functions")
+    assert child == parent.replace("return x + 1", "return x + 2") and _run(child) == 5
+
+
 def test_constants_and_functions_in_separate_blocks_are_all_spliced():
     reply = "```python\nLIMIT = 7\n```\nand\n```python\ndef helper(x):\n    return x - 1\n```"
     child = build_child(PARENT, reply, "functions")
