@@ -136,7 +136,7 @@ def without_docstrings(program: str) -> str:
         if last is None or end is None or last > len(lines):
             return program
         head, tail = lines[first - 1][:start], lines[last - 1][end:]
-        tail = re.sub(rb"^[ \t]*;[ \t]*", b"", tail) if tail.strip().startswith(b";") else tail
+        tail = re.sub(rb"^[ \t]*;[ \t]*", b"", tail, count=1)  # the ";" joining it to the next statement
         joined = head + tail
         lines[first - 1:last] = [] if not joined.strip() else [joined if head.strip() else head + tail.lstrip()]
     result = b"".join(lines).decode()
