@@ -13,7 +13,8 @@ only part that may change):
 
 * a ``def`` / ``class`` (decorators included) or a single-name assignment at the reply's top level
   replaces the parent's top-level definition of that name inside the region (keeping the parent's
-  docstring when the reply's version has none: the Generator is shown programs without docstrings);
+  docstrings, a class's methods' included, where the reply's version has none: the Generator is shown
+  programs without docstrings);
   one the parent does not define is inserted before the first definition the reply replaced (or at
   the end of the region);
 * a name the parent defines outside the region may not be redefined (an :class:`EditError`), though
@@ -65,19 +66,46 @@ def _docstring(node: ast.stmt | None) -> ast.Expr | None:
     return None
 
 
-def _keep_docstring(text: str, node: ast.stmt, parent_tree: ast.Module, span: tuple[int, int],
-                    parent_lines: list[str]) -> str:
-    """``text`` (the reply's definition ``node``) with the docstring of the parent's definition at
-    ``span`` put back when the reply's has none: the Generator is shown programs without docstrings
-    in ``functions`` mode, and a rewritten function should not lose its documentation for that."""
-    if not isinstance(node, _DEFINITION) or _docstring(node) is not None or not node.body:
-        return text
-    old = next((n for n in parent_tree.body if isinstance(n, _DEFINITION) and _span(n) == span), None)
-    doc = _docstring(old)
-    first = node.body[0]
-    if doc is None or first.lineno == node.lineno:  # no docstring to keep, or a one-line def
+def _parent_node(parent_tree: ast.Module, span: tuple[int, int]) -> ast.stmt | None:
+    """The parent's top-level statement at ``span`` (0-based lines, :func:`_span`), or None."""
+    return next((n for n in parent_tree.body if _span(n) == span), None)
+
+
+def _parses(text: str, node: ast.stmt) -> bool:
+    """Whether ``text``, the source of ``node`` from the start of its first line, parses; a member of a
+    class (indented) is parsed as the body of a class."""
+    try:
+        ast.parse(text if node.col_offset == 0 else "class _:\n" + text)
+    except SyntaxError:
+        return False
+    return True
+
+
+def _keep_docstring(text: str, node: ast.stmt, old: ast.stmt | None, parent_lines: list[str]) -> str:
+    """``text`` (the source of the reply's definition ``node``, from the start of its first line) with
+    the docstring of the parent's definition ``old`` put back when the reply's has none, and, for a
+    class, the docstrings of its methods and nested classes, matched by name in ``old``'s body.
+
+    The Generator is shown programs without docstrings, and a rewritten function or class should not
+    lose its documentation for that. Left as it is: a one-line def, a definition without a parent's
+    docstring, and one that would not parse with it (e.g. a body on the last line of a multi-line
+    signature)."""
+    if not isinstance(node, _DEFINITION) or not isinstance(old, _DEFINITION) or not node.body:
         return text
     start = _span(node)[0]
+    if isinstance(node, ast.ClassDef) and isinstance(old, ast.ClassDef):
+        members = {n.name: n for n in old.body if isinstance(n, _DEFINITION)}
+        lines = source_lines(text)
+        for member in reversed(node.body):  # bottom up: an insertion does not move the members still to come
+            if isinstance(member, _DEFINITION) and member.name in members:
+                first, end = (line - start for line in _span(member))
+                lines[first:end] = [_keep_docstring("".join(lines[first:end]), member, members[member.name],
+                                                    parent_lines)]
+        text = "".join(lines)  # the class's own lines above its first member have not moved
+    doc = _docstring(old)
+    first = node.body[0]
+    if doc is None or _docstring(node) is not None or first.lineno == node.lineno:  # a one-line def
+        return text
     lines = source_lines(text)
     at = _span(first)[0] - start  # a decorated first statement: above its decorators
     if at >= len(lines):
@@ -89,11 +117,7 @@ def _keep_docstring(text: str, node: ast.stmt, parent_tree: ast.Module, span: tu
     old_indent = doc_lines[0][:len(doc_lines[0]) - len(doc_lines[0].lstrip())]
     moved = [indent + line[len(old_indent):] if line.startswith(old_indent) else line for line in doc_lines]
     restored = "".join(lines[:at] + moved + lines[at:])
-    try:  # e.g. a body on the last line of a multi-line signature: no line of its own to go above
-        ast.parse(restored)
-    except SyntaxError:
-        return text
-    return restored
+    return restored if _parses(restored, node) else text
 
 
 def reply_code(reply: str) -> str:
@@ -174,7 +198,7 @@ def apply_functions(parent: str, reply: str) -> str:
                 continue
             raise EditError(f"the reply redefines {name}, which lies outside the EVOLVE-BLOCK and may not change")
         if name in own:
-            replaced[name] = _keep_docstring(text, node, parent_tree, own[name], lines)
+            replaced[name] = _keep_docstring(text, node, _parent_node(parent_tree, own[name]), lines)
         else:
             added.append(text)
     if not replaced and not added:
@@ -192,9 +216,10 @@ def apply_functions(parent: str, reply: str) -> str:
 
 
 def restore_docstrings(parent: str, child: str) -> str:
-    """``child`` with the docstring of the parent's top-level def/class of the same name put back into each
-    of the child's that has none (a one-line def is left as it is, and so is a definition that would not
-    parse with it). Only top-level definitions: a method's or a nested function's docstring is not restored.
+    """``child`` with the docstrings of the parent's top-level defs and classes, and of those classes'
+    methods and nested classes, put back into each definition of the same name (and place) that has
+    none (a one-line def is left as it is, and so is a definition that would not parse with it).
+    Functions nested in a function are not matched.
 
     The Generator is shown programs without docstrings (:func:`contextevolve.nodes.compose.shown`), so a
     rewrite written from that view would drop them; this keeps the evolved program documented, as the
@@ -206,11 +231,10 @@ def restore_docstrings(parent: str, child: str) -> str:
     except SyntaxError:
         return child
     parent_lines = source_lines(parent)
-    spans = {node.name: _span(node) for node in parent_tree.body if isinstance(node, _DEFINITION)}
+    olds = {node.name: node for node in parent_tree.body if isinstance(node, _DEFINITION)}
     lines = source_lines(child)
     for node in reversed(child_tree.body):  # bottom up: an insertion does not move the nodes still to come
-        if isinstance(node, _DEFINITION) and node.name in spans:
+        if isinstance(node, _DEFINITION) and node.name in olds:
             start, end = _span(node)
-            lines[start:end] = [_keep_docstring("".join(lines[start:end]), node, parent_tree, spans[node.name],
-                                                parent_lines)]
+            lines[start:end] = [_keep_docstring("".join(lines[start:end]), node, olds[node.name], parent_lines)]
     return "".join(lines)

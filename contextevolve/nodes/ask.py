@@ -137,9 +137,9 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, *, base: 
 
     ``docstrings_hidden``: ``messages`` show ``base`` without its docstrings (None: as the run's settings
     show programs, :func:`~contextevolve.nodes.compose.shown`); a ``full`` rewrite written from that view
-    gets back the docstrings of the parent's top-level functions and classes
-    (:func:`~contextevolve.splicing.restore_docstrings`; methods' are not restored), so a lineage does not
-    lose those one second ask at a time.
+    gets back the docstrings of the parent's top-level functions and classes and of those classes'
+    methods (:func:`~contextevolve.splicing.restore_docstrings`), so a lineage does not lose them one
+    second ask at a time.
 
     Returns:
         The :class:`Outcome`; never raises for a bad reply.

@@ -179,3 +179,27 @@ def test_the_generator_sees_programs_without_docstrings_in_functions_mode_or_whe
     assert "Returns:" in shown("full") and "Returns:" in shown("diff", False)  # SEARCH must match the program
     for hidden in (shown("functions"), shown("full", False)):
         assert "Returns:" not in hidden and generator.without_docstrings(INITIAL) in hidden
+
+
+def test_a_class_rewritten_without_docstrings_gets_its_methods_back():
+    from contextevolve.splicing import restore_docstrings
+
+    parent = ('class Plan:\n    """A plan."""\n\n    def __init__(self, n):\n        """Make n slots."""\n        self.n = n\n\n'
+              '    @staticmethod\n    def cost(x):\n        """Twice x.\n\n        Returns:\n            a number.\n        """\n'
+              '        return x\n\n    class Inner:\n        """Nested."""\n        def go(self):\n            """Go."""\n'
+              '            return 1\n')
+    child = ('class Plan:\n    def __init__(self, n):\n        # slots\n        self.n = n + 0\n\n    @staticmethod\n'
+             '    def cost(x):\n        return 2 * x\n\n    def new(self):\n        return 3\n\n    class Inner:\n'
+             '        def go(self): return 2\n')
+    wanted = ('class Plan:\n    """A plan."""\n    def __init__(self, n):\n        """Make n slots."""\n        # slots\n'
+              '        self.n = n + 0\n\n    @staticmethod\n    def cost(x):\n        """Twice x.\n\n        Returns:\n'
+              '            a number.\n        """\n        return 2 * x\n\n    def new(self):\n        return 3\n\n'
+              '    class Inner:\n        """Nested."""\n        def go(self): return 2\n')
+    assert restore_docstrings(parent, child) == wanted  # a one-line method is left as it is
+    # the functions splice keeps them too
+    region = "# EVOLVE-BLOCK-START\n" + parent + "# EVOLVE-BLOCK-END\n"
+    assert apply_functions(region, f"```python\n{child}```") == "# EVOLVE-BLOCK-START\n" + wanted + "# EVOLVE-BLOCK-END\n"
+    # a method that would not parse with the docstring (body on its signature's last line) is left alone
+    parent = 'class A:\n    def f(self,\n          b):\n        """Sum."""\n        return b\n'
+    child = 'class A:\n    def f(self,\n          b): return b + 1\n'
+    assert restore_docstrings(parent, child) == child
