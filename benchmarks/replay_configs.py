@@ -1,7 +1,27 @@
-"""The ``--config NAME=key=value,...`` form shared by the replay benchmarks (``sampling.py``,
-``summarizer_replay.py``): a named configuration and the settings it changes."""
+"""What the replay benchmarks share: the ``--config NAME=key=value,...`` form (``sampling.py``,
+``summarizer_replay.py``: a named configuration and the settings it changes) and the one-line request
+sent before each timed one (``sampler_stop.py``, ``summarizer_replay.py``)."""
 
 from __future__ import annotations
+
+from langchain_core.messages import HumanMessage
+
+from contextevolve.graph.context import RunContext
+from contextevolve.llm.calls import MalformedReply, call_role
+
+FLUSH = [HumanMessage("Say OK.")]
+"""The request :func:`flush` sends: a server reuses the prefix a request shares with the request just before it, so
+without it the second configuration of a pair would skip reading the prompt the first one read (in a run, a role's
+previous request is another prompt)."""
+
+
+def flush(role: str) -> None:
+    """Send :data:`FLUSH` as ``role`` (one token, no retry) to the server the next timed request of ``role`` goes to;
+    a garbled reply is ignored (only the reading matters). Raises what :func:`call_role` raises for a down endpoint."""
+    try:
+        call_role(role, FLUSH, RunContext(max_tokens={role: 1}, max_retries=0))
+    except MalformedReply:
+        pass
 
 
 def parse_config(text: str, keys: dict[str, type]) -> tuple[str, dict]:

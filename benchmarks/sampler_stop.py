@@ -26,8 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import HumanMessage, convert_to_messages  # noqa: E402
+from langchain_core.messages import convert_to_messages  # noqa: E402
 
+from benchmarks import replay_configs  # noqa: E402
 from contextevolve.graph.context import RunContext  # noqa: E402
 from contextevolve.llm import transcript  # noqa: E402
 from contextevolve.llm.calls import call_role  # noqa: E402
@@ -50,16 +51,10 @@ def sampler_requests(run_dir: Path) -> list[dict]:
     return requests
 
 
-FLUSH = [HumanMessage("Say OK.")]
-"""A one-line request sent before each timed one: a server reuses the prefix a request shares with the request
-just before it, so without it the second form of a pair would skip reading the prompt the first one read (in a
-run the Sampler's previous request is another prompt)."""
-
-
 def ask(messages: list, seed: int, stop: list[str] | None) -> dict:
     """One Sampler request as a run sends it (``call_role``: JSON mode, a reply cut at the cap kept), to the
-    embedded model or the endpoint the environment names, after :data:`FLUSH`."""
-    call_role("sampler", FLUSH, RunContext(max_tokens={"sampler": 1}, max_retries=0))
+    embedded model or the endpoint the environment names, after :func:`~benchmarks.replay_configs.flush`."""
+    replay_configs.flush("sampler")
     start = time.perf_counter()
     reply = call_role("sampler", messages, RunContext(seed=seed, max_retries=0), json_mode=True, stop=stop)
     return {"seconds": time.perf_counter() - start, "text": reply.text,

@@ -104,18 +104,10 @@ def messages_for(request: dict, values: dict) -> list:
     return stored
 
 
-FLUSH = [HumanMessage("Say OK.")]
-"""A one-line request sent before each timed one, so that no configuration reads less of its prompt because
-the request just before it was the same one (a run's previous Summarizer request is another program)."""
-
-
 def ask(messages: list, seed: int, cap: int) -> dict:
     """One Summarizer request as a run sends it (``call_role``), to the embedded model or the environment's
-    endpoint, after :data:`FLUSH`: its reply, tokens, seconds and whether the cap cut it."""
-    try:
-        call_role("summarizer", FLUSH, RunContext(max_tokens={"summarizer": 1}, max_retries=0))
-    except MalformedReply:
-        pass  # only there to be read
+    endpoint, after :func:`~benchmarks.replay_configs.flush`: its reply, tokens, seconds and whether the cap cut it."""
+    replay_configs.flush("summarizer")
     start = time.perf_counter()
     try:
         reply = call_role("summarizer", messages, RunContext(seed=seed, max_retries=0, max_tokens={"summarizer": cap}))
