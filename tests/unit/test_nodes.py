@@ -191,23 +191,24 @@ def test_top_score_variant_and_ablation_skip_failed_programs(seeded, ctx, models
     assert off["exemplar_ids"] == ["it00004", "it00003"] and len(models["sampler"].seen) == calls
 
 
-def test_sampler_reply_is_cut_where_its_picks_end(seeded, ctx, models):
-    """The request stops at the ``]`` closing the picks; the cut reply still chooses them."""
+def sample_answered(seeded, ctx, models, text: str) -> dict:
+    """``sample``'s update for a parent with four other programs in memory, the Sampler answering ``text``."""
     state, memory = seeded
     for n in range(1, 5):
         add_program(memory, n)
-    models["sampler"].messages = iter([reply('{\n  "exemplars": [3, 2')])
-    update = run_node(sample, replace(state, parent_id="it00000"), replace(ctx, num_exemplars=2))
+    models["sampler"].messages = iter([reply(text)])
+    return run_node(sample, replace(state, parent_id="it00000"), replace(ctx, num_exemplars=2))
+
+
+def test_sampler_reply_is_cut_where_its_picks_end(seeded, ctx, models):
+    """The request stops at the ``]`` closing the picks; the cut reply still chooses them."""
+    update = sample_answered(seeded, ctx, models, '{\n  "exemplars": [3, 2')
     assert models["sampler"].stops[-1] == STOP_AFTER_PICKS and "]," in STOP_AFTER_PICKS
     assert update["exemplar_ids"] == [update["candidate_ids"][2], update["candidate_ids"][1]]
 
 
 def test_unusable_sampler_reply_falls_back_to_retrieval_order(seeded, ctx, models):
-    state, memory = seeded
-    for n in range(1, 5):
-        add_program(memory, n)
-    models["sampler"].messages = iter([reply("no idea")])
-    update = run_node(sample, replace(state, parent_id="it00000"), replace(ctx, num_exemplars=2))
+    update = sample_answered(seeded, ctx, models, "no idea")
     assert update["exemplar_ids"] == update["candidate_ids"][:2]
 
 
