@@ -5,6 +5,10 @@ on a free port of 127.0.0.1 in a background thread. ``reply(body) -> str`` write
 usage is the number of whitespace-separated words of the prompt and of the answer, so a test
 can recompute what the endpoint reported. Streaming is refused (HTTP 400), as the counting
 proxy must never stream upstream. Every request body is kept in ``requests``.
+
+tests/unit/test_endpoint_faults.py keeps a server of its own (stdlib ``http.server``): its tests script
+whole raw responses (any status, content type and body bytes, malformed ones included) and count requests
+by model and status, where this one computes well-formed completions and their usage.
 """
 
 from __future__ import annotations
