@@ -34,8 +34,9 @@ def shown(ctx: RunContext, source: str) -> str:
     Why: a small model copies what it is shown, so every rewrite repeats the docstrings, 27-45 % of the
     built-in tasks' initial programs by characters, at 10-13 decoded tokens per second. A child keeps its
     parent's docstrings all the same, those of top-level functions and classes and of classes' methods
-    (:func:`contextevolve.splicing.restore_docstrings` for a rewrite, the splice in ``functions`` mode). In ``full`` mode they stay shown by default: without them the embedded
-    model copied its parent more often (docs/results.md, "Programs shown without docstrings")."""
+    (:func:`contextevolve.splicing.restore_docstrings` for a rewrite, the splice in ``functions`` mode).
+    In ``full`` mode they stay shown by default: without them the embedded model copied its parent more
+    often (docs/results.md, "Programs shown without docstrings")."""
     mode = ctx.search.generation_mode
     hidden = mode == "functions" or (mode == "full" and not ctx.search.docstrings_shown)
     return prompt.without_docstrings(source) if hidden else source
