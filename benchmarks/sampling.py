@@ -10,7 +10,7 @@ prompt by prompt, so a noisy machine slows them alike.
 
 Prints per configuration: replies, children built, twins of the parent, pre-check failures,
 valid children (``ok`` and not a twin), children better than their parent, completion tokens
-and seconds per reply; writes every reply's outcome to ``--out`` (JSON).
+and seconds per reply; writes every reply's outcome, edit form and text to ``--out`` (JSON).
 
 ``--reask`` replays the *second* ask instead: the one a run makes after the first version was a
 twin of its parent (stored re-asks only), with the run's seed and temperature for it, under one of
@@ -295,6 +295,7 @@ def main() -> int:
                     truncated = reply.response_metadata.get("finish_reason") == "length"
                     row = {"run": prompt["run"], "iteration": prompt["iteration"], "sample": sample,
                            "completion": (reply.usage_metadata or {}).get("output_tokens", 0), "seconds": seconds,
+                           "mode": mode, "reply": str(reply.content),
                            **judge(task, mode, prompt, str(reply.content), truncated)}
                     results[name].append(row)
                     print(f"{name:>8} {row['run']} it{row['iteration']} s{sample}: {row['outcome']}"

@@ -63,9 +63,10 @@ class SamplingPolicy:
         """The policy of ``iteration`` under the run settings ``ctx``."""
         return cls(ctx.seed, ctx.llm.temperature_for("generator"), iteration)
 
-    def first(self) -> Sampling:
-        """The Generator's own request: the run's seed and the Generator's temperature."""
-        return Sampling(self.seed, self.temperature)
+    def first(self, *, hotter: float = 0.0) -> Sampling:
+        """The Generator's own request: the run's seed and the Generator's temperature, ``hotter`` added
+        (the run's ``search.unguided_hotter`` when the Navigator gave no guidance)."""
+        return Sampling(self.seed, self.temperature + hotter)
 
     def second_ask(self) -> Sampling:
         """The Generator's second ask after a twin: seed ``seed + 1 + iteration``, ``REASK_HOTTER`` hotter."""

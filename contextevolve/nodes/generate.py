@@ -39,6 +39,9 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     told "make a real change" tends to copy the program again. A second twin, or a first one once the
     lane has spent its share of the token budget (:func:`~contextevolve.nodes.stopping.lane_budget_spent`),
     is a failed child of kind ``twin`` whose reason names the twin (it is never evaluated, nor repaired).
+
+    Without the Navigator's guidance (the first iteration, or the Navigator off) the first ask is
+    ``search.unguided_hotter`` hotter: with no direction the model mostly copies its parent.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -48,7 +51,8 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id,
                            guidance=state.guidance, exemplar_ids=list(state.context_exemplar_ids))
     policy, mode = SamplingPolicy.of(ctx, state.iteration), ctx.search.generation_mode
-    outcome = ask_generator(ctx, messages, policy.first(), base=parent.source, mode=mode)
+    unguided = ctx.search.unguided_hotter if not state.guidance.strip() else 0.0
+    outcome = ask_generator(ctx, messages, policy.first(hotter=unguided), base=parent.source, mode=mode)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
     record.source = outcome.source
     if twin is not None and not lane_budget_spent(ctx, state, usage):

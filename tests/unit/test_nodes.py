@@ -410,3 +410,23 @@ def test_a_lane_spends_an_even_share_of_the_token_budget_left_at_dispatch(ctx):
     assert not lane_budget_spent(replace(two, max_iterations=5), replace(lane, iteration=4, lane=0),
                                  {"repair": {"prompt": 500, "completion": 0}})
     assert not lane_budget_spent(replace(two, token_budget=None), lane, {"repair": {"prompt": 10**6, "completion": 0}})
+
+
+def test_the_first_ask_is_hotter_only_when_the_navigator_gave_no_guidance(seeded, ctx, monkeypatch):
+    """Without a direction the model mostly writes its parent back, so that first ask samples hotter."""
+    from contextevolve.nodes import generate as generate_node
+    from contextevolve.nodes.ask import Outcome
+
+    state, _ = seeded
+    asked = []
+
+    def ask(run_ctx, messages, sampling, **kwargs):
+        asked.append(sampling.temperature)
+        return Outcome(source=BETTER_PROGRAM)
+
+    monkeypatch.setattr(generate_node, "ask_generator", ask)
+    own = ctx.llm.temperature_for("generator")
+    off = replace(ctx, search=replace(ctx.search, unguided_hotter=0.0))
+    for guidance, run_ctx in (("", ctx), ("Place the largest models first.", ctx), ("", off)):
+        run_node(generate, replace(state, parent_id="it00000", guidance=guidance), run_ctx)
+    assert asked == [pytest.approx(own + ctx.search.unguided_hotter), own, own] and ctx.search.unguided_hotter > 0
