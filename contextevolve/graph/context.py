@@ -213,6 +213,8 @@ class RunContext:
             problems.append("max_retries and retry_wait_s must be >= 0")
         if search.repair_attempts < 0:
             problems.append("repair_attempts must be >= 0")
+        if search.unguided_hotter < 0:
+            problems.append("unguided_hotter must be >= 0 (it is added to the Generator's temperature)")
         if search.num_exemplars < 0 or search.num_trajectories < 0:
             problems.append("num_exemplars and num_trajectories must be >= 0")
         unknown = (set(llm.models) | set(llm.temperatures) | set(llm.max_tokens)) - set(ROLES)

@@ -121,7 +121,8 @@ class SearchSettings:
     per iteration and 2 valid children against 5. (The Summarizer is always shown programs without them.)"""
     unguided_hotter: float = 0.3
     """Temperature added to the Generator's first ask when the Navigator gave no guidance (a run's first
-    iteration, or every iteration with the Navigator off); 0: the Generator's own. Without a direction the
+    iteration, or a reply it could not use; not when it is switched off, so that ablation changes one thing);
+    0: the Generator's own. Without a direction the
     embedded model mostly writes its parent back: on 30 replayed first asks of the first iteration (MP and TS,
     docs/results.md) 0.3 hotter made 8 twins against 19 and 8 valid children against 5; in 10 whole first
     iterations, 5 valid against 4 in the same seconds."""

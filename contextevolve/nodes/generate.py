@@ -40,8 +40,9 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     lane has spent its share of the token budget (:func:`~contextevolve.nodes.stopping.lane_budget_spent`),
     is a failed child of kind ``twin`` whose reason names the twin (it is never evaluated, nor repaired).
 
-    Without the Navigator's guidance (the first iteration, or the Navigator off) the first ask is
-    ``search.unguided_hotter`` hotter: with no direction the model mostly copies its parent.
+    When the Navigator gave no guidance (the first iteration, or a reply it could not use) the first ask is
+    ``search.unguided_hotter`` hotter: with no direction the model mostly copies its parent. Not with the
+    Navigator switched off, so that ablation changes one thing.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -51,7 +52,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id,
                            guidance=state.guidance, exemplar_ids=list(state.context_exemplar_ids))
     policy, mode = SamplingPolicy.of(ctx, state.iteration), ctx.search.generation_mode
-    unguided = ctx.search.unguided_hotter if not state.guidance.strip() else 0.0
+    unguided = ctx.search.unguided_hotter if ctx.ablations.navigator_enabled and not state.guidance.strip() else 0.0
     outcome = ask_generator(ctx, messages, policy.first(hotter=unguided), base=parent.source, mode=mode)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
     record.source = outcome.source

@@ -427,6 +427,7 @@ def test_the_first_ask_is_hotter_only_when_the_navigator_gave_no_guidance(seeded
     monkeypatch.setattr(generate_node, "ask_generator", ask)
     own = ctx.llm.temperature_for("generator")
     off = replace(ctx, search=replace(ctx.search, unguided_hotter=0.0))
-    for guidance, run_ctx in (("", ctx), ("Place the largest models first.", ctx), ("", off)):
+    ablated = replace(ctx, ablations=replace(ctx.ablations, navigator_enabled=False))  # one change only
+    for guidance, run_ctx in (("", ctx), ("Place the largest models first.", ctx), ("", off), ("", ablated)):
         run_node(generate, replace(state, parent_id="it00000", guidance=guidance), run_ctx)
-    assert asked == [pytest.approx(own + ctx.search.unguided_hotter), own, own] and ctx.search.unguided_hotter > 0
+    assert asked == [pytest.approx(own + ctx.search.unguided_hotter), own, own, own] and ctx.search.unguided_hotter > 0

@@ -46,6 +46,8 @@ def test_settings_are_grouped_and_flat_names_reach_their_group():
         RunContext(search={"repair_attempt": 1})
     with pytest.raises(ValueError, match="invalid run settings: sandbox: .*memory_mb"):
         RunContext(eval_memory_mb=1)
+    with pytest.raises(ValueError, match="unguided_hotter must be >= 0"):
+        RunContext(unguided_hotter=-0.5)
 
 
 def test_run_json_is_grouped_and_an_older_flat_one_still_loads():
