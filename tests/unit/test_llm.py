@@ -366,3 +366,36 @@ def test_an_interrupt_before_a_server_was_forked_cancels_it(monkeypatch):
     real_jobs.put(job)  # the thread now comes to it, and then to a request made after it
     assert lifetime.popen_tied(["true"]).wait(timeout=10) == 0
     assert forked == [["true"]]
+
+
+def test_a_forked_child_gets_its_own_forking_thread_and_queue(monkeypatch):
+    """``os.fork()`` (a multiprocessing worker, say) copies the module's forking thread as a dead object,
+    its lock in whatever state another thread held it, and the parent's queued requests: the child starts
+    from none of them (``lifetime._reset_after_fork``) and can still start servers of its own."""
+    import os
+    import queue
+    import signal
+    import time
+
+    from contextevolve.llm import lifetime
+
+    assert lifetime.popen_tied(["true"]).wait(timeout=10) == 0  # the parent's forking thread is running
+    parents = queue.SimpleQueue()
+    parents.put("a request of the parent's")
+    monkeypatch.setattr(lifetime, "_jobs", parents)
+    pid = os.fork()
+    if pid == 0:  # the child: report by exit status only, never return into pytest
+        ok = False
+        try:
+            fresh = lifetime._thread is None and lifetime._jobs is not parents and lifetime._jobs.empty()
+            ok = fresh and lifetime.popen_tied(["true"]).wait(timeout=10) == 0
+        finally:
+            os._exit(0 if ok else 1)
+    deadline = time.monotonic() + 30
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    assert done[0] == pid and os.waitstatus_to_exitcode(done[1]) == 0
+    assert parents.get_nowait() == "a request of the parent's"  # the parent's queue is untouched
