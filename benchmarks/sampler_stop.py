@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.messages import convert_to_messages  # noqa: E402
 
-from benchmarks import replay_configs  # noqa: E402
+from benchmarks import replay  # noqa: E402
 from contextevolve.graph.context import RunContext  # noqa: E402
 from contextevolve.llm import transcript  # noqa: E402
 from contextevolve.llm.calls import call_role  # noqa: E402
@@ -53,8 +53,8 @@ def sampler_requests(run_dir: Path) -> list[dict]:
 
 def ask(messages: list, seed: int, stop: list[str] | None) -> dict:
     """One Sampler request as a run sends it (``call_role``: JSON mode, a reply cut at the cap kept), to the
-    embedded model or the endpoint the environment names, after :func:`~benchmarks.replay_configs.flush`."""
-    replay_configs.flush("sampler")
+    embedded model or the endpoint the environment names, after :func:`~benchmarks.replay.flush`."""
+    replay.flush("sampler")
     start = time.perf_counter()
     reply = call_role("sampler", messages, RunContext(seed=seed, max_retries=0), json_mode=True, stop=stop)
     return {"seconds": time.perf_counter() - start, "text": reply.text,

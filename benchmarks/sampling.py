@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.messages import AIMessage, HumanMessage, convert_to_messages  # noqa: E402
 
-from benchmarks import replay_configs  # noqa: E402
+from benchmarks import replay  # noqa: E402
 from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
 from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
 from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
@@ -83,7 +83,7 @@ def parse_config(text: str) -> tuple[str, dict]:
         SystemExit: no name, a key that is not one of :data:`KEYS`, or a value of the wrong type.
     """
     try:
-        name, values = replay_configs.parse_config(text, KEYS)
+        name, values = replay.parse_config(text, KEYS)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     if values.get("reask", "fresh") not in REASKS:

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from langchain_core.messages import HumanMessage, convert_to_messages  # noqa: E402
 
-from benchmarks import replay_configs  # noqa: E402
+from benchmarks import replay  # noqa: E402
 from contextevolve.graph.context import RunContext  # noqa: E402
 from contextevolve.graph.settings import DEFAULT_MAX_TOKENS  # noqa: E402
 from contextevolve.llm import transcript  # noqa: E402
@@ -64,7 +64,7 @@ def parse_config(text: str) -> tuple[str, dict]:
     Raises:
         ValueError: no name, an unknown key, a value of the wrong type, or an unknown ``prompt``.
     """
-    name, values = replay_configs.parse_config(text, KEYS)
+    name, values = replay.parse_config(text, KEYS)
     if values.get("prompt", "stored") not in PROMPTS:
         raise ValueError(f"prompt must be one of {PROMPTS}, not {values['prompt']!r}")
     return name, values
@@ -106,8 +106,8 @@ def messages_for(request: dict, values: dict) -> list:
 
 def ask(messages: list, seed: int, cap: int) -> dict:
     """One Summarizer request as a run sends it (``call_role``), to the embedded model or the environment's
-    endpoint, after :func:`~benchmarks.replay_configs.flush`: its reply, tokens, seconds and whether the cap cut it."""
-    replay_configs.flush("summarizer")
+    endpoint, after :func:`~benchmarks.replay.flush`: its reply, tokens, seconds and whether the cap cut it."""
+    replay.flush("summarizer")
     start = time.perf_counter()
     try:
         reply = call_role("summarizer", messages, RunContext(seed=seed, max_retries=0, max_tokens={"summarizer": cap}))

@@ -325,9 +325,12 @@ def test_a_content_filter_stop_is_a_malformed_reply(endpoint):
     assert endpoint.requests() == ATTEMPTS
 
 
-def refusing(parameter: str, body: dict) -> Callable[[dict], Response]:
-    """:func:`healthy`, except that a request carrying ``parameter`` gets HTTP 400 with ``body``."""
+def refusing(parameter: str, body: dict, record: list[dict] | None = None) -> Callable[[dict], Response]:
+    """:func:`healthy`, except that a request carrying ``parameter`` gets HTTP 400 with ``body``; every request's
+    body is appended to ``record`` when one is given."""
     def behave(request: dict) -> Response:
+        if record is not None:
+            record.append(request)
         if parameter in request:
             return 400, "application/json", json.dumps({"error": body}).encode()
         return healthy(request)
@@ -341,8 +344,7 @@ OPENAI_NO_STOP = {"message": "Unsupported parameter: 'stop' is not supported wit
 
 def test_a_run_against_an_endpoint_that_refuses_stop_goes_on_without_it(endpoint, tmp_path, caplog):
     bodies: list[dict] = []
-    behave = refusing("stop", OPENAI_NO_STOP)
-    endpoint.behave = lambda request: bodies.append(request) or behave(request)
+    endpoint.behave = refusing("stop", OPENAI_NO_STOP, record=bodies)
     run_dir = tmp_path / "r"
     assert main(run_args(run_dir, endpoint.url, iterations=1)) == 0
     child = records(run_dir)[1]
@@ -361,8 +363,7 @@ def test_a_refused_temperature_named_only_in_the_message_is_left_out(endpoint):
     message = ("Unsupported value: 'temperature' does not support 0.7 with this model. Only the default (1) "
                "value is supported.")
     bodies: list[dict] = []
-    behave = refusing("temperature", {"message": message, "type": "invalid_request_error"})
-    endpoint.behave = lambda request: bodies.append(request) or behave(request)
+    endpoint.behave = refusing("temperature", {"message": message, "type": "invalid_request_error"}, record=bodies)
     ctx = RunContext(base_url=endpoint.url, model="ctx", max_retries=RETRIES, retry_wait_s=0.01)
     for _ in range(2):
         assert call_role("navigator", [HumanMessage("hi")], ctx, temperature=0.7).text.startswith("Greedy")
