@@ -82,11 +82,12 @@ def dispatch(state: EvolveState) -> list[Send] | Literal["__end__"]:
         return END
     if state.lane_results:  # the round is not complete: its other lanes are still running
         return []
+    lanes = max(1, state.round_size)
     # Plain dicts (a LaneState's fields): they are checkpointed as pending sends.
     return [Send(LANE_PHASES[0], {"iteration": state.iteration + i, "lane": i, "initial_id": state.initial_id,
                                   "run_identity": state.run_identity,
-                                  "run_tokens": total_tokens(state.total_usage)})
-            for i in range(max(1, state.round_size))]
+                                  "run_tokens": total_tokens(state.total_usage), "round_lanes": lanes})
+            for i in range(lanes)]
 
 
 def review(lane: LaneState) -> str:

@@ -144,6 +144,10 @@ class LaneState:
     """Tokens the run had spent when this lane's round was dispatched (``EvolveState.total_usage``
     summed): with a token budget, a lane stops asking for more of its own model work once it has spent
     its share of what was left (:func:`~contextevolve.nodes.stopping.lane_budget_spent`)."""
+    round_lanes: int = 0
+    """Lanes of this lane's round, as dispatched (``EvolveState.round_size``): the share above is split over
+    them, not over the lanes a resumed run's settings name now. 0 in a checkpoint written before the field
+    existed (the share then falls back to the current settings)."""
     parent_id: str | None = None
     """c_p of this lane (chosen by select_parent)."""
     trajectory_ids: list[str] = field(default_factory=list)

@@ -33,7 +33,8 @@ def stop_reason(ctx: RunContext, task: Task, iteration: int, best_score: float |
 
 def lane_budget_spent(ctx: RunContext, lane: LaneState, usage: TokenUsage | None = None) -> bool:
     """True when ``lane`` has spent its share of the run's token budget: what was left when its round was
-    dispatched (``ctx.token_budget - lane.run_tokens``), split evenly over the round's lanes. ``usage``:
+    dispatched (``ctx.token_budget - lane.run_tokens``), split evenly over the round's lanes (``lane.round_lanes``,
+    what the round was dispatched with, even if a resumed run now names another lane count). ``usage``:
     tokens the calling phase spent that ``lane.iteration_usage`` does not hold yet. Always False without a
     token budget.
 
@@ -45,5 +46,6 @@ def lane_budget_spent(ctx: RunContext, lane: LaneState, usage: TokenUsage | None
     if ctx.token_budget is None:
         return False
     first = lane.iteration - lane.lane  # the round's first lane: iterations completed at dispatch
-    share = (ctx.token_budget - lane.run_tokens) / round_size(ctx, first)
+    lanes = lane.round_lanes or round_size(ctx, first)  # (0: a lane checkpointed before round_lanes existed)
+    share = (ctx.token_budget - lane.run_tokens) / lanes
     return total_tokens(lane.iteration_usage) + total_tokens(usage) >= share

@@ -410,6 +410,19 @@ def test_a_lane_spends_an_even_share_of_the_token_budget_left_at_dispatch(ctx):
     assert not lane_budget_spent(replace(two, max_iterations=5), replace(lane, iteration=4, lane=0),
                                  {"repair": {"prompt": 500, "completion": 0}})
     assert not lane_budget_spent(replace(two, token_budget=None), lane, {"repair": {"prompt": 10**6, "completion": 0}})
+    # a round dispatched with two lanes keeps splitting over two when a resumed run now names one
+    dispatched = replace(lane, round_lanes=2)
+    assert lane_budget_spent(replace(two, lanes=1), dispatched, {"repair": {"prompt": 90, "completion": 10}})
+
+
+def test_every_lane_of_a_round_is_sent_with_the_round_size_and_the_tokens_spent():
+    from contextevolve.graph.builder import dispatch
+    from contextevolve.graph.state import EvolveState, lane_from
+
+    sends = dispatch(EvolveState(iteration=4, round_size=2, total_usage={"generator": {"prompt": 70, "completion": 30}}))
+    lanes = [lane_from(send.arg) for send in sends]
+    assert [(lane.iteration, lane.lane, lane.round_lanes, lane.run_tokens) for lane in lanes] == [
+        (4, 0, 2, 100), (5, 1, 2, 100)]
 
 
 def test_the_first_ask_is_hotter_only_when_the_navigator_gave_no_guidance(seeded, ctx, monkeypatch):
