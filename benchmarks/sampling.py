@@ -36,7 +36,10 @@ top_k 20; ``top_p=0.95,top_k=40`` are llama-cpp-python's server defaults) or ``N
 one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, iteration)``) and ``direction``
 (0: the stored request without its ``## Direction`` section, the Navigator's guidance: what the Generator is
 sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``) and ``nodoc`` (1: every
-```python block of the request shown without its docstrings, :func:`prompts.generator.without_docstrings`).
+```python block of the request shown without its docstrings, :func:`prompts.generator.without_docstrings`)
+and ``paragraph`` (1: the ``## Direction`` section holding what the Navigator would have said had it been asked
+with a stop at its first paragraph break, :func:`paragraph_guidance`; the replay then keeps only the iterations
+whose guidance that changes, and prints the Navigator tokens the stop would have saved there).
 """
 
 from __future__ import annotations
@@ -57,14 +60,16 @@ from contextevolve.editing import EditError, build_child, normalized_code  # noq
 from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
 from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
 from contextevolve.llm import transcript  # noqa: E402
+from contextevolve.llm.parsing import clip_to_sentence  # noqa: E402
 from contextevolve.nodes.ask import REASK_HOTTER  # noqa: E402
+from contextevolve.nodes.navigate import GUIDANCE_CHARS  # noqa: E402
 from contextevolve.prompts.generator import (  # noqa: E402
     edit_format, mutation_for, reask_messages, without_docstrings)
 from contextevolve.tasks.prechecks import precheck  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
-        "direction": int, "nodoc": int}
+        "direction": int, "nodoc": int, "paragraph": int}
 REASKS = ("fresh", "edits", "followup")
 FIRSTS = ("stored", "fresh", "guided")
 REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes")
@@ -95,10 +100,11 @@ def parse_config(text: str) -> tuple[str, dict]:
     return name, values
 
 
-def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict]]:
-    """Every first-attempt Generator request of a one-lane run as ``(iteration, n, row, parent)``:
+def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | None]]:
+    """Every first-attempt Generator request of a one-lane run as ``(iteration, n, row, parent, navigator)``:
     ``n`` counts the iteration's Generator requests from 0, ``row`` is the transcript row, ``parent``
-    the child's parent record. An iteration starts at its Navigator request (runs with the Navigator
+    the child's parent record, ``navigator`` the iteration's last Navigator row (the reply its guidance came
+    from; None where the Navigator was not asked). An iteration starts at its Navigator request (runs with the Navigator
     on); the first iteration, whose Navigator has no step to be asked about and is not asked, at the run's
     first Generator request. The transcript's rows come in request order.
 
@@ -111,25 +117,31 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict]]:
         raise SystemExit(str(exc)) from None
     records = {r["iteration"]: r for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
     by_id = {r["id"]: r for r in records.values()}
-    asks, iteration, n = [], 0, 0
+    asks, iteration, n, navigator = [], 0, 0, None
     for row in rows:
         if row["attempt"] == 1 and (row["role"] == "navigator" or (row["role"] == "generator" and iteration == 0)):
-            iteration, n = iteration + 1, 0
+            iteration, n, navigator = iteration + 1, 0, None
+        if row["role"] == "navigator":
+            navigator = row  # a retry's reply replaces the first attempt's
         if row["role"] == "generator" and row["attempt"] == 1 and iteration in records and iteration > 0:
-            asks.append((iteration, n, row, by_id[records[iteration]["parent_id"]]))
+            asks.append((iteration, n, row, by_id[records[iteration]["parent_id"]], navigator))
             n += 1
     return asks
 
 
 def first_prompts(run_dir: Path) -> list[dict]:
-    """Per iteration of a one-lane run: its first Generator messages, parent source and score, and the
-    Navigator's guidance of that iteration."""
+    """Per iteration of a one-lane run: its first Generator messages, parent source and score, the
+    Navigator's guidance of that iteration, and the Navigator reply it came from with its completion tokens
+    (``""`` and 0 where the Navigator was not asked)."""
     guidance = {r["iteration"]: r.get("guidance", "")
                 for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
     return [{"run": run_dir.name, "iteration": iteration, "messages": row["messages"],
              "parent": parent["source"], "parent_score": parent["combined_score"],
-             "guidance": guidance.get(iteration, "")}
-            for iteration, n, row, parent in _generator_asks(run_dir) if n == 0]
+             "guidance": guidance.get(iteration, ""),
+             "navigator_reply": navigator.get("reply", "") if navigator else "",
+             "navigator_completion": (navigator.get("usage") or {}).get("navigator", {}).get("completion", 0)
+             if navigator else 0}
+            for iteration, n, row, parent, navigator in _generator_asks(run_dir) if n == 0]
 
 
 def _messages(stored: list[dict]) -> list:
@@ -141,7 +153,7 @@ def reask_prompts(run_dir: Path) -> list[dict]:
     the parent's source and score, and the iteration (the row after the first ask whose request holds
     one of :data:`REASK_MARKERS`)."""
     prompts, firsts = [], {}
-    for iteration, n, row, parent in _generator_asks(run_dir):
+    for iteration, n, row, parent, _ in _generator_asks(run_dir):
         if n == 0:
             firsts[iteration] = row
         elif iteration in firsts and any(marker in row["messages"][-1]["content"] for marker in REASK_MARKERS):
@@ -194,6 +206,43 @@ def without_direction(messages: list) -> list:
     return [*messages[:-1], HumanMessage(content)]
 
 
+PARAGRAPH_STOP = "\n\n"
+"""The stop sequence ``paragraph=1`` emulates on the Navigator: its reply would end at its first paragraph break."""
+
+
+def paragraph_guidance(reply: str) -> str:
+    """The guidance a Navigator asked with the stop :data:`PARAGRAPH_STOP` would have given, from its stored
+    reply: the same seed decodes the same tokens up to the stop, so the reply stopped there is the stored
+    reply's text before its first paragraph break, clipped as ``nodes/navigate.py`` clips guidance (the stop
+    ends a reply before the token cap, so it is not cut off). Empty when the reply starts with the break."""
+    return clip_to_sentence(reply.split(PARAGRAPH_STOP, 1)[0], GUIDANCE_CHARS)
+
+
+def paragraph_tokens_saved(prompt: dict) -> float:
+    """Navigator completion tokens the stop would not have decoded for ``prompt``'s iteration, estimated
+    as the share of the stored reply's characters after the break times its completion tokens."""
+    reply = prompt.get("navigator_reply", "")
+    if PARAGRAPH_STOP not in reply:
+        return 0.0
+    return prompt.get("navigator_completion", 0) * (1 - len(reply.split(PARAGRAPH_STOP, 1)[0]) / len(reply))
+
+
+def with_direction(messages: list, guidance: str) -> list:
+    """``messages`` with the one-line ``## Direction`` section of the last one holding ``guidance`` instead
+    (taken out, :func:`without_direction`, when ``guidance`` is empty: a run sends no section then).
+
+    Raises:
+        SystemExit: the request has no such section.
+    """
+    if not guidance:
+        return without_direction(messages)
+    content, count = re.subn(r"(## Direction\n)[^\n]*(\n\n(?=## ))", lambda m: m.group(1) + guidance + m.group(2),
+                             messages[-1].content)
+    if not count:
+        raise SystemExit("paragraph=1: a stored request without a '## Direction' section")
+    return [*messages[:-1], HumanMessage(content)]
+
+
 def without_docstring_blocks(messages: list) -> list:
     """``messages`` with every fenced ``python`` block of the last one shown without its docstrings."""
     def strip(match: re.Match) -> str:
@@ -214,6 +263,8 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int, mode: s
         messages = first_messages(values["first"], prompt, task, sample, mode)
     if values.get("direction", 1) == 0:
         messages = without_direction(messages)
+    elif values.get("paragraph") and prompt.get("guidance"):
+        messages = with_direction(messages, paragraph_guidance(prompt.get("navigator_reply", "")))
     if values.get("nodoc"):
         messages = without_docstring_blocks(messages)
     if values.get("mutation"):
@@ -271,14 +322,23 @@ def main() -> int:
     configs = dict(parse_config(c) for c in args.config)
     if args.reask and any(v.get("first", "stored") != "stored" for v in configs.values()):
         parser.error("first= replaces the first ask; --reask replays the second")
+    if args.reask and any(v.get("paragraph") for v in configs.values()):
+        parser.error("paragraph= changes the first ask's guidance; --reask replays the second ask, which has none")
     from contextevolve.llm.models import create_chat_model
 
     results: dict[str, list[dict]] = {name: [] for name in configs}
     for run_dir in args.runs:
         settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
         task, first_mode = get_task(settings["task"]), settings.get("generation_mode") or "full"
-        asks = reask_prompts(run_dir) if args.reask else first_prompts(run_dir)
-        for n, prompt in enumerate(asks[:args.limit]):
+        asks = (reask_prompts(run_dir) if args.reask else first_prompts(run_dir))[:args.limit]
+        if any(v.get("paragraph") for v in configs.values()):
+            kept = [p for p in asks if p["guidance"] and paragraph_guidance(p["navigator_reply"]) != p["guidance"]]
+            saved = sum(map(paragraph_tokens_saved, asks))
+            print(f"{run_dir.name}: paragraph=1 changes the guidance of {len(kept)} of {len(asks)} iterations "
+                  f"(replayed: those), saving ~{saved:.0f} Navigator completion tokens of "
+                  f"{sum(p['navigator_completion'] for p in asks)}", flush=True)
+            asks = kept
+        for n, prompt in enumerate(asks):
             for sample in range(args.samples):
                 for name, values in configs.items():
                     if args.reask:

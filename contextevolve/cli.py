@@ -237,7 +237,7 @@ def cmd_compare(args) -> int:
         base_url=args.base_url, api_key=os.environ.get("CONTEXTEVOLVE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
         model=args.model, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
         token_budget=args.token_budget, timeout_s=args.system_timeout,
-        time_budget_s=args.time_budget * 60 if args.time_budget is not None else None)
+        time_budget_s=args.time_budget * 60 if args.time_budget is not None else None, log_prompts=args.log_prompts)
     get_task(settings.task)  # an unknown task fails before anything starts
 
     def show(result) -> None:
@@ -318,6 +318,8 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--time-budget", type=float, metavar="MINUTES",
                       help="same-time-budget mode: minutes per system and seed")
     comp.add_argument("--system-timeout", type=float, metavar="S", help="wall-clock limit of one system run")
+    comp.add_argument("--log-prompts", action="store_true",
+                      help="keep ContextEvolve's prompts and replies in OUT/<system>-s<seed>/run/prompts.jsonl")
     _add_problem_flags(comp)
     comp.set_defaults(fn=cmd_compare, parser=comp)
 

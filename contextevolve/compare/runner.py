@@ -80,6 +80,7 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
                         base_url=url, api_key="none", model=model, max_retries=2,
                         temperatures={**DEFAULT_TEMPERATURES, "generator": settings.temperature},
                         token_budget=settings.token_budget, time_budget_s=settings.time_budget_s,
+                        log_prompts=settings.log_prompts,
                         **ABLATIONS.get(system, {}))
         own = result.total_tokens
         stopped = "" if result.iterations >= settings.candidates else result.stop_reason or ""

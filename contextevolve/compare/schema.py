@@ -45,6 +45,10 @@ class CompareSettings(BaseModel):
     """Same-time budget mode: wall seconds each system may use per seed (None: none). ContextEvolve
     stops by its own time budget between rounds (``RunContext.time_budget_s``); a peer is stopped
     once its process has run this long."""
+    log_prompts: bool = False
+    """Keep every prompt and reply of the ContextEvolve systems in their run folders
+    (``<label>/run/prompts.jsonl``, as ``run --log-prompts``), for replays such as ``benchmarks/sampling.py``.
+    The peers' requests are not kept; the proxy's ``requests.jsonl`` counts them either way."""
 
 
 class SystemResult(BaseModel):

@@ -36,7 +36,7 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
         results = compare(CompareSettings(task="model_placement", candidates=2, seeds=[0], out=str(out),
                                           systems=["contextevolve", "openevolve", "openevolve-full", "gepa",
                                                    "contextevolve-no-navigator"],
-                                          base_url=endpoint.url, model="fake"))
+                                          base_url=endpoint.url, model="fake", log_prompts=True))
     initial = TASK.evaluate(TASK.initial_program).combined_score
     better = TASK.evaluate(TASK.initial_program.replace(OLD, NEW)).combined_score
     assert better > initial
@@ -61,6 +61,10 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
     assert by_system["openevolve"].candidates == by_system["openevolve-full"].candidates == 2
     assert json.loads((out / "openevolve-full-s0" / "spec.json").read_text())["options"] == {"diff_based_evolution": False}
     assert not any(body.get("stream") for body in endpoint.requests)
+    # ContextEvolve's prompts are kept for replays, each request once (no retries here); the peers' are not
+    kept = [json.loads(line) for line in (out / "contextevolve-s0" / "run" / "prompts.jsonl").read_text().splitlines()]
+    assert len(kept) == by_system["contextevolve"].llm_calls and {"generator", "summarizer"} <= {r["role"] for r in kept}
+    assert not list(out.glob("openevolve*/**/prompts.jsonl")) and not list(out.glob("gepa*/**/prompts.jsonl"))
     saved = json.loads((out / "results.json").read_text())
     assert [r["label"] for r in saved["results"]] == [r.label for r in results] and "api_key" not in saved["settings"]
     table = (out / "results.md").read_text()

@@ -141,3 +141,39 @@ def test_requests_are_seeded_as_the_replay_promises():
     assert named[-1].content.startswith("U Make the direction concrete")
     mode, seed, hot, _ = bench.reask_request({"temperature": 0.5}, prompt, task, sample=1, run_seed=7)
     assert (mode, seed) == ("full", 7 + 1000 + 3) and hot == pytest.approx(0.5 + bench.REASK_HOTTER)
+
+
+def test_paragraph_1_gives_the_guidance_a_navigator_stopped_at_its_first_paragraph_break_would_give(tmp_path):
+    from langchain_core.messages import HumanMessage
+
+    def row(role, text, reply="", usage=None, attempt=1):
+        return json.dumps({"role": role, "attempt": attempt, "messages": [{"type": "human", "content": text}],
+                           "reply": reply, "usage": usage or {}})
+
+    reply = "Place the largest model first.  It frees\nthe most room.\n\nEvidence: it00002 [1] shows it."
+    rows = [row("generator", "first 1"), row("navigator", "n2", reply="garbled", attempt=1),
+            row("navigator", "n2", reply=reply, usage={"navigator": {"prompt": 500, "completion": 40}}, attempt=2),
+            row("generator", "first 2")]
+    (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
+    programs = [{"id": f"it0000{n}", "iteration": n, "parent_id": None if n == 0 else "it00000", "source": f"P{n}",
+                 "combined_score": 1.0, "guidance": "" if n < 2 else "Whole reply."} for n in range(3)]
+    (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
+    first, second = bench.first_prompts(tmp_path)
+    assert (first["navigator_reply"], first["navigator_completion"]) == ("", 0)
+    assert (second["navigator_reply"], second["navigator_completion"]) == (reply, 40)  # the retry's reply
+    # the text before the break, whitespace collapsed as a run's guidance is; 40 tokens * the share after it
+    assert bench.paragraph_guidance(reply) == "Place the largest model first. It frees the most room."
+    assert bench.paragraph_tokens_saved(second) == pytest.approx(40 * (1 - reply.index("\n\n") / len(reply)))
+    assert bench.paragraph_guidance("\n\nA reply that opens with a blank line.") == ""
+    assert bench.paragraph_tokens_saved({"navigator_reply": "One paragraph.", "navigator_completion": 9}) == 0
+
+    stored = [HumanMessage("## Task\nT\n\n## Direction\nWhole reply.\n\n## Your job\nJ")]
+    prompt = {"messages": [{"type": "human", "content": stored[0].content}], "guidance": "Whole reply.",
+              "navigator_reply": reply, "iteration": 2}
+    _, _, _, messages = bench.first_request({"paragraph": 1}, prompt, get_task("model_placement"), 0, 0, "full")
+    assert messages[-1].content == ("## Task\nT\n\n## Direction\nPlace the largest model first. It frees the most "
+                                    "room.\n\n## Your job\nJ")
+    _, _, _, messages = bench.first_request({"paragraph": 1}, {**prompt, "navigator_reply": "\n\nx"},
+                                            get_task("model_placement"), 0, 0, "full")
+    assert messages[-1].content == "## Task\nT\n\n## Your job\nJ"  # nothing left: no Direction section
+    assert bench.parse_config("cut=paragraph=1") == ("cut", {"paragraph": 1})
