@@ -210,11 +210,15 @@ PARAGRAPH_STOP = "\n\n"
 """The stop sequence ``paragraph=1`` emulates on the Navigator: its reply would end at its first paragraph break."""
 
 
-def paragraph_guidance(reply: str) -> str:
-    """The guidance a Navigator asked with the stop :data:`PARAGRAPH_STOP` would have given, from its stored
-    reply: the same seed decodes the same tokens up to the stop, so the reply stopped there is the stored
-    reply's text before its first paragraph break, clipped as ``nodes/navigate.py`` clips guidance (the stop
-    ends a reply before the token cap, so it is not cut off). Empty when the reply starts with the break."""
+def paragraph_guidance(prompt: dict) -> str:
+    """The guidance a Navigator asked with the stop :data:`PARAGRAPH_STOP` would have given ``prompt``'s
+    iteration, from its stored reply: the same seed decodes the same tokens up to the stop, so the reply
+    stopped there is the stored reply's text before its first paragraph break, clipped as ``nodes/navigate.py``
+    clips guidance (the stop ends a reply before the token cap, so it is not cut off). Empty when the reply
+    starts with the break; the stored guidance when the reply has no break (the stop never fires)."""
+    reply = prompt.get("navigator_reply", "")
+    if PARAGRAPH_STOP not in reply:
+        return prompt.get("guidance", "")
     return clip_to_sentence(reply.split(PARAGRAPH_STOP, 1)[0], GUIDANCE_CHARS)
 
 
@@ -264,7 +268,7 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int, mode: s
     if values.get("direction", 1) == 0:
         messages = without_direction(messages)
     elif values.get("paragraph") and prompt.get("guidance"):
-        messages = with_direction(messages, paragraph_guidance(prompt.get("navigator_reply", "")))
+        messages = with_direction(messages, paragraph_guidance(prompt))
     if values.get("nodoc"):
         messages = without_docstring_blocks(messages)
     if values.get("mutation"):
@@ -332,7 +336,7 @@ def main() -> int:
         task, first_mode = get_task(settings["task"]), settings.get("generation_mode") or "full"
         asks = (reask_prompts(run_dir) if args.reask else first_prompts(run_dir))[:args.limit]
         if any(v.get("paragraph") for v in configs.values()):
-            kept = [p for p in asks if p["guidance"] and paragraph_guidance(p["navigator_reply"]) != p["guidance"]]
+            kept = [p for p in asks if p["guidance"] and paragraph_guidance(p) != p["guidance"]]
             saved = sum(map(paragraph_tokens_saved, asks))
             print(f"{run_dir.name}: paragraph=1 changes the guidance of {len(kept)} of {len(asks)} iterations "
                   f"(replayed: those), saving ~{saved:.0f} Navigator completion tokens of "

@@ -162,10 +162,13 @@ def test_paragraph_1_gives_the_guidance_a_navigator_stopped_at_its_first_paragra
     assert (first["navigator_reply"], first["navigator_completion"]) == ("", 0)
     assert (second["navigator_reply"], second["navigator_completion"]) == (reply, 40)  # the retry's reply
     # the text before the break, whitespace collapsed as a run's guidance is; 40 tokens * the share after it
-    assert bench.paragraph_guidance(reply) == "Place the largest model first. It frees the most room."
+    assert bench.paragraph_guidance(second) == "Place the largest model first. It frees the most room."
     assert bench.paragraph_tokens_saved(second) == pytest.approx(40 * (1 - reply.index("\n\n") / len(reply)))
-    assert bench.paragraph_guidance("\n\nA reply that opens with a blank line.") == ""
-    assert bench.paragraph_tokens_saved({"navigator_reply": "One paragraph.", "navigator_completion": 9}) == 0
+    assert bench.paragraph_guidance({"navigator_reply": "\n\nA reply that opens with a blank line."}) == ""
+    # no break: the stop never fires, whatever the run clipped (here a reply cut off at its cap)
+    unbroken = {"navigator_reply": "One paragraph. Cut off at the c", "navigator_completion": 9,
+                "guidance": "One paragraph."}
+    assert bench.paragraph_guidance(unbroken) == "One paragraph." and bench.paragraph_tokens_saved(unbroken) == 0
 
     stored = [HumanMessage("## Task\nT\n\n## Direction\nWhole reply.\n\n## Your job\nJ")]
     prompt = {"messages": [{"type": "human", "content": stored[0].content}], "guidance": "Whole reply.",
