@@ -215,6 +215,8 @@ class RunContext:
             problems.append("repair_attempts must be >= 0")
         if search.unguided_hotter < 0:
             problems.append("unguided_hotter must be >= 0 (it is added to the Generator's temperature)")
+        if search.stale_after < 0:
+            problems.append("stale_after must be >= 0 (0: a parent is never left out for its twins)")
         if search.num_exemplars < 0 or search.num_trajectories < 0:
             problems.append("num_exemplars and num_trajectories must be >= 0")
         unknown = (set(llm.models) | set(llm.temperatures) | set(llm.max_tokens)) - set(ROLES)

@@ -6,29 +6,52 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import LaneState
-from contextevolve.memory.records import program_id
+from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.resources import memory_of, rng_for, task_of
+
+
+def stale_parents(records: list[ProgramRecord], after: int) -> set[str]:
+    """Ids of the programs whose last ``after`` children (in ``records``' order, the buffer's iteration
+    order) were all twins: the model wrote the program, or another buffered one, back each time.
+
+    ``after`` <= 0 gives the empty set. A program with fewer than ``after`` children is never stale.
+    """
+    if after <= 0:
+        return set()
+    kinds: dict[str, list[str]] = {}
+    for record in records:
+        if record.parent_id is not None:
+            kinds.setdefault(record.parent_id, []).append(record.failure_kind)
+    return {parent for parent, seen in kinds.items()
+            if len(seen) >= after and all(kind == "twin" for kind in seen[-after:])}
 
 
 def select_parent(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     """Choose the parent among committed ``ok`` programs.
 
-    Strategies (``RunContext.search.parent_selection``): ``best``; ``random`` (uniform); ``tournament``
-    (best of ``tournament_size`` drawn uniformly — keeps pressure towards good programs while
-    letting others be explored). Falls back to the initial program if nothing is ok. The RNG
-    is seeded by the lane's iteration, so parallel lanes draw independently and replays draw the same.
+    Strategies (``RunContext.search.parent_selection``): ``best`` (earliest on ties); ``random``
+    (uniform); ``tournament`` (best of ``tournament_size`` drawn uniformly — keeps pressure towards good
+    programs while letting others be explored). A stale parent (:func:`stale_parents`, after
+    ``search.stale_after`` twins in a row) is left out while another ok program is left: its next
+    child would most likely be one more copy, paid for in tokens and never evaluated. Falls back to
+    the initial program if nothing is ok. The RNG is seeded by the lane's iteration, so parallel lanes
+    draw independently and replays draw the same.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
-    pool = [r for r in memory.buffer.committed() if r.status == "ok"]
+    committed = memory.buffer.committed()
+    pool = [r for r in committed if r.status == "ok"]
+    stale = stale_parents(committed, ctx.search.stale_after)
+    pool = [r for r in pool if r.id not in stale] or pool
     rng = rng_for(ctx, state.iteration, "parent")
+    sign = 1 if task.higher_is_better else -1
     if not pool:
         parent = memory.buffer.require(state.initial_id or program_id(0))
     elif ctx.search.parent_selection == "best":
-        parent = memory.buffer.best(task.higher_is_better)
+        parent = max(pool, key=lambda r: sign * r.combined_score)  # the first maximum: the earliest
     elif ctx.search.parent_selection == "random":
         parent = rng.choice(pool)
     else:
         entrants = rng.sample(pool, min(ctx.search.tournament_size, len(pool)))
-        parent = max(entrants, key=lambda r: r.combined_score if task.higher_is_better else -r.combined_score)
+        parent = max(entrants, key=lambda r: sign * r.combined_score)
     return {"parent_id": parent.id}

@@ -139,7 +139,7 @@ def test_run_flags_and_run_settings_agree():
     everything = ["run", "--base-url", "http://h/v1", "--model", "m", "--role-model", "generator=g",
                   "--max-retries", "1", "--retry-wait", "0.5", "--request-timeout", "7", "--top-p", "0.8", "--top-k", "20", "--seed", "3", "--target-score", "30",
                   "--token-budget", "9", "--time-budget", "1.5", "--mode", "diff", "--repair-attempts", "1", "--no-repair-restart",
-                  "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop", "--no-server-per-role", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
+                  "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop", "--no-server-per-role", "--stale-after", "3", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
                   "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1", "--lanes", "2",
                   "--eval-workers", "2", "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",

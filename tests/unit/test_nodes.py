@@ -15,7 +15,7 @@ from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import Step, navigate, rollout, sample_steps
 from contextevolve.nodes.resources import rng_for
 from contextevolve.nodes.sample import STOP_AFTER_PICKS, sample
-from contextevolve.nodes.select_parent import select_parent
+from contextevolve.nodes.select_parent import select_parent, stale_parents
 from contextevolve.llm.models import use_chat_models
 from contextevolve.nodes.summarize import finish_abstract, summarize
 from contextevolve.nodes.update_buffer import update_buffer
@@ -66,6 +66,44 @@ def test_select_parent_picks_only_ok_programs(seeded, ctx, strategy):
         assert picks == {"it00001"}
     # deterministic per (seed, iteration): replaying an iteration picks the same parent
     assert run_node(select_parent, state, ctx) == run_node(select_parent, state, ctx)
+
+
+def add_twin(memory, n, parent):
+    """A committed twin child of ``parent`` (a failed child stored without source, as generate stores it)."""
+    return memory.commit(ProgramRecord(id=program_id(n), iteration=n, parent_id=parent, status="failed",
+                                       failure_kind="twin", reason=f"duplicate of {parent}", source=""))
+
+
+def test_stale_parents_are_those_whose_last_children_were_all_twins(seeded):
+    _, memory = seeded
+    add_program(memory, 1, score=25.0)
+    add_twin(memory, 2, "it00001")
+    add_twin(memory, 3, "it00000")
+    add_program(memory, 4, parent="it00000")  # a real child after a twin: it00000 is not stale
+    add_twin(memory, 5, "it00001")
+    records = memory.buffer.committed()
+    assert stale_parents(records, 2) == {"it00001"}
+    assert stale_parents(records, 1) == {"it00001"}
+    assert stale_parents(records, 3) == set()  # it00001 has only two children
+    assert stale_parents(records, 0) == set()
+
+
+@pytest.mark.parametrize("strategy", ["best", "tournament", "random"])
+def test_select_parent_leaves_a_stale_parent_out_while_another_is_left(seeded, ctx, strategy):
+    state, memory = seeded
+    add_program(memory, 1, score=25.0)  # the best, and the tournament's pick whenever drawn
+    add_twin(memory, 2, "it00001")
+    add_twin(memory, 3, "it00001")
+    ctx = replace(ctx, parent_selection=strategy, tournament_size=3)
+    picks = {run_node(select_parent, replace(state, iteration=i), ctx)["parent_id"] for i in range(4, 30)}
+    assert picks == {"it00000"}
+    never = replace(ctx, stale_after=0)  # switched off: it00001 is picked again
+    picks = {run_node(select_parent, replace(state, iteration=i), never)["parent_id"] for i in range(4, 30)}
+    assert "it00001" in picks
+    add_twin(memory, 4, "it00000")
+    add_twin(memory, 5, "it00000")  # every ok program is stale: selection runs over all of them again
+    picks = {run_node(select_parent, replace(state, iteration=i), ctx)["parent_id"] for i in range(6, 30)}
+    assert "it00001" in picks
 
 
 def test_rollout_categorises_by_metric_deltas(seeded):
