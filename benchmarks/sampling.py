@@ -192,6 +192,10 @@ def first_messages(kind: str, prompt: dict, task, sample: int, mode: str) -> lis
     return reask_messages(task.description, prompt["parent"], change, task.higher_is_better, mode)
 
 
+DIRECTION = re.compile(r"(## Direction\n)[^\n]*(\n\n(?=## ))")
+"""The one-line ``## Direction`` section of a stored Generator request (heading and closing break in groups)."""
+
+
 def without_direction(messages: list) -> list:
     """``messages`` with the ``## Direction`` section taken out of the last one (the guidance is one line,
     whitespace collapsed by ``llm.parsing.clip_to_sentence``), as ``prompts.generator.messages`` renders a
@@ -200,7 +204,7 @@ def without_direction(messages: list) -> list:
     Raises:
         SystemExit: the request has no such section.
     """
-    content, count = re.subn(r"## Direction\n[^\n]*\n\n(?=## )", "", messages[-1].content)
+    content, count = DIRECTION.subn("", messages[-1].content)
     if not count:
         raise SystemExit("direction=0: a stored request without a '## Direction' section")
     return [*messages[:-1], HumanMessage(content)]
@@ -210,25 +214,33 @@ PARAGRAPH_STOP = "\n\n"
 """The stop sequence ``paragraph=1`` emulates on the Navigator: its reply would end at its first paragraph break."""
 
 
+def _before_break(reply: str) -> str | None:
+    """``reply``'s text before its first :data:`PARAGRAPH_STOP`; None when it has none (the stop never fires)."""
+    return reply.split(PARAGRAPH_STOP, 1)[0] if PARAGRAPH_STOP in reply else None
+
+
 def paragraph_guidance(prompt: dict) -> str:
     """The guidance a Navigator asked with the stop :data:`PARAGRAPH_STOP` would have given ``prompt``'s
     iteration, from its stored reply: the same seed decodes the same tokens up to the stop, so the reply
     stopped there is the stored reply's text before its first paragraph break, clipped as ``nodes/navigate.py``
     clips guidance (the stop ends a reply before the token cap, so it is not cut off). Empty when the reply
     starts with the break; the stored guidance when the reply has no break (the stop never fires)."""
-    reply = prompt.get("navigator_reply", "")
-    if PARAGRAPH_STOP not in reply:
-        return prompt.get("guidance", "")
-    return clip_to_sentence(reply.split(PARAGRAPH_STOP, 1)[0], GUIDANCE_CHARS)
+    kept = _before_break(prompt.get("navigator_reply", ""))
+    return prompt.get("guidance", "") if kept is None else clip_to_sentence(kept, GUIDANCE_CHARS)
+
+
+def paragraph_changes(prompt: dict) -> bool:
+    """Whether ``paragraph=1`` gives ``prompt``'s iteration other guidance than the stored one (an iteration
+    without guidance keeps none)."""
+    return bool(prompt.get("guidance")) and paragraph_guidance(prompt) != prompt["guidance"]
 
 
 def paragraph_tokens_saved(prompt: dict) -> float:
     """Navigator completion tokens the stop would not have decoded for ``prompt``'s iteration, estimated
     as the share of the stored reply's characters after the break times its completion tokens."""
     reply = prompt.get("navigator_reply", "")
-    if PARAGRAPH_STOP not in reply:
-        return 0.0
-    return prompt.get("navigator_completion", 0) * (1 - len(reply.split(PARAGRAPH_STOP, 1)[0]) / len(reply))
+    kept = _before_break(reply)
+    return 0.0 if kept is None else prompt.get("navigator_completion", 0) * (1 - len(kept) / len(reply))
 
 
 def with_direction(messages: list, guidance: str) -> list:
@@ -240,8 +252,7 @@ def with_direction(messages: list, guidance: str) -> list:
     """
     if not guidance:
         return without_direction(messages)
-    content, count = re.subn(r"(## Direction\n)[^\n]*(\n\n(?=## ))", lambda m: m.group(1) + guidance + m.group(2),
-                             messages[-1].content)
+    content, count = DIRECTION.subn(lambda m: m.group(1) + guidance + m.group(2), messages[-1].content)
     if not count:
         raise SystemExit("paragraph=1: a stored request without a '## Direction' section")
     return [*messages[:-1], HumanMessage(content)]
@@ -267,7 +278,7 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int, mode: s
         messages = first_messages(values["first"], prompt, task, sample, mode)
     if values.get("direction", 1) == 0:
         messages = without_direction(messages)
-    elif values.get("paragraph") and prompt.get("guidance"):
+    elif values.get("paragraph") and paragraph_changes(prompt):
         messages = with_direction(messages, paragraph_guidance(prompt))
     if values.get("nodoc"):
         messages = without_docstring_blocks(messages)
@@ -336,7 +347,7 @@ def main() -> int:
         task, first_mode = get_task(settings["task"]), settings.get("generation_mode") or "full"
         asks = (reask_prompts(run_dir) if args.reask else first_prompts(run_dir))[:args.limit]
         if any(v.get("paragraph") for v in configs.values()):
-            kept = [p for p in asks if p["guidance"] and paragraph_guidance(p) != p["guidance"]]
+            kept = [p for p in asks if paragraph_changes(p)]
             saved = sum(map(paragraph_tokens_saved, asks))
             print(f"{run_dir.name}: paragraph=1 changes the guidance of {len(kept)} of {len(asks)} iterations "
                   f"(replayed: those), saving ~{saved:.0f} Navigator completion tokens of "
