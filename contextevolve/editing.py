@@ -299,10 +299,51 @@ def _strip_dead_definitions(tree: ast.Module, entry: str) -> ast.Module:
         tree.body = [stmt for stmt in tree.body if stmt not in dead] or [ast.Pass()]
 
 
-def normalized_code(source: str, entry: str | None = None) -> str | None:
+class _FunctionAnnotations(ast.NodeTransformer):
+    """Drops the type annotations of functions: their parameters', returns' and local variables'
+    (``x: int = 1`` becomes ``x = 1``; a bare ``x: int`` keeps its target, which makes ``x`` local, with the
+    annotation ``None``). Annotations at class and module level stay: a dataclass reads them."""
+
+    def __init__(self) -> None:
+        self.in_function = False
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        node.returns = None
+        arguments = node.args
+        for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs, arguments.vararg,
+                    arguments.kwarg]:
+            if arg is not None:
+                arg.annotation = None
+        return self._scoped(node, in_function=True)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        return self._scoped(node, in_function=False)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        if not self.in_function:
+            return node
+        if node.value is not None:
+            return ast.Assign(targets=[node.target], value=node.value)
+        node.annotation = ast.Constant(None)
+        return node
+
+    def _scoped(self, node: ast.AST, *, in_function: bool) -> ast.AST:
+        outer, self.in_function = self.in_function, in_function
+        self.generic_visit(node)
+        self.in_function = outer
+        return node
+
+
+def normalized_code(source: str, entry: str | None = None, *, annotations: bool = True) -> str | None:
     """A digest of ``source``'s AST without docstrings and unused imports (hex SHA-256), or None if
     it does not parse; given the task's ``entry`` function, also without top-level functions and
-    classes nothing calls (:func:`_strip_dead_definitions`; ``None`` or ``""``: keep them).
+    classes nothing calls (:func:`_strip_dead_definitions`; ``None`` or ``""``: keep them);
+    ``annotations=False``: also without the type annotations of functions (:class:`_FunctionAnnotations`),
+    which Python stores but never reads to run them. Such a digest is only an identity for programs
+    that run: a parameter annotation naming an undefined class fails at import, so two programs that
+    differ only there can differ in running at all.
 
     The identity used for novelty: comments never reach the AST, so two programs that
     differ only in comments, docstrings, blank lines, formatting, an import nothing reads or a
@@ -316,13 +357,13 @@ def normalized_code(source: str, entry: str | None = None) -> str | None:
     again at its next check, which costs time, never a wrong answer.
     """
     try:
-        return _digest(source, entry)
+        return _digest(source, entry, annotations)
     except (MemoryError, RecursionError):
         return None
 
 
 @functools.lru_cache(maxsize=4096)
-def _digest(source: str, entry: str | None) -> str | None:
+def _digest(source: str, entry: str | None, annotations: bool = True) -> str | None:
     """:func:`normalized_code`'s cached part: None for a source that can never parse; a MemoryError or
     RecursionError propagates, so the cache never keeps it."""
     try:
@@ -330,6 +371,8 @@ def _digest(source: str, entry: str | None) -> str | None:
     except (SyntaxError, ValueError):
         return None
     tree = _strip_docstrings(tree)
+    if not annotations:
+        tree = _FunctionAnnotations().visit(tree)
     if entry:
         tree = _strip_dead_definitions(tree, entry)
     dump = ast.dump(_strip_unused_imports(tree), annotate_fields=False, include_attributes=False)

@@ -211,6 +211,27 @@ def test_novelty_given_the_entry_ignores_helpers_nothing_calls():
     assert normalized_code("def g(x):\n    return x\n", "f") != normalized_code("def h(x):\n    return x\n", "f")
 
 
+def test_novelty_without_annotations_ignores_the_type_hints_of_functions_only():
+    """A copy that only adds type hints (the embedded model's favourite) runs the same: without annotations
+    it has its original's digest. Class-level annotations stay (a dataclass reads them) and so does any
+    change of what runs."""
+    from contextevolve.editing import normalized_code
+
+    base = "def f(x, *rest, k=1):\n    y = x + k\n    return y\n"
+    hinted = ("from typing import List\n\n\ndef f(x: int, *rest: List[int], k: int = 1) -> int:\n"
+              "    y: int = x + k\n    return y\n")
+    assert normalized_code(hinted, "f", annotations=False) == normalized_code(base, "f", annotations=False)
+    assert normalized_code(hinted, "f") != normalized_code(base, "f")  # the default identity keeps them
+    changed = hinted.replace("x + k", "x + 2 * k")
+    assert normalized_code(changed, "f", annotations=False) != normalized_code(base, "f", annotations=False)
+    fields = "from dataclasses import dataclass\n\n\n@dataclass\nclass P:\n    a: {} = 0\n"
+    assert (normalized_code(fields.format("int"), annotations=False)
+            != normalized_code(fields.format("ClassVar[int]"), annotations=False))
+    bare = "def f(x):\n    y: int\n    return x\n"  # a bare annotation makes y local: it stays a statement
+    assert normalized_code(bare, "f", annotations=False) != normalized_code("def f(x):\n    return x\n", "f",
+                                                                           annotations=False)
+
+
 def test_a_parse_that_ran_out_of_memory_is_not_remembered(monkeypatch):
     """The digest is cached, but running out of memory or stack depends on the moment: the next call
     on the same source must parse again and give the real digest."""

@@ -199,6 +199,23 @@ def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
     assert child["attempts"] == []  # a twin is not repaired
 
 
+def test_a_copy_of_a_working_parent_with_type_hints_is_a_twin(tmp_path, monkeypatch):
+    """Type hints added to a program that runs change nothing it does: the child is a twin, never
+    evaluated, and the model is asked once more."""
+    from contextevolve.nodes import evaluate as evaluate_node
+
+    evaluated = []
+    real = evaluate_node.run_evaluation
+    monkeypatch.setattr(evaluate_node, "run_evaluation", lambda ctx, src: evaluated.append(src) or real(ctx, src))
+    hinted = INITIAL.replace("def compute_model_placement(gpu_num, models):",
+                             "def compute_model_placement(gpu_num: int, models: list) -> dict:")
+    assert hinted != INITIAL
+    generator = scripted(reply(fenced(hinted), 900, 400), reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator)
+    assert len(generator.seen) == 2 and evaluated == [BETTER_PROGRAM]  # the copy was asked again, not evaluated
+    assert records[1]["status"] == "ok" and records[1]["source"] == BETTER_PROGRAM
+
+
 def test_the_named_mutation_varies_with_seed_and_iteration():
     named = {mutation_for(seed, iteration) for seed in range(3) for iteration in range(len(MUTATIONS))}
     assert named == set(MUTATIONS) and mutation_for(4, 2) == mutation_for(4, 2)
