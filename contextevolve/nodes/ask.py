@@ -50,8 +50,8 @@ class Sampling:
 class SamplingPolicy:
     """The sampling of every Generator-model request of one iteration.
 
-    ``seed`` is the run's seed, ``temperature`` the Generator's, ``iteration`` the parent's iteration
-    (the child is ``iteration + 1``).
+    ``seed`` is the run's seed, ``temperature`` the Generator's, ``iteration`` the lane's iteration: the
+    iterations completed before its child (the child is ``iteration + 1``).
     """
 
     seed: int
