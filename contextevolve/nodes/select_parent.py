@@ -45,13 +45,17 @@ def select_parent(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     pool = [r for r in pool if r.id not in stale] or pool
     rng = rng_for(ctx, state.iteration, "parent")
     sign = 1 if task.higher_is_better else -1
+
+    def fitness(record):
+        return sign * record.combined_score
+
     if not pool:
         parent = memory.buffer.require(state.initial_id or program_id(0))
     elif ctx.search.parent_selection == "best":
-        parent = max(pool, key=lambda r: sign * r.combined_score)  # the first maximum: the earliest
+        parent = max(pool, key=fitness)  # the first maximum: the earliest
     elif ctx.search.parent_selection == "random":
         parent = rng.choice(pool)
     else:
         entrants = rng.sample(pool, min(ctx.search.tournament_size, len(pool)))
-        parent = max(entrants, key=lambda r: sign * r.combined_score)
+        parent = max(entrants, key=fitness)
     return {"parent_id": parent.id}
