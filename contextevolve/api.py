@@ -329,7 +329,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     own_server = models.needs_embedded(ctx)  # a server this run did not need is someone else's: left running
     try:
         if own_server:  # start them all before the first node, side by side
-            embedded.start_shared_servers(models.embedded_server_keys(ctx))
+            embedded.start_shared_servers(models.embedded_server_keys(ctx), ctx.parallelism.lanes)
         graph = build_graph(SqliteSaver(conn))
         repairs = ctx.search.repair_attempts + IMPORT_FIXES  # most repair rounds of one child
         config = {"configurable": {"thread_id": THREAD_ID},

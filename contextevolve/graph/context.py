@@ -28,10 +28,14 @@ from contextevolve.graph.settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATUR
                                           ModelSettings, Parallelism, SearchSettings)
 from contextevolve.roles import ROLES
 
-__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TASK", "DEFAULT_TEMPERATURES", "GROUPS", "SANDBOX_DEFAULTS",
+__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TASK", "LANE_SEED_STRIDE", "DEFAULT_TEMPERATURES", "GROUPS", "SANDBOX_DEFAULTS",
            "SETTINGS", "Ablations", "ModelSettings", "Parallelism", "RunContext", "SearchSettings",
            "UnknownSettingError", "check_setting_names", "flat_setting_names", "flat_settings", "setting_names"]
 
+LANE_SEED_STRIDE = 10_000
+"""Distance between the LLM seeds of two lanes of a round (:meth:`RunContext.lane_seed`): above the
+Generator's per-iteration offsets (repairs add 1,000 per repair plus the iteration), so no two lanes
+send a request with the same seed."""
 DEFAULT_TASK = "model_placement"
 """The task of a run that names none (and of a run directory whose run.json does not say)."""
 SANDBOX_DEFAULTS = SandboxLimits()
@@ -231,6 +235,15 @@ class RunContext:
             problems.append(f"executor must be local or ray, not {self.parallelism.executor!r}")
         if problems:
             raise ValueError("invalid run settings: " + "; ".join(problems))
+
+    def lane_seed(self, lane: int) -> int:
+        """The LLM seed of the requests of lane ``lane`` (0-based) of a round: ``seed + LANE_SEED_STRIDE * lane``.
+
+        Lane 0 keeps the run's seed, so a one-lane run samples as before. Why other lanes get their own:
+        the lanes of the first round share the same parent and have no guidance yet, so their prompts are
+        the same; with the same seed an endpoint that honours seeds answered three of four lanes with the
+        same program (docs/results.md, *Batched decoding*)."""
+        return self.seed + LANE_SEED_STRIDE * lane
 
     def to_json(self) -> dict[str, Any]:
         """Settings as a JSON-able dict of run-wide fields and groups, without the API key."""

@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,7 +29,8 @@ from contextevolve.leftovers import orphaned, owner_tag
 from contextevolve.llm.errors import EmbeddedModelError
 from contextevolve.llm.lifetime import popen_tied
 from contextevolve.llm.server_flags import (  # noqa: F401 - part of this module's interface
-    LOGITS_ALL, PROMPT_CACHE_MB, logits_all, logits_args, prompt_cache_args)
+    LOGITS_ALL, PROMPT_CACHE_MB, SERVER_KINDS, logits_all, logits_args, prompt_cache_args, server_command,
+    server_kind)
 
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
 MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -137,13 +137,19 @@ class EmbeddedServer:
     Args:
         model_path: GGUF to serve (default: :func:`ensure_model`).
         threads: decode and batch threads (default: all cores).
-        n_ctx: context window in tokens.
+        n_ctx: context window per request, in tokens.
+        slots: requests decoded together, one per parallel lane (llama.cpp's own server only; see
+            :func:`contextevolve.llm.server_flags.server_command`).
+
+    Which server runs is :func:`~contextevolve.llm.server_flags.server_kind` at launch.
     """
 
-    def __init__(self, model_path: Path | None = None, *, threads: int | None = None, n_ctx: int = 8192):
+    def __init__(self, model_path: Path | None = None, *, threads: int | None = None, n_ctx: int = 8192,
+                 slots: int = 1):
         self.model_path = model_path
         self.threads = threads or cores()
         self.n_ctx = n_ctx
+        self.slots = slots
         self.port: int | None = None
         self._proc: subprocess.Popen | None = None
         self._log = None
@@ -185,11 +191,14 @@ class EmbeddedServer:
         """
         if self.running():
             return
-        if importlib.util.find_spec("llama_cpp") is None:
+        if server_kind() == "python" and importlib.util.find_spec("llama_cpp") is None:
             raise EmbeddedModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
         model_path = self.model_path or ensure_model()
-        flags = [*prompt_cache_args(), *logits_args()]  # a bad variable fails before a port or log is taken
-        self.port = _free_port()
+        port = _free_port()
+        # a bad variable or a missing binary fails before a log is taken
+        cmd = server_command(str(model_path), MODEL_ALIAS, port, threads=self.threads, n_ctx=self.n_ctx,
+                             slots=self.slots)
+        self.port = port
         # named after this process, so the next start can remove the logs of servers whose run was killed
         for stale in orphaned(Path(tempfile.gettempdir()).iterdir(), LOG_PREFIX):
             try:
@@ -197,12 +206,6 @@ class EmbeddedServer:
             except OSError:  # another user's, or not a file: not worth failing the start for
                 pass
         self._log = tempfile.NamedTemporaryFile(prefix=f"{LOG_PREFIX}{owner_tag()}-", suffix=".log", delete=False)
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path),
-               "--model_alias", MODEL_ALIAS, "--host", "127.0.0.1", "--port", str(self.port),
-               "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
-               "--n_ctx", str(self.n_ctx), *flags,
-               # parallel lanes send concurrent requests: queue them, never cut a running one short
-               "--interrupt_requests", "False"]
         # killed with this process, even by SIGKILL, whichever thread starts it
         self._proc = popen_tied(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -271,24 +274,27 @@ _servers: dict[str, EmbeddedServer] = {}
 _servers_lock = threading.Lock()
 
 
-def shared_server(key: str = SHARED) -> EmbeddedServer:
+def shared_server(key: str = SHARED, slots: int = 1) -> EmbeddedServer:
     """The process-wide embedded server named ``key`` (an agent's name from
     ``contextevolve.llm.models.OWN_SERVER_ROLES``, or :data:`SHARED`), started on first use and stopped at
     exit. One server per agent keeps each agent's last prompt in its own server's KV cache, so an agent's
     next request re-reads only what differs from its previous one (``ModelSettings.embedded_server_per_role``).
+    ``slots``: as :func:`start_shared_servers`.
 
     Raises:
         EmbeddedModelError: the server cannot start (see :meth:`EmbeddedServer.start`).
     """
-    return start_shared_servers([key])[0]
+    return start_shared_servers([key], slots)[0]
 
 
-def start_shared_servers(keys: list[str]) -> list[EmbeddedServer]:
+def start_shared_servers(keys: list[str], slots: int = 1) -> list[EmbeddedServer]:
     """Start the process-wide servers named ``keys`` that are not running, side by side: all are
     launched first, then waited for (loading the model is mostly mapping the same file, so several take
     about as long as one); returns the servers of ``keys``, in order. The process lock is held meanwhile
     (each wait is at most 300 s), so other threads asking for a server wait too. Whichever thread calls,
     the servers die with this process, even when it is SIGKILLed (:func:`contextevolve.llm.lifetime.popen_tied`).
+    A server started here decodes ``slots`` requests together (a run passes its lanes; llama.cpp's own
+    server only, :class:`EmbeddedServer`); one already running keeps the slots it was started with.
 
     Raises:
         EmbeddedModelError: a server cannot start; every server this call launched is stopped (those
@@ -301,7 +307,7 @@ def start_shared_servers(keys: list[str]) -> list[EmbeddedServer]:
             if key not in _servers or not _servers[key].running():
                 if key in _servers:  # died: close its log before it is replaced
                     _servers[key].stop()
-                _servers[key] = EmbeddedServer()
+                _servers[key] = EmbeddedServer(slots=slots)
                 fresh.append(_servers[key])
         if fresh:
             atexit.unregister(stop_shared_server)  # once, however many calls start servers

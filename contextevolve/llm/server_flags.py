@@ -80,3 +80,84 @@ def logits_args() -> list[str]:
         EmbeddedModelError: as :func:`logits_all`.
     """
     return ["--logits_all", str(logits_all())]
+
+
+SERVER_KINDS = ("python", "native")
+"""Which llama.cpp server serves the embedded model. ``python`` (default): llama-cpp-python's
+``llama_cpp.server``, installed by ``make setup``; it decodes one request at a time. ``native``:
+llama.cpp's own ``llama-server``, built by ``make native-server`` from the same llama.cpp sources; it
+gives a server one slot per parallel lane and decodes the slots' requests in one batch, which on this
+CPU generates more tokens per second in all (docs/embedded-model.md, *Batched decoding*)."""
+
+
+def server_kind() -> str:
+    """The embedded server kind of :data:`SERVER_KINDS` named by ``$CONTEXTEVOLVE_LLAMA_SERVER``
+    (empty or unset: ``python``).
+
+    Raises:
+        EmbeddedModelError: the variable names another kind.
+    """
+    raw = os.environ.get("CONTEXTEVOLVE_LLAMA_SERVER", "").strip() or "python"
+    if raw not in SERVER_KINDS:
+        raise EmbeddedModelError(f"CONTEXTEVOLVE_LLAMA_SERVER must be one of {', '.join(SERVER_KINDS)}, not {raw!r}")
+    return raw
+
+
+def native_binary() -> str:
+    """The path of llama.cpp's ``llama-server``: ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN``, else the one beside
+    this Python (where ``make native-server`` installs it), else the first on ``$PATH``.
+
+    Raises:
+        EmbeddedModelError: none is found, or ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN`` is not an executable file.
+    """
+    import shutil
+    import sys
+    from pathlib import Path
+
+    named = os.environ.get("CONTEXTEVOLVE_LLAMA_SERVER_BIN", "").strip()
+    if named:
+        if not (Path(named).is_file() and os.access(named, os.X_OK)):
+            raise EmbeddedModelError(f"CONTEXTEVOLVE_LLAMA_SERVER_BIN={named!r} is not an executable file")
+        return named
+    beside = Path(sys.executable).parent / "llama-server"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("llama-server")
+    if found is None:
+        raise EmbeddedModelError("CONTEXTEVOLVE_LLAMA_SERVER=native, but llama.cpp's llama-server is not installed; "
+                                 "build it with: make native-server")
+    return found
+
+
+def server_command(model_path: str, alias: str, port: int, *, threads: int, n_ctx: int, slots: int) -> list[str]:
+    """The command line of an embedded server of :func:`server_kind` on 127.0.0.1:``port``.
+
+    Args:
+        model_path: the GGUF to serve; ``alias`` is the model name requests use.
+        threads: decode and prompt-reading threads.
+        n_ctx: context window per request, in tokens.
+        slots: requests decoded together (``native`` only: llama-server's ``--parallel``; its context is
+            ``n_ctx * slots`` tokens, split evenly between the slots). llama-cpp-python's server queues
+            concurrent requests instead (``--interrupt_requests False``: a queued request never cuts a
+            running one short).
+
+    Raises:
+        EmbeddedModelError: a server variable of this module is malformed, or the native server is not
+            installed.
+    """
+    if slots < 1:
+        raise ValueError(f"slots must be >= 1, not {slots}")
+    if server_kind() == "python":
+        import sys
+
+        return [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--model_alias", alias,
+                "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads),
+                "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx), *prompt_cache_args(), *logits_args(),
+                "--interrupt_requests", "False"]
+    # llama-server keeps only the logits it samples from (no logits_all), and keeps each slot's last prompt
+    # itself; its RAM cache of older prompts (--cache-ram, 8 GiB by default) follows PROMPT_CACHE_MB.
+    cache = prompt_cache_args()
+    megabytes = int(cache[cache.index("--cache_size") + 1]) // 2**20 if cache else 0
+    return [native_binary(), "--model", model_path, "--alias", alias, "--host", "127.0.0.1", "--port", str(port),
+            "--threads", str(threads), "--threads-batch", str(threads), "--ctx-size", str(n_ctx * slots),
+            "--parallel", str(slots), "--cache-ram", str(megabytes), "--no-webui"]

@@ -50,8 +50,9 @@ class Sampling:
 class SamplingPolicy:
     """The sampling of every Generator-model request of one iteration.
 
-    ``seed`` is the run's seed, ``temperature`` the Generator's, ``iteration`` the lane's iteration: the
-    iterations completed before its child (the child is ``iteration + 1``).
+    ``seed`` is the lane's seed (the run's, :meth:`RunContext.lane_seed`), ``temperature`` the Generator's,
+    ``iteration`` the lane's iteration: the iterations completed before its child (the child is
+    ``iteration + 1``).
     """
 
     seed: int
@@ -59,9 +60,9 @@ class SamplingPolicy:
     iteration: int
 
     @classmethod
-    def of(cls, ctx: RunContext, iteration: int) -> SamplingPolicy:
-        """The policy of ``iteration`` under the run settings ``ctx``."""
-        return cls(ctx.seed, ctx.llm.temperature_for("generator"), iteration)
+    def of(cls, ctx: RunContext, iteration: int, lane: int = 0) -> SamplingPolicy:
+        """The policy of ``iteration`` in lane ``lane`` of its round under the run settings ``ctx``."""
+        return cls(ctx.lane_seed(lane), ctx.llm.temperature_for("generator"), iteration)
 
     def first(self, *, hotter: float = 0.0) -> Sampling:
         """The Generator's own request: the run's seed and the Generator's temperature, ``hotter`` added

@@ -51,7 +51,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     child_id = program_id(state.iteration + 1)
     record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id,
                            guidance=state.guidance, exemplar_ids=list(state.context_exemplar_ids))
-    policy, mode = SamplingPolicy.of(ctx, state.iteration), ctx.search.generation_mode
+    policy, mode = SamplingPolicy.of(ctx, state.iteration, state.lane), ctx.search.generation_mode
     unguided = ctx.search.unguided_hotter if ctx.ablations.navigator_enabled and not state.guidance.strip() else 0.0
     outcome = ask_generator(ctx, messages, policy.first(hotter=unguided), base=parent.source, mode=mode)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)

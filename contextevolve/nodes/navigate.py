@@ -146,7 +146,7 @@ def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
          for s in steps],
         programs, ctx.ablations.guidance_variant)
     try:
-        reply = call_role("navigator", messages, ctx)
+        reply = call_role("navigator", messages, ctx, seed=ctx.lane_seed(state.lane))
     except MalformedReply as exc:
         return {"guidance": "", "trajectory_ids": [s.child.id for s in steps], "iteration_usage": exc.usage}
     guidance = clip_to_sentence(reply.text, GUIDANCE_CHARS, truncated=reply.truncated)

@@ -133,7 +133,7 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         return {"repairs": number, "child_status": child.status, "repair_due": repair_due(ctx, child, spent),
                 "iteration_usage": done[0].tokens}
     strategy, line = strategy_for(ctx, child)
-    policy, mode = SamplingPolicy.of(ctx, state.iteration), ctx.search.generation_mode
+    policy, mode = SamplingPolicy.of(ctx, state.iteration, state.lane), ctx.search.generation_mode
     asked = model_repairs(child) + 1  # samples by model repairs: an added import made no request
     twin: str | None = None
     where = f"repair {number}"

@@ -100,7 +100,8 @@ def sample(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k,
         task.higher_is_better)
     try:
-        reply = call_role("sampler", messages, ctx, json_mode=True, stop=STOP_AFTER_PICKS)
+        reply = call_role("sampler", messages, ctx, json_mode=True, stop=STOP_AFTER_PICKS,
+                          seed=ctx.lane_seed(state.lane))
         text, usage = reply.text, reply.usage
     except MalformedReply as exc:
         text, usage = "", exc.usage

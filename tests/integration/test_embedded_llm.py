@@ -10,7 +10,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -19,7 +21,7 @@ import pytest
 from contextevolve.api import evolve, run_status
 from contextevolve.evaluation.cleanup import environ_value
 from contextevolve.graph.context import RunContext
-from contextevolve.llm import embedded
+from contextevolve.llm import embedded, server_flags
 from contextevolve.llm.models import embedded_server_keys
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.tasks.registry import get_task
@@ -49,7 +51,8 @@ def llama_servers(mark: str) -> list[int]:
                 state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
             except OSError:
                 continue
-            if b"llama_cpp.server" in cmd and embedded.MODEL_FILE.encode() in b" ".join(cmd) and state != "Z":
+            server = b"llama_cpp.server" in cmd or cmd[0].endswith(b"llama-server")
+            if server and embedded.MODEL_FILE.encode() in b" ".join(cmd) and state != "Z":
                 pids.append(int(proc.name))
     return pids
 
@@ -83,6 +86,51 @@ def test_two_real_iterations_on_model_placement(tmp_path, monkeypatch):
     assert second.tokens["navigator"]["completion"] > 0 and second.guidance
     assert records[0].tokens["summarizer"]["completion"] > 0
     assert result.tokens == run_status(tmp_path / "run")["tokens"]
+    assert not llama_servers(mark), "the embedded server must be stopped at the end of the run"
+
+
+def test_two_lanes_decoded_together_by_llama_cpps_own_server(tmp_path, monkeypatch):
+    """``CONTEXTEVOLVE_LLAMA_SERVER=native`` and two lanes: one llama-server with two slots serves the run,
+    both lanes' requests are decoded at the same time, and both children are the evaluator's."""
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
+    try:
+        server_flags.native_binary()
+    except embedded.EmbeddedModelError:
+        pytest.skip("llama.cpp's llama-server is not built (make native-server)")
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv(MARK, mark)
+    busy, done = [], threading.Event()
+
+    def watch_slots() -> None:  # the most slots decoding at once, polled from the server
+        while not done.wait(0.5):
+            server = embedded._servers.get(embedded.SHARED)
+            try:
+                with urllib.request.urlopen(f"{server.base_url.removesuffix('/v1')}/slots", timeout=2) as resp:
+                    busy.append(sum(slot["is_processing"] for slot in json.load(resp)))
+            except (AttributeError, OSError, ValueError, embedded.EmbeddedModelError):
+                pass
+
+    watcher = threading.Thread(target=watch_slots, daemon=True)
+    watcher.start()
+    servers = []
+    try:
+        result = evolve("txn_scheduling", iterations=2, lanes=2, run_dir=tmp_path / "run", seed=1,
+                        on_phase=lambda node, child: servers.append(len(llama_servers(mark))))
+    finally:
+        done.set()
+        watcher.join()
+    assert set(servers) == {1}, f"one llama-server must serve both lanes: {servers}"
+    assert max(busy, default=0) == 2, f"the two lanes' requests must be decoded together: {busy}"
+    task = get_task("txn_scheduling")
+    buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite")
+    records = buffer.committed()
+    buffer.close()
+    assert [r.id for r in records] == ["it00000", "it00001", "it00002"] and result.iterations == 2
+    for child in records[1:]:  # one round: both lanes start from the initial program
+        assert child.parent_id == "it00000"
+        assert child.tokens["generator"]["prompt"] > 300 and child.tokens["generator"]["completion"] > 0
+        if child.status == "ok":
+            assert child.combined_score == pytest.approx(task.evaluate(child.source).combined_score)
     assert not llama_servers(mark), "the embedded server must be stopped at the end of the run"
 
 

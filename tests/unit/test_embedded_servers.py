@@ -15,8 +15,8 @@ class FakeServer:
     broken: set[int] = set()
     events: list[str] = []
 
-    def __init__(self):
-        self.number, self.alive = len(FakeServer.made), False
+    def __init__(self, slots: int = 1):
+        self.number, self.alive, self.slots = len(FakeServer.made), False, slots
         self.base_url = f"http://127.0.0.1:{9000 + self.number}/v1"
         FakeServer.made.append(self)
 
@@ -56,7 +56,9 @@ def test_servers_are_launched_side_by_side_once_per_key_and_stopped_together(fak
     assert navigator.base_url == "http://127.0.0.1:9000/v1"
     assert embedded.shared_server("generator").base_url == "http://127.0.0.1:9001/v1"
     assert len(fake_servers.made) == 2  # asking again starts nothing
-    assert embedded.shared_server().base_url == "http://127.0.0.1:9002/v1"  # the shared one, on first use
+    assert embedded.shared_server(slots=4).base_url == "http://127.0.0.1:9002/v1"  # the shared one, on first use
+    assert [server.slots for server in fake_servers.made] == [1, 1, 4]  # one slot per lane of the run asking
+    assert embedded.shared_server(slots=2).slots == 4  # a running server keeps its slots
     navigator.alive = False  # a server that died is started again when asked for
     assert embedded.shared_server("navigator").base_url == "http://127.0.0.1:9003/v1"
     embedded.stop_shared_server()

@@ -64,7 +64,7 @@ def test_the_embedded_model_samples_with_its_recommended_settings(monkeypatch):
 
     from contextevolve.llm import embedded
 
-    monkeypatch.setattr(embedded, "shared_server", lambda key: SimpleNamespace(base_url="http://127.0.0.1:9/v1"))
+    monkeypatch.setattr(embedded, "shared_server", lambda key, slots=1: SimpleNamespace(base_url="http://127.0.0.1:9/v1"))
     model = create_chat_model("generator", RunContext())
     assert model.top_p == embedded.TOP_P == 0.8 and model.extra_body["top_k"] == embedded.TOP_K == 20
     chosen = create_chat_model("generator", RunContext(top_p=0.95, top_k=40))
@@ -79,7 +79,7 @@ def test_each_agent_talks_to_its_own_embedded_server_with_one_lane(monkeypatch):
 
     ports = {"navigator": 2, "generator": 4, embedded.SHARED: 5}
     monkeypatch.setattr(embedded, "shared_server",
-                        lambda key: SimpleNamespace(base_url=f"http://127.0.0.1:{ports[key]}/v1"))
+                        lambda key, slots=1: SimpleNamespace(base_url=f"http://127.0.0.1:{ports[key]}/v1"))
     per_role = RunContext()
     assert embedded_server_keys(per_role) == [embedded.SHARED, "navigator", "generator"]
     urls = {role: create_chat_model(role, per_role).openai_api_base for role in ROLES}
@@ -253,6 +253,59 @@ def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(m
     with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LOGITS_ALL must be 0 .* or 1 .*not 'yes'"):
         logits_flag()
     assert len(list(tmp_path.glob("*.log"))) == 2  # the refused start took no log file
+
+
+def test_the_server_kind_picks_llama_cpps_own_server_with_a_slot_per_lane(monkeypatch, tmp_path):
+    """``CONTEXTEVOLVE_LLAMA_SERVER=native`` starts llama.cpp's ``llama-server`` with one slot per lane and the
+    context of every slot; by default (or ``python``) it is llama-cpp-python's server, which queues."""
+    from contextevolve.llm import server_flags
+    from contextevolve.llm.embedded import EmbeddedModelError
+
+    for name in ("CONTEXTEVOLVE_LLAMA_SERVER", "CONTEXTEVOLVE_LLAMA_SERVER_BIN", "CONTEXTEVOLVE_PROMPT_CACHE_MB"):
+        monkeypatch.delenv(name, raising=False)
+    python = server_flags.server_command("m.gguf", "alias", 1234, threads=2, n_ctx=8192, slots=4)
+    assert python[1:3] == ["-m", "llama_cpp.server"] and "--parallel" not in python
+    assert python[python.index("--n_ctx") + 1] == "8192" and python[python.index("--interrupt_requests") + 1] == "False"
+
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    binary.chmod(0o755)
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER_BIN", str(binary))
+    native = server_flags.server_command("m.gguf", "alias", 1234, threads=2, n_ctx=8192, slots=4)
+    assert native[0] == str(binary)
+    flag = {native[i]: native[i + 1] for i in range(1, len(native) - 1) if native[i].startswith("--")}
+    assert (flag["--parallel"], flag["--ctx-size"], flag["--threads"], flag["--port"]) == ("4", "32768", "2", "1234")
+    assert flag["--cache-ram"] == "0" and flag["--alias"] == "alias"  # no RAM cache of older prompts by default
+    monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "150")
+    native = server_flags.server_command("m.gguf", "alias", 1234, threads=2, n_ctx=8192, slots=1)
+    assert native[native.index("--cache-ram") + 1] == "150" and native[native.index("--parallel") + 1] == "1"
+
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER_BIN", str(tmp_path / "absent"))
+    with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LLAMA_SERVER_BIN=.*absent.* is not an executable"):
+        server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
+    monkeypatch.delenv("CONTEXTEVOLVE_LLAMA_SERVER_BIN")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "venv" / "python"))  # no llama-server beside it
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(EmbeddedModelError, match="llama-server is not installed; build it with: make native-server"):
+        server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "vllm")
+    with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LLAMA_SERVER must be one of python, native, not 'vllm'"):
+        server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
+
+
+def test_a_runs_servers_get_a_slot_per_lane(monkeypatch, tmp_path):
+    """The servers a run starts (and any an agent starts later) are given the run's lanes as slots."""
+    from contextevolve.llm import models
+
+    started = []
+    monkeypatch.setattr(embedded, "start_shared_servers", lambda keys, slots=1: started.append((keys, slots)) or [
+        types.SimpleNamespace(base_url="http://127.0.0.1:1/v1") for _ in keys])
+    for name in ("CONTEXTEVOLVE_BASE_URL", "OPENAI_BASE_URL", "CONTEXTEVOLVE_GENERATOR_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    models.create_chat_model("generator", RunContext(lanes=3))
+    models.create_chat_model("generator", RunContext())
+    assert started == [(["shared"], 3), (["generator"], 1)]
 
 
 def _gone(pid: int) -> bool:
