@@ -65,7 +65,7 @@ class SamplingPolicy:
         return cls(ctx.lane_seed(lane), ctx.llm.temperature_for("generator"), iteration)
 
     def first(self, *, hotter: float = 0.0) -> Sampling:
-        """The Generator's own request: the run's seed and the Generator's temperature, ``hotter`` added
+        """The Generator's own request: the lane's seed and the Generator's temperature, ``hotter`` added
         (the run's ``search.unguided_hotter`` when the Navigator gave no guidance)."""
         return Sampling(self.seed, self.temperature + hotter)
 
