@@ -8,6 +8,9 @@ puts these flags on the server's command line at launch.
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+from pathlib import Path
 
 from contextevolve.llm.errors import EmbeddedModelError
 
@@ -26,8 +29,8 @@ but an entry's logits copy is still up to 311 MB without them). Without it the s
 prefix a request shares with the request just before."""
 
 
-def prompt_cache_args() -> list[str]:
-    """The server's prompt-cache flags for :data:`PROMPT_CACHE_MB` (or its environment override).
+def prompt_cache_mb() -> int:
+    """The prompt cache's cap in MB: :data:`PROMPT_CACHE_MB`, or ``$CONTEXTEVOLVE_PROMPT_CACHE_MB``; 0 = off.
 
     Raises:
         EmbeddedModelError: ``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` is not a whole number >= 0.
@@ -40,6 +43,16 @@ def prompt_cache_args() -> list[str]:
     except ValueError:
         raise EmbeddedModelError(f"CONTEXTEVOLVE_PROMPT_CACHE_MB must be a whole number of megabytes >= 0, "
                                  f"not {raw!r}") from None
+    return megabytes
+
+
+def prompt_cache_args() -> list[str]:
+    """llama-cpp-python's server's prompt-cache flags for :func:`prompt_cache_mb`.
+
+    Raises:
+        EmbeddedModelError: as :func:`prompt_cache_mb`.
+    """
+    megabytes = prompt_cache_mb()
     if megabytes == 0:
         return []
     return ["--cache", "True", "--cache_type", "ram", "--cache_size", str(megabytes * 2**20)]
@@ -110,10 +123,6 @@ def native_binary() -> str:
     Raises:
         EmbeddedModelError: none is found, or ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN`` is not an executable file.
     """
-    import shutil
-    import sys
-    from pathlib import Path
-
     named = os.environ.get("CONTEXTEVOLVE_LLAMA_SERVER_BIN", "").strip()
     if named:
         if not (Path(named).is_file() and os.access(named, os.X_OK)):
@@ -148,16 +157,12 @@ def server_command(model_path: str, alias: str, port: int, *, threads: int, n_ct
     if slots < 1:
         raise ValueError(f"slots must be >= 1, not {slots}")
     if server_kind() == "python":
-        import sys
-
         return [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--model_alias", alias,
                 "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads),
                 "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx), *prompt_cache_args(), *logits_args(),
                 "--interrupt_requests", "False"]
     # llama-server keeps only the logits it samples from (no logits_all), and keeps each slot's last prompt
     # itself; its RAM cache of older prompts (--cache-ram, 8 GiB by default) follows PROMPT_CACHE_MB.
-    cache = prompt_cache_args()
-    megabytes = int(cache[cache.index("--cache_size") + 1]) // 2**20 if cache else 0
     return [native_binary(), "--model", model_path, "--alias", alias, "--host", "127.0.0.1", "--port", str(port),
             "--threads", str(threads), "--threads-batch", str(threads), "--ctx-size", str(n_ctx * slots),
-            "--parallel", str(slots), "--cache-ram", str(megabytes), "--no-webui"]
+            "--parallel", str(slots), "--cache-ram", str(prompt_cache_mb()), "--no-webui"]
