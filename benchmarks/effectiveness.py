@@ -26,9 +26,13 @@ with the defaults;
 --target DIR``) adds the build it ran on then. The JSON records which build, prompt cache and servers
 served the run (``llama_cpp_build``, ``prompt_cache``, ``embedded_servers``, ``logits_all``).
 
-``--lanes L --native`` produces L children per round against llama.cpp's own server with L slots, which
-decodes the lanes' requests in one batch (``make native-server`` builds it); seconds per iteration are then
-the run's seconds over its iterations, so they compare with a one-lane run's as tries per hour.
+``--server python`` serves the embedded model with llama-cpp-python's server, as every run did before
+llama.cpp's own server (``native``, the default where ``make setup`` built it) became the default;
+``--no-speculative`` keeps the native server from drafting tokens (``CONTEXTEVOLVE_SPECULATIVE=none``).
+``--lanes L`` produces L children per round, against a server with L slots on ``native``, which decodes the
+lanes' requests in one batch; seconds per iteration are then the run's seconds over its iterations, so they
+compare with a one-lane run's as tries per hour. The JSON records ``server_kind``, ``speculative`` and
+``lanes``.
 
 The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one
 markdown table over several such runs (no LLM needed).
@@ -36,7 +40,7 @@ markdown table over several such runs (no LLM needed).
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
         [--repair-attempts R] [--no-restart] [--mode full|diff|functions] [--one-server] [--logits-all]
-        [--lanes L] [--native]
+        [--lanes L] [--server native|python] [--no-speculative]
         [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
 """
@@ -161,6 +165,7 @@ def report(f: dict) -> str:
                                          f", servers {', '.join(servers)}")
     kind = {"native": "llama.cpp's own server", "python": "llama-cpp-python's server"}.get(f.get("server_kind"), "")
     lanes = f", {f['lanes']} lanes" if f.get("lanes", 1) != 1 else ""
+    lanes += f", drafts {f['speculative']}" if f.get("speculative", "none") != "none" else ""
     served = f.get("endpoint") or (f"embedded model, llama.cpp {f.get('llama_cpp_build', '(build not recorded)')}"
                                    + (f", {kind}" if kind else "") + lanes
                                    + (", prompt cache on" if f.get("prompt_cache") else "") + layout
@@ -188,7 +193,9 @@ def served_by(ctx) -> dict:
     except embedded.EmbeddedModelError as exc:
         build = f"unknown ({exc})"
     return {"prompt_cache": bool(embedded.prompt_cache_args()), "logits_all": embedded.logits_all(),
-            "llama_cpp_build": build, "server_kind": embedded.server_kind(), "lanes": ctx.parallelism.lanes,
+            "llama_cpp_build": build, "server_kind": embedded.server_kind(),
+            "speculative": embedded.speculative() if embedded.server_kind() == "native" else "none",
+            "lanes": ctx.parallelism.lanes,
             "embedded_servers": models.embedded_server_keys(ctx)}
 
 
@@ -216,9 +223,11 @@ def main() -> int:
     parser.add_argument("--lanes", type=int, default=1,
                         help="children produced in parallel per round (Parallelism.lanes); seconds per iteration "
                              "are then the round's seconds over its lanes")
-    parser.add_argument("--native", action="store_true",
-                        help="serve the embedded model with llama.cpp's own server, one slot per lane "
-                             "(CONTEXTEVOLVE_LLAMA_SERVER=native; make native-server builds it)")
+    parser.add_argument("--server", choices=["native", "python"],
+                        help="the embedded server: llama.cpp's own (one slot per lane, drafts from the prompt) or "
+                             "llama-cpp-python's (CONTEXTEVOLVE_LLAMA_SERVER); default: native where installed")
+    parser.add_argument("--no-speculative", action="store_true",
+                        help="the native server drafts no tokens (CONTEXTEVOLVE_SPECULATIVE=none)")
     parser.add_argument("--max-tokens", action="append", default=[], metavar="ROLE=N",
                         help="completion-token cap of one role (e.g. navigator=160, the cap before it was lowered)")
     parser.add_argument("--log-prompts", action="store_true", help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
@@ -241,15 +250,17 @@ def main() -> int:
         os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] = "0"
     if args.logits_all:
         os.environ["CONTEXTEVOLVE_LOGITS_ALL"] = "1"
-    if args.native:
-        os.environ["CONTEXTEVOLVE_LLAMA_SERVER"] = "native"
+    if args.server:
+        os.environ["CONTEXTEVOLVE_LLAMA_SERVER"] = args.server
+    if args.no_speculative:
+        os.environ["CONTEXTEVOLVE_SPECULATIVE"] = "none"
     repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
     mode = args.mode or SearchSettings.generation_mode
     fix_only = "-fixonly" if args.no_restart else ""
     old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "") + (
         "-oneserver" if args.one_server else "") + ("-logitsall" if args.logits_all else "") + (
         "-nodoc" if args.no_docstrings_shown else "") + (f"-lanes{args.lanes}" if args.lanes != 1 else "") + (
-        "-native" if args.native else "")
+        f"-{args.server}" if args.server else "") + ("-nospec" if args.no_speculative else "")
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,

@@ -102,13 +102,15 @@ def replay(requests: list[dict], cache_mb: int, layout: str = "shared", logits: 
     Returns ``{"cache_mb", "layout", "logits", "peak_rss_mb", "anon_mb", "rows": [{"run", "role",
     "prompt_tokens", "seconds"}]}``; the memory figures are sums over the servers. The servers read
     their settings from ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` and ``CONTEXTEVOLVE_LOGITS_ALL``, which are set
-    while they are launched and restored afterwards.
+    while they are launched and restored afterwards; they are llama-cpp-python's servers
+    (``CONTEXTEVOLVE_LLAMA_SERVER=python``), whose settings these are.
     """
     run = RunContext(embedded_server_per_role=layout == "per_role")
     key_of = {role: models.embedded_server_key(role, run) for role in {r["role"] for r in requests}}
     servers = {key: embedded.EmbeddedServer() for key in sorted(set(key_of.values()))}
     rows, memory = [], {"peak_rss_mb": 0.0, "anon_mb": 0.0}
-    settings = {"CONTEXTEVOLVE_PROMPT_CACHE_MB": str(cache_mb), "CONTEXTEVOLVE_LOGITS_ALL": LOGITS_SETTINGS[logits]}
+    settings = {"CONTEXTEVOLVE_PROMPT_CACHE_MB": str(cache_mb), "CONTEXTEVOLVE_LOGITS_ALL": LOGITS_SETTINGS[logits],
+                "CONTEXTEVOLVE_LLAMA_SERVER": "python"}
     before = {name: os.environ.get(name) for name in settings}
     try:
         os.environ.update(settings)

@@ -95,33 +95,24 @@ def logits_args() -> list[str]:
     return ["--logits_all", str(logits_all())]
 
 
-SERVER_KINDS = ("python", "native")
-"""Which llama.cpp server serves the embedded model. ``python`` (default): llama-cpp-python's
-``llama_cpp.server``, installed by ``make setup``; it decodes one request at a time. ``native``:
-llama.cpp's own ``llama-server``, built by ``make native-server`` from the same llama.cpp sources; it
-gives a server one slot per parallel lane and decodes the slots' requests in one batch, which on this
-CPU generates more tokens per second in all (docs/embedded-model.md, *Batched decoding*)."""
+SERVER_KINDS = ("native", "python")
+"""Which llama.cpp server serves the embedded model. ``native``: llama.cpp's own ``llama-server``, built by
+``make setup`` (``make native-server``) from the llama.cpp sources of the installed llama-cpp-python, with
+the same CPU flags; it drafts tokens from the conversation (:data:`SPECULATIVE_KINDS`) and gives a server
+one slot per parallel lane, decoding the slots' requests in one batch (docs/embedded-model.md). ``python``:
+llama-cpp-python's ``llama_cpp.server``; it decodes one request at a time and drafts nothing. The default
+is ``native`` where its binary is installed (:func:`installed_native_binary`) and ``python`` elsewhere, so
+an install without the build still runs."""
 
 
-def server_kind() -> str:
-    """The embedded server kind of :data:`SERVER_KINDS` named by ``$CONTEXTEVOLVE_LLAMA_SERVER``
-    (empty or unset: ``python``).
-
-    Raises:
-        EmbeddedModelError: the variable names another kind.
-    """
-    raw = os.environ.get("CONTEXTEVOLVE_LLAMA_SERVER", "").strip() or "python"
-    if raw not in SERVER_KINDS:
-        raise EmbeddedModelError(f"CONTEXTEVOLVE_LLAMA_SERVER must be one of {', '.join(SERVER_KINDS)}, not {raw!r}")
-    return raw
-
-
-def native_binary() -> str:
-    """The path of llama.cpp's ``llama-server``: ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN``, else the one beside
-    this Python (where ``make native-server`` installs it), else the first on ``$PATH``.
+def installed_native_binary() -> str | None:
+    """The ``llama-server`` this project would use without being told to: ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN``
+    when set, else the one beside this Python (where ``make native-server`` installs it); None if there is
+    none. One elsewhere on ``$PATH`` is not taken by default: it may be a llama.cpp version without the flags
+    :func:`server_command` passes.
 
     Raises:
-        EmbeddedModelError: none is found, or ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN`` is not an executable file.
+        EmbeddedModelError: ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN`` is set but is not an executable file.
     """
     named = os.environ.get("CONTEXTEVOLVE_LLAMA_SERVER_BIN", "").strip()
     if named:
@@ -129,13 +120,75 @@ def native_binary() -> str:
             raise EmbeddedModelError(f"CONTEXTEVOLVE_LLAMA_SERVER_BIN={named!r} is not an executable file")
         return named
     beside = Path(sys.executable).parent / "llama-server"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("llama-server")
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
+
+def server_kind() -> str:
+    """The embedded server kind of :data:`SERVER_KINDS` named by ``$CONTEXTEVOLVE_LLAMA_SERVER``; empty or
+    unset: ``native`` if :func:`installed_native_binary` finds one, else ``python``.
+
+    Raises:
+        EmbeddedModelError: the variable names another kind, or ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN`` is
+            malformed.
+    """
+    raw = os.environ.get("CONTEXTEVOLVE_LLAMA_SERVER", "").strip()
+    if not raw:
+        return "native" if installed_native_binary() is not None else "python"
+    if raw not in SERVER_KINDS:
+        raise EmbeddedModelError(f"CONTEXTEVOLVE_LLAMA_SERVER must be one of {', '.join(SERVER_KINDS)}, not {raw!r}")
+    return raw
+
+
+def native_binary() -> str:
+    """The path of llama.cpp's ``llama-server``: :func:`installed_native_binary`, else the first on ``$PATH``.
+
+    Raises:
+        EmbeddedModelError: none is found, or ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN`` is not an executable file.
+    """
+    found = installed_native_binary() or shutil.which("llama-server")
     if found is None:
         raise EmbeddedModelError("CONTEXTEVOLVE_LLAMA_SERVER=native, but llama.cpp's llama-server is not installed; "
                                  "build it with: make native-server")
     return found
+
+
+SPECULATIVE_KINDS = ("ngram-simple", "none")
+"""How llama.cpp's own server drafts tokens ahead (speculative decoding), ``native`` servers only.
+``ngram-simple`` (default): when the last 12 tokens written also occur earlier in the conversation, the up to
+48 tokens that followed them there are proposed as a draft, and the model checks the whole draft in one batch
+(read like a prompt: ~100 tokens/s here, against ~10-14 decoded tokens/s), keeping the tokens it would have
+sampled itself and sampling the first one it would not (llama.cpp's ``ngram-simple`` type; sizes are its
+defaults). A child program copies most of its parent, which its prompt holds, so most of a Generator or
+repair reply is drafted correctly. Measured on 8 stored Generator requests of a TS run, one at a time, same
+seeds (docs/results.md, *Drafting from the prompt*): 350.5 s without, **137.9 s** with (0.39x), 87-100 % of
+drafted tokens accepted; 6 of the 8 replies were byte-identical, the other 2 differ from where a sampled token
+differed. Replies with nothing to copy (prose) find no match and pay nothing. ``none`` turns it off. The
+default server kind's (``python``) prompt-lookup decoding measured +9 %, +14 % and once 2x slower, so
+llama-cpp-python's server never drafts."""
+
+
+def speculative() -> str:
+    """The :data:`SPECULATIVE_KINDS` entry named by ``$CONTEXTEVOLVE_SPECULATIVE`` (empty or unset:
+    ``ngram-simple``).
+
+    Raises:
+        EmbeddedModelError: the variable names another kind.
+    """
+    raw = os.environ.get("CONTEXTEVOLVE_SPECULATIVE", "").strip() or SPECULATIVE_KINDS[0]
+    if raw not in SPECULATIVE_KINDS:
+        raise EmbeddedModelError(f"CONTEXTEVOLVE_SPECULATIVE must be one of {', '.join(SPECULATIVE_KINDS)}, "
+                                 f"not {raw!r}")
+    return raw
+
+
+def speculative_args() -> list[str]:
+    """llama-server's flags for :func:`speculative` (none for ``none``).
+
+    Raises:
+        EmbeddedModelError: as :func:`speculative`.
+    """
+    kind = speculative()
+    return [] if kind == "none" else ["--spec-type", kind]
 
 
 def server_command(model_path: str, alias: str, port: int, *, threads: int, n_ctx: int, slots: int) -> list[str]:
@@ -165,4 +218,4 @@ def server_command(model_path: str, alias: str, port: int, *, threads: int, n_ct
     # itself; its RAM cache of older prompts (--cache-ram, 8 GiB by default) follows PROMPT_CACHE_MB.
     return [native_binary(), "--model", model_path, "--alias", alias, "--host", "127.0.0.1", "--port", str(port),
             "--threads", str(threads), "--threads-batch", str(threads), "--ctx-size", str(n_ctx * slots),
-            "--parallel", str(slots), "--cache-ram", str(prompt_cache_mb()), "--no-webui"]
+            "--parallel", str(slots), "--cache-ram", str(prompt_cache_mb()), *speculative_args(), "--no-webui"]

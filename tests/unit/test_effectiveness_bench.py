@@ -34,7 +34,8 @@ def test_an_endpoint_from_the_flag_or_the_environment_is_recorded_by_its_url(mon
 def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(monkeypatch, no_endpoint_variables):
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed")
-    monkeypatch.delenv("CONTEXTEVOLVE_LLAMA_SERVER", raising=False)
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "python")
+    monkeypatch.delenv("CONTEXTEVOLVE_SPECULATIVE", raising=False)
     monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "0")
     off = bench.served_by(RunContext())
     monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "150")
@@ -43,10 +44,13 @@ def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(m
     assert off["prompt_cache"] is False and on["prompt_cache"] is True
     assert off["embedded_servers"] == [embedded.SHARED, "navigator", "generator"]
     assert bench.served_by(RunContext(embedded_server_per_role=False))["embedded_servers"] == ["shared"]
-    assert (off["server_kind"], off["lanes"]) == ("python", 1)
+    assert (off["server_kind"], off["lanes"], off["speculative"]) == ("python", 1, "none")  # it never drafts
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
     lanes = bench.served_by(RunContext(lanes=4))
     assert (lanes["server_kind"], lanes["lanes"], lanes["embedded_servers"]) == ("native", 4, ["shared"])
+    assert lanes["speculative"] == "ngram-simple"
+    monkeypatch.setenv("CONTEXTEVOLVE_SPECULATIVE", "none")
+    assert bench.served_by(RunContext())["speculative"] == "none"
     monkeypatch.delenv("CONTEXTEVOLVE_LLAMA_SERVER")
     assert off["llama_cpp_build"].startswith("CPU :")
     if platform.machine() in ("x86_64", "AMD64"):
@@ -91,5 +95,8 @@ def test_the_report_says_what_served_the_run():
     assert "served by: embedded model, llama.cpp AVX2, llama.cpp's own server, 4 lanes, one server\n" in bench.report(
         {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": False,
          "server_kind": "native", "lanes": 4})
+    assert "served by: embedded model, llama.cpp AVX2, llama.cpp's own server, drafts ngram-simple, one server\n" in (
+        bench.report({**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": False,
+                      "server_kind": "native", "lanes": 1, "speculative": "ngram-simple"}))
     assert "served by: http://gpu-box:8000/v1\n" in bench.report({**figures, "endpoint": "http://gpu-box:8000/v1"})
     assert "served by: embedded model, llama.cpp (build not recorded), every token's logits\n" in bench.report(figures)

@@ -238,6 +238,7 @@ def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(m
                         lambda name, *a: object() if name == "llama_cpp" else real_find_spec(name, *a))
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.delenv("CONTEXTEVOLVE_LOGITS_ALL", raising=False)
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "python")  # the server whose flag this is
 
     def logits_flag() -> str:
         server = EmbeddedServer(tmp_path / "model.gguf", threads=1)
@@ -256,41 +257,64 @@ def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(m
 
 
 def test_the_server_kind_picks_llama_cpps_own_server_with_a_slot_per_lane(monkeypatch, tmp_path):
-    """``CONTEXTEVOLVE_LLAMA_SERVER=native`` starts llama.cpp's ``llama-server`` with one slot per lane and the
-    context of every slot; by default (or ``python``) it is llama-cpp-python's server, which queues."""
+    """llama.cpp's ``llama-server`` is the default where it is installed beside this Python (or named by
+    ``CONTEXTEVOLVE_LLAMA_SERVER_BIN``): one slot per lane, the context of every slot, drafts from the prompt;
+    without it (or with ``CONTEXTEVOLVE_LLAMA_SERVER=python``) it is llama-cpp-python's server, which queues."""
     from contextevolve.llm import server_flags
     from contextevolve.llm.embedded import EmbeddedModelError
 
-    for name in ("CONTEXTEVOLVE_LLAMA_SERVER", "CONTEXTEVOLVE_LLAMA_SERVER_BIN", "CONTEXTEVOLVE_PROMPT_CACHE_MB"):
+    for name in ("CONTEXTEVOLVE_LLAMA_SERVER", "CONTEXTEVOLVE_LLAMA_SERVER_BIN", "CONTEXTEVOLVE_PROMPT_CACHE_MB",
+                 "CONTEXTEVOLVE_SPECULATIVE"):
         monkeypatch.delenv(name, raising=False)
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    monkeypatch.setattr(sys, "executable", str(venv / "python"))  # no llama-server beside it yet
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert server_flags.server_kind() == "python"
     python = server_flags.server_command("m.gguf", "alias", 1234, threads=2, n_ctx=8192, slots=4)
-    assert python[1:3] == ["-m", "llama_cpp.server"] and "--parallel" not in python
+    assert python[1:3] == ["-m", "llama_cpp.server"] and "--parallel" not in python and "--spec-type" not in python
     assert python[python.index("--n_ctx") + 1] == "8192" and python[python.index("--interrupt_requests") + 1] == "False"
+
+    beside = venv / "llama-server"
+    beside.write_text("#!/bin/sh\n")
+    beside.chmod(0o755)
+    assert server_flags.server_kind() == "native"  # installed: the default
+    native = server_flags.server_command("m.gguf", "alias", 1234, threads=2, n_ctx=8192, slots=4)
+    assert native[0] == str(beside)
+    flag = {native[i]: native[i + 1] for i in range(1, len(native) - 1) if native[i].startswith("--")}
+    assert (flag["--parallel"], flag["--ctx-size"], flag["--threads"], flag["--port"]) == ("4", "32768", "2", "1234")
+    assert flag["--cache-ram"] == "0" and flag["--alias"] == "alias"  # no RAM cache of older prompts by default
+    assert flag["--spec-type"] == "ngram-simple"
+    monkeypatch.setenv("CONTEXTEVOLVE_SPECULATIVE", "none")
+    assert "--spec-type" not in server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
+    monkeypatch.setenv("CONTEXTEVOLVE_SPECULATIVE", "eagle")
+    with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_SPECULATIVE must be one of ngram-simple, none, not 'eagle'"):
+        server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
+    monkeypatch.delenv("CONTEXTEVOLVE_SPECULATIVE")
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "python")  # asked for: even where llama-server is installed
+    assert server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)[1:3] == ["-m", "llama_cpp.server"]
+    beside.unlink()
 
     binary = tmp_path / "llama-server"
     binary.write_text("#!/bin/sh\n")
     binary.chmod(0o755)
-    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
+    monkeypatch.delenv("CONTEXTEVOLVE_LLAMA_SERVER")
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER_BIN", str(binary))
-    native = server_flags.server_command("m.gguf", "alias", 1234, threads=2, n_ctx=8192, slots=4)
-    assert native[0] == str(binary)
-    flag = {native[i]: native[i + 1] for i in range(1, len(native) - 1) if native[i].startswith("--")}
-    assert (flag["--parallel"], flag["--ctx-size"], flag["--threads"], flag["--port"]) == ("4", "32768", "2", "1234")
-    assert flag["--cache-ram"] == "0" and flag["--alias"] == "alias"  # no RAM cache of older prompts by default
+    assert server_flags.server_kind() == "native"
     monkeypatch.setenv("CONTEXTEVOLVE_PROMPT_CACHE_MB", "150")
     native = server_flags.server_command("m.gguf", "alias", 1234, threads=2, n_ctx=8192, slots=1)
+    assert native[0] == str(binary)
     assert native[native.index("--cache-ram") + 1] == "150" and native[native.index("--parallel") + 1] == "1"
 
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER_BIN", str(tmp_path / "absent"))
     with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LLAMA_SERVER_BIN=.*absent.* is not an executable"):
         server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
     monkeypatch.delenv("CONTEXTEVOLVE_LLAMA_SERVER_BIN")
-    monkeypatch.setattr(sys, "executable", str(tmp_path / "venv" / "python"))  # no llama-server beside it
-    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
     with pytest.raises(EmbeddedModelError, match="llama-server is not installed; build it with: make native-server"):
         server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "vllm")
-    with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LLAMA_SERVER must be one of python, native, not 'vllm'"):
+    with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LLAMA_SERVER must be one of native, python, not 'vllm'"):
         server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
 
 

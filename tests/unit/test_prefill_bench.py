@@ -60,6 +60,7 @@ class _Server:
 
     def launch(self):
         self.args = embedded.logits_args()  # what a real server's command line says: read at launch
+        self.kind = embedded.server_kind()
 
     def wait_ready(self):
         return f"http://127.0.0.1:{self.port}/v1"
@@ -104,6 +105,7 @@ def test_a_replay_sends_each_request_to_its_layouts_server_in_order(monkeypatch,
     else:
         assert len(set(urls)) == 1
     assert result["layout"] == layout and [r["prompt_tokens"] for r in result["rows"]] == [2] * 5
+    assert {s.kind for s in _Server.started} == {"python"}  # the server whose settings it measures
     # the servers' settings were the replay's only while they were launched
     assert os.environ["CONTEXTEVOLVE_PROMPT_CACHE_MB"] == "7" and "CONTEXTEVOLVE_LOGITS_ALL" not in os.environ
 
