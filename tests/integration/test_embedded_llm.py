@@ -89,6 +89,30 @@ def test_two_real_iterations_on_model_placement(tmp_path, monkeypatch):
     assert not llama_servers(mark), "the embedded server must be stopped at the end of the run"
 
 
+def test_the_default_server_drafts_what_a_reply_copies_from_its_prompt(monkeypatch):
+    """Where ``make setup`` built llama.cpp's own server it is the default, and it drafts tokens from the
+    conversation: asked to write out the program in its prompt, most of the reply's tokens were drafted
+    and accepted, and the reply holds the program's lines."""
+    monkeypatch.delenv("CONTEXTEVOLVE_LLAMA_SERVER", raising=False)
+    monkeypatch.delenv("CONTEXTEVOLVE_SPECULATIVE", raising=False)
+    if server_flags.server_kind() != "native":
+        pytest.skip("llama.cpp's llama-server is not built (make native-server)")
+    program = TASK.initial_program
+    body = {"model": embedded.MODEL_ALIAS, "max_tokens": 160, "temperature": 0.8, "top_p": embedded.TOP_P,
+            "top_k": embedded.TOP_K, "seed": 0,
+            "messages": [{"role": "system", "content": "You copy programs exactly."},
+                         {"role": "user", "content": f"Write out this program unchanged:\n```python\n{program}```"}]}
+    with embedded.EmbeddedServer() as server:
+        request = urllib.request.Request(f"{server.base_url}/chat/completions", json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=600) as resp:
+            reply = json.load(resp)
+    timings, text = reply["timings"], reply["choices"][0]["message"]["content"]
+    assert reply["usage"]["completion_tokens"] >= 100
+    assert timings["draft_n_accepted"] >= reply["usage"]["completion_tokens"] // 2, timings
+    assert "def compute_model_placement(gpu_num, models):" in text
+
+
 def test_two_lanes_decoded_together_by_llama_cpps_own_server(tmp_path, monkeypatch):
     """``CONTEXTEVOLVE_LLAMA_SERVER=native`` and two lanes: one llama-server with two slots serves the run,
     both lanes' requests are decoded at the same time, and both children are the evaluator's."""
