@@ -1,5 +1,6 @@
-"""The embedded llama.cpp servers' settings that decide their speed and memory: the prompt cache and how
-many tokens' logits they keep, each with an environment override for before/after measurements.
+"""The embedded llama.cpp servers' settings that decide their speed and memory: which server (llama.cpp's
+own or llama-cpp-python's), its drafts, the prompt cache and how many tokens' logits they keep, each with an
+environment override for before/after measurements.
 
 Re-exported by :mod:`contextevolve.llm.embedded`, whose :class:`~contextevolve.llm.embedded.EmbeddedServer`
 puts these flags on the server's command line at launch.
@@ -162,9 +163,9 @@ defaults). A child program copies most of its parent, which its prompt holds, so
 repair reply is drafted correctly. Measured on 8 stored Generator requests of a TS run, one at a time, same
 seeds (docs/results.md, *Drafting from the prompt*): 350.5 s without, **137.9 s** with (0.39x), 87-100 % of
 drafted tokens accepted; 6 of the 8 replies were byte-identical, the other 2 differ from where a sampled token
-differed. Replies with nothing to copy (prose) find no match and pay nothing. ``none`` turns it off. The
-default server kind's (``python``) prompt-lookup decoding measured +9 %, +14 % and once 2x slower, so
-llama-cpp-python's server never drafts."""
+differed. Replies with nothing to copy (prose) find no match and pay nothing. ``none`` turns it off.
+llama-cpp-python's server (``python``) never drafts: its prompt-lookup decoding measured +9 %, +14 % and once
+2x slower."""
 
 
 def speculative() -> str:
@@ -203,7 +204,11 @@ def server_command(model_path: str, alias: str, port: int, *, threads: int, n_ct
             concurrent requests instead (``--interrupt_requests False``: a queued request never cuts a
             running one short).
 
+    The native server also drafts as :func:`speculative` says; llama-cpp-python's keeps only the last
+    token's logits unless :func:`logits_all`.
+
     Raises:
+        ValueError: ``slots`` < 1.
         EmbeddedModelError: a server variable of this module is malformed, or the native server is not
             installed.
     """
