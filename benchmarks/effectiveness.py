@@ -193,8 +193,7 @@ def served_by(ctx) -> dict:
     except embedded.EmbeddedModelError as exc:
         build = f"unknown ({exc})"
     return {"prompt_cache": bool(embedded.prompt_cache_args()), "logits_all": embedded.logits_all(),
-            "llama_cpp_build": build, "server_kind": embedded.server_kind(),
-            "speculative": embedded.speculative() if embedded.server_kind() == "native" else "none",
+            "llama_cpp_build": build, "server_kind": embedded.server_kind(), "speculative": embedded.drafts(),
             "lanes": ctx.parallelism.lanes,
             "embedded_servers": models.embedded_server_keys(ctx)}
 

@@ -30,7 +30,7 @@ from contextevolve.llm.errors import EmbeddedModelError
 from contextevolve.llm.lifetime import popen_tied
 from contextevolve.llm.server_flags import (  # noqa: F401 - part of this module's interface
     LOGITS_ALL, PROMPT_CACHE_MB, SERVER_KINDS, logits_all, logits_args, prompt_cache_args, server_command,
-    server_kind, speculative)
+    drafts, server_kind, speculative)
 
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
 MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"

@@ -182,6 +182,16 @@ def speculative() -> str:
     return raw
 
 
+def drafts() -> str:
+    """How a server started now drafts: :func:`speculative` on llama.cpp's own server, ``none`` on
+    llama-cpp-python's, which never drafts.
+
+    Raises:
+        EmbeddedModelError: as :func:`server_kind` and :func:`speculative`.
+    """
+    return speculative() if server_kind() == "native" else "none"
+
+
 def speculative_args() -> list[str]:
     """llama-server's flags for :func:`speculative` (none for ``none``).
 
