@@ -212,6 +212,12 @@ def main() -> int:
     parser.add_argument("--no-docstrings-shown", action="store_true",
                         help="full mode shows the Generator programs without docstrings and puts the parent's back "
                              "into the child (SearchSettings.docstrings_shown = False)")
+    parser.add_argument("--stale-after", type=int, default=None,
+                        help="leave out of parent selection a parent whose last N children were twins; 0: never "
+                             "(SearchSettings.stale_after; default: RunContext's)")
+    parser.add_argument("--unguided-hotter", type=float, default=None,
+                        help="temperature added to a first ask without guidance; 0: none "
+                             "(SearchSettings.unguided_hotter; default: RunContext's)")
     parser.add_argument("--no-prompt-cache", action="store_true",
                         help="start the embedded server without its prompt cache (CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")
     parser.add_argument("--one-server", action="store_true",
@@ -259,7 +265,9 @@ def main() -> int:
     old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "") + (
         "-oneserver" if args.one_server else "") + ("-logitsall" if args.logits_all else "") + (
         "-nodoc" if args.no_docstrings_shown else "") + (f"-lanes{args.lanes}" if args.lanes != 1 else "") + (
-        f"-{args.server}" if args.server else "") + ("-nospec" if args.no_speculative else "")
+        f"-{args.server}" if args.server else "") + ("-nospec" if args.no_speculative else "") + (
+        f"-stale{args.stale_after}" if args.stale_after is not None else "") + (
+        f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "")
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
@@ -269,15 +277,18 @@ def main() -> int:
         if node == "initialize":
             marks["start"] = time.perf_counter()
 
+    search = {k: v for k, v in (("stale_after", args.stale_after), ("unguided_hotter", args.unguided_hotter))
+              if v is not None}
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
            generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
            log_prompts=args.log_prompts or None, on_update=on_update, stop_at_code_end=not args.no_stop,
            max_tokens={**DEFAULT_MAX_TOKENS, **caps}, embedded_server_per_role=not args.one_server,
-           docstrings_shown=not args.no_docstrings_shown, lanes=args.lanes, eval_workers=args.lanes)
+           docstrings_shown=not args.no_docstrings_shown, lanes=args.lanes, eval_workers=args.lanes, **search)
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit, "stop_at_code_end": not args.no_stop,
               "docstrings_shown": not args.no_docstrings_shown,
+              "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
               **served_by(RunContext(base_url=args.base_url, embedded_server_per_role=not args.one_server,
                                      lanes=args.lanes))}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))

@@ -100,3 +100,27 @@ def test_the_report_says_what_served_the_run():
                       "server_kind": "native", "lanes": 1, "speculative": "ngram-simple"}))
     assert "served by: http://gpu-box:8000/v1\n" in bench.report({**figures, "endpoint": "http://gpu-box:8000/v1"})
     assert "served by: embedded model, llama.cpp (build not recorded), every token's logits\n" in bench.report(figures)
+
+
+class _Stop(Exception):
+    """Raised by the stand-in for evolve, once it has seen its arguments."""
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([], {}),
+    (["--stale-after", "0", "--unguided-hotter", "0"], {"stale_after": 0, "unguided_hotter": 0.0}),
+])
+def test_the_newer_search_switches_reach_the_run_only_when_given(monkeypatch, tmp_path, argv, expected):
+    import contextevolve.api
+    seen = {}
+
+    def fake_evolve(task, **kwargs):
+        seen.update(kwargs)
+        raise _Stop
+
+    monkeypatch.setattr(contextevolve.api, "evolve", fake_evolve)
+    monkeypatch.setattr("sys.argv", ["effectiveness.py", "--task", "txn_scheduling", "--run-dir",
+                                     str(tmp_path / "run"), *argv])
+    with pytest.raises(_Stop):
+        bench.main()
+    assert {k: seen[k] for k in ("stale_after", "unguided_hotter") if k in seen} == expected
