@@ -59,6 +59,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from contextevolve.llm import serving  # noqa: E402
 from contextevolve.memory.records import ProgramRecord  # noqa: E402
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens  # noqa: E402
 from contextevolve.tasks.registry import get_task  # noqa: E402
@@ -160,42 +161,9 @@ def report(f: dict) -> str:
     phases = ", ".join(f"{k} {v:.1f}" for k, v in f["seconds_by_phase_per_iteration"].items())
     llm = ", ".join(f"{role} {r['calls']:.2f} calls {r['seconds']:.1f} s {r['completion']:.0f} generated"
                     for role, r in f["llm_by_role_per_iteration"].items())
-    servers = f.get("embedded_servers")
-    layout = "" if servers is None else (", one server" if servers == ["shared"] else
-                                         f", servers {', '.join(servers)}")
-    kind = {"native": "llama.cpp's own server", "python": "llama-cpp-python's server"}.get(f.get("server_kind"), "")
-    lanes = f", {f['lanes']} lanes" if f.get("lanes", 1) != 1 else ""
-    lanes += f", drafts {f['speculative']}" if f.get("speculative", "none") != "none" else ""
-    served = f.get("endpoint") or (f"embedded model, llama.cpp {f.get('llama_cpp_build', '(build not recorded)')}"
-                                   + (f", {kind}" if kind else "") + lanes
-                                   + (", prompt cache on" if f.get("prompt_cache") else "") + layout
-                                   + (", every token's logits" if f.get("logits_all", True) else ""))
-    return (f"{table([f])}\n\nserved by: {served}\ntokens per iteration by role: {roles}\n"
+    return (f"{table([f])}\n\nserved by: {serving.text(f)}\ntokens per iteration by role: {roles}\n"
             f"seconds per iteration by phase: {phases}\nLLM per iteration by role: {llm}\n"
             f"statuses: {' '.join(f['statuses'])}\n" + "".join(f"  failed: {r}\n" for r in f["reasons"]))
-
-
-def served_by(ctx) -> dict:
-    """What answered the run's requests under ``ctx`` (a :class:`~contextevolve.graph.context.RunContext`)
-    and the environment: ``{"endpoint": URL}`` when every role has an endpoint (``--base-url`` or the
-    ``CONTEXTEVOLVE_*``/``OPENAI_*`` variables), else the embedded servers' ``{"prompt_cache": bool,
-    "logits_all": bool, "llama_cpp_build": str, "server_kind": str, "lanes": int, "embedded_servers": [key, ...]}``:
-    which server (:func:`embedded.server_kind`) with how many lanes sending to it, their prompt cache
-    and whether they kept every prompt token's logits (:data:`embedded.LOGITS_ALL`) as started, the CPU
-    features of their llama.cpp build (``PYTHONPATH`` picks the build; ``"unknown (...)"`` when
-    llama-cpp-python cannot be imported), and which servers there were (:func:`models.embedded_server_keys`)."""
-    from contextevolve.llm import embedded, models
-
-    if not models.needs_embedded(ctx):
-        return {"endpoint": models.resolve_endpoint("generator", ctx).base_url}
-    try:
-        build = embedded.build_features()
-    except embedded.EmbeddedModelError as exc:
-        build = f"unknown ({exc})"
-    return {"prompt_cache": bool(embedded.prompt_cache_args()), "logits_all": embedded.logits_all(),
-            "llama_cpp_build": build, "server_kind": embedded.server_kind(), "speculative": embedded.drafts(),
-            "lanes": ctx.parallelism.lanes,
-            "embedded_servers": models.embedded_server_keys(ctx)}
 
 
 def main() -> int:
@@ -247,7 +215,7 @@ def main() -> int:
         return 0
 
     from contextevolve.api import evolve
-    from contextevolve.graph.context import RunContext, SearchSettings, flat_settings
+    from contextevolve.graph.context import SearchSettings, flat_settings
     from contextevolve.graph.settings import DEFAULT_MAX_TOKENS
 
     caps = {role: int(n) for role, _, n in (pair.partition("=") for pair in args.max_tokens)}
@@ -289,8 +257,7 @@ def main() -> int:
     result = {**figures(run_dir, per_iteration, settings), "commit": commit, "stop_at_code_end": not args.no_stop,
               "docstrings_shown": not args.no_docstrings_shown,
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
-              **served_by(RunContext(base_url=args.base_url, embedded_server_per_role=not args.one_server,
-                                     lanes=args.lanes))}
+              **{k: v for k, v in serving.recorded(run_dir)[-1].items() if k not in ("at", "resumed")}}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
     print(report(result))
     return 0

@@ -24,6 +24,7 @@ from typing import Any
 
 from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import DEFAULT_TASK, RunContext, UnknownSettingError, check_setting_names
+from contextevolve.llm import serving
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import program_id
@@ -135,7 +136,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     (``attempted``: repair calls, ``succeeded``: children they made ok), ``tokens`` (by role),
     ``total_tokens``, ``seconds`` (wall seconds by phase, summed over programs; see
     :mod:`contextevolve.timing`), ``llm`` (per usage role: ``calls``, ``seconds``, ``prompt``,
-    ``completion``), ``seconds_per_iteration`` (median over the children).
+    ``completion``), ``seconds_per_iteration`` (median over the children), ``served_by`` (what answered
+    the LLM calls at each start or resume, oldest first: :func:`contextevolve.llm.serving.recorded`).
 
     Raises:
         RunDirError: ``run_dir`` holds no run.
@@ -178,6 +180,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "seconds": seconds,
         "llm": llm_by_role(c for r in records for c in r.llm_calls),
         "seconds_per_iteration": round(statistics.median(children), 1) if children else None,
+        "served_by": serving.recorded(root),
     }
 
 
@@ -320,10 +323,12 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
                          "langgraph dev")
     where = ctx.parallelism
     executor_for(where.executor, where.eval_workers, where.ray_address)  # fail before writing if Ray is unreachable
+    served = serving.describe(ctx)  # and if a server variable is malformed
     root.mkdir(parents=True, exist_ok=True)
     if source is not None:
         source.stage(root / "problem")
     _write_json(root / SETTINGS_FILE, ctx.to_json())
+    serving.record(root, served, resumed=resume)
     started = time.perf_counter()
     conn = sqlite3.connect(root / CHECKPOINT_FILE, check_same_thread=False)
     own_server = models.needs_embedded(ctx)  # a server this run did not need is someone else's: left running

@@ -28,6 +28,7 @@ from contextevolve.display import RunProgress, seconds_table, tokens_table
 from contextevolve.evaluation.executors import ExecutorError
 from contextevolve.flags import add_limit_flags, add_run_flags, limit_settings, run_settings
 from contextevolve.graph.context import DEFAULT_TASK
+from contextevolve.llm import serving
 from contextevolve.llm.faults import EndpointUnavailable
 
 EXIT_BAD_INPUT = 2
@@ -99,6 +100,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"best combined score:    {result.best_score}  ({result.best_id})")
     console.print(tokens_table(result.tokens))
     console.print(f"best program: {result.best_path}")
+    served = serving.recorded(result.run_dir)
+    if served:
+        console.print(f"served by: {escape(serving.text(served[-1]))}", soft_wrap=True)
     if not args.no_report:
         from contextevolve.report import write_report
 
@@ -132,6 +136,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         console.print("failures by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(status["failure_kinds"].items())))
     console.print(f"initial score: {status['initial_score']}  best score: {status['best_score']} "
                   f"({status['best_id']})")
+    if status["served_by"]:
+        starts = len(status["served_by"])
+        console.print(f"served by{f' (the latest of {starts} starts)' if starts > 1 else ''}: "
+                      f"{escape(serving.text(status['served_by'][-1]))}", soft_wrap=True)
     console.print(tokens_table(status["tokens"]))
     if status["seconds"]:
         console.print(seconds_table(status["seconds"], status["llm"]))

@@ -100,12 +100,15 @@ def test_status_json_keys(tmp_path, models):
     shown = cli("status", str(tmp_path / "r"))
     text = shown.stdout + shown.stderr
     assert "Seconds by phase" in text and "median seconds per iteration" in text
+    assert [e["resumed"] for e in data["served_by"]] == [False]
+    assert "served by: chat models given in code" in text
 
 
 def test_run_with_scripted_models_prints_summary(tmp_path, models, capsys):
     assert main(["run", "--iterations", "2", "--run-dir", str(tmp_path / "r"), "--seed", "3"]) == 0
     err = capsys.readouterr().err
     assert "best combined score" in err and "Tokens by role" in err and "best_program.py" in err
+    assert "served by: chat models given in code" in err
     assert main(["run", "--iterations", "2", "--run-dir", str(tmp_path / "r")]) == 2
     assert "already holds a run" in capsys.readouterr().err
 

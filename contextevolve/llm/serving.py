@@ -1,0 +1,101 @@
+"""What serves a run's LLM calls, recorded where a user can read it back.
+
+Two servers can stand behind the embedded model (llama.cpp's own, which drafts tokens from the prompt, and
+llama-cpp-python's, which does not), chosen by what is installed and by environment variables; their speed
+differs about twofold (docs/results.md, *Drafting from the prompt*). So :func:`contextevolve.api.evolve`
+appends one :func:`describe` entry to ``RUN_DIR/served_by.jsonl`` each time it starts or resumes a run,
+``contextevolve status`` and ``run`` print the latest one (:func:`text`), and
+``benchmarks/effectiveness.py`` stores it with its figures.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from contextevolve.graph.context import RunContext
+
+SERVED_BY_FILE = "served_by.jsonl"
+"""One JSON object per start or resume of a run, oldest first, in the run directory."""
+
+KIND_NAMES = {"native": "llama.cpp's own server", "python": "llama-cpp-python's server"}
+"""How :func:`text` names each :data:`~contextevolve.llm.server_flags.SERVER_KINDS` entry."""
+
+
+def describe(ctx: RunContext) -> dict[str, Any]:
+    """What would answer a run's requests under ``ctx`` and the environment, read now.
+
+    Returns:
+        ``{"endpoint": URL}`` when no switched-on role uses the embedded model (URL is the Generator's
+        endpoint; None when the chat models are given in code); else the embedded servers'
+        ``{"server_kind": "native"|"python", "speculative": str, "prompt_cache": bool, "logits_all": bool,
+        "llama_cpp_build": str, "lanes": int, "embedded_servers": [key, ...]}``: which server
+        (:func:`~contextevolve.llm.server_flags.server_kind`), how it drafts
+        (:func:`~contextevolve.llm.server_flags.drafts`), whether its RAM prompt cache is on, whether it
+        keeps every prompt token's logits (llama-cpp-python's server only; llama.cpp's keeps those it
+        samples from), the CPU features of the llama.cpp build (``"unknown (...)"`` when llama-cpp-python
+        cannot be imported; ``make setup`` builds llama.cpp's server with the same flags), the lanes
+        sending to it, and which servers there are (:func:`~contextevolve.llm.models.embedded_server_keys`).
+
+    Raises:
+        EmbeddedModelError: a server variable (``CONTEXTEVOLVE_LLAMA_SERVER``, ``..._SPECULATIVE``,
+            ``..._LLAMA_SERVER_BIN``) is malformed.
+    """
+    from contextevolve.llm import embedded, models
+
+    if not models.needs_embedded(ctx):
+        return {"endpoint": models.resolve_endpoint("generator", ctx).base_url}
+    kind = embedded.server_kind()
+    try:
+        build = embedded.build_features()
+    except embedded.EmbeddedModelError as exc:
+        build = f"unknown ({exc})"
+    return {"server_kind": kind, "speculative": embedded.drafts(), "prompt_cache": bool(embedded.prompt_cache_args()),
+            "logits_all": kind == "python" and embedded.logits_all(), "llama_cpp_build": build,
+            "lanes": ctx.parallelism.lanes, "embedded_servers": models.embedded_server_keys(ctx)}
+
+
+def record(run_dir: Path, entry: dict[str, Any], *, resumed: bool) -> None:
+    """Append ``entry`` (a :func:`describe` result) to ``run_dir``'s :data:`SERVED_BY_FILE`, marked with the
+    time (ISO 8601, UTC) and whether the run was resumed."""
+    from datetime import datetime, timezone
+
+    line = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "resumed": resumed, **entry}
+    with (Path(run_dir) / SERVED_BY_FILE).open("a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def recorded(run_dir: Path) -> list[dict[str, Any]]:
+    """The entries of ``run_dir``'s :data:`SERVED_BY_FILE`, oldest first; ``[]`` for a run from before it
+    was written. A line that is not a JSON object (a write cut short by a kill) is skipped."""
+    path = Path(run_dir) / SERVED_BY_FILE
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+def text(entry: dict[str, Any]) -> str:
+    """One line naming what served a run, from a :func:`describe` entry (also the older records of
+    ``benchmarks/effectiveness.py``, which lack some keys: a record without ``logits_all`` is from before
+    the servers stopped keeping every token's logits), e.g. ``"embedded model, llama.cpp CPU : ... |
+    AVX2 = 1 | ..., llama.cpp's own server, drafts ngram-simple, servers shared, navigator, generator"``."""
+    if "endpoint" in entry:
+        return entry["endpoint"] or "chat models given in code"
+    servers = entry.get("embedded_servers")
+    layout = "" if servers is None else (", one server" if servers == ["shared"] else f", servers {', '.join(servers)}")
+    kind = KIND_NAMES.get(entry.get("server_kind"), "")
+    lanes = f", {entry['lanes']} lanes" if entry.get("lanes", 1) != 1 else ""
+    drafts = f", drafts {entry['speculative']}" if entry.get("speculative", "none") != "none" else ""
+    return (f"embedded model, llama.cpp {entry.get('llama_cpp_build', '(build not recorded)')}"
+            + (f", {kind}" if kind else "") + lanes + drafts + (", prompt cache on" if entry.get("prompt_cache") else "")
+            + layout + (", every token's logits" if entry.get("logits_all", True) else ""))
