@@ -23,6 +23,10 @@ SERVED_BY_FILE = "served_by.jsonl"
 KIND_NAMES = {"native": "llama.cpp's own server", "python": "llama-cpp-python's server"}
 """How :func:`text` names each :data:`~contextevolve.llm.server_flags.SERVER_KINDS` entry."""
 
+VECTOR_EXTENSIONS = ("AVX512", "AVX2", "AVX", "SSE3", "SVE", "NEON")
+"""The vector instruction sets :func:`build_text` looks for in llama.cpp's system-info string, widest first
+(decoding speed on a CPU follows the widest one the build uses)."""
+
 
 def describe(ctx: RunContext) -> dict[str, Any]:
     """What would answer a run's requests under ``ctx`` and the environment, read now.
@@ -84,11 +88,25 @@ def recorded(run_dir: Path) -> list[dict[str, Any]]:
     return entries
 
 
+def build_text(build: str) -> str:
+    """The widest vector extension a llama.cpp build uses, read from its system-info string (``"CPU : SSE3 =
+    1 | ... | AVX2 = 1 | AVX512 = 1 | ..."``, the ``llama_cpp_build`` of a :func:`describe` entry), as
+    ``"AVX512 build"``; a string without ``NAME = 1`` pairs (``"unknown (...)"``, an older record) is returned
+    as it is, and one whose pairs name none of :data:`VECTOR_EXTENSIONS` gives ``"build without AVX/NEON"``."""
+    enabled = {name.strip().rsplit(" ", 1)[-1] for name, _, value in
+               (pair.partition("=") for pair in build.split("|")) if value.strip() == "1"}
+    if not enabled:
+        return build
+    widest = next((ext for ext in VECTOR_EXTENSIONS if ext in enabled), None)
+    return f"{widest} build" if widest else "build without AVX/NEON"
+
+
 def text(entry: dict[str, Any]) -> str:
     """One line naming what served a run, from a :func:`describe` entry (also the older records of
     ``benchmarks/effectiveness.py``, which lack some keys: a record without ``logits_all`` is from before
-    the servers stopped keeping every token's logits), e.g. ``"embedded model, llama.cpp CPU : ... |
-    AVX2 = 1 | ..., llama.cpp's own server, drafts ngram-simple, servers shared, navigator, generator"``."""
+    the servers stopped keeping every token's logits), e.g. ``"embedded model, llama.cpp AVX512 build,
+    llama.cpp's own server, drafts ngram-simple, servers shared, navigator, generator"`` (the build as
+    :func:`build_text` shortens it; the entry keeps the whole string)."""
     if "endpoint" in entry:
         return entry["endpoint"] or "chat models given in code"
     servers = entry.get("embedded_servers")
@@ -96,6 +114,6 @@ def text(entry: dict[str, Any]) -> str:
     kind = KIND_NAMES.get(entry.get("server_kind"), "")
     lanes = f", {entry['lanes']} lanes" if entry.get("lanes", 1) != 1 else ""
     drafts = f", drafts {entry['speculative']}" if entry.get("speculative", "none") != "none" else ""
-    return (f"embedded model, llama.cpp {entry.get('llama_cpp_build', '(build not recorded)')}"
+    return (f"embedded model, llama.cpp {build_text(entry.get('llama_cpp_build', '(build not recorded)'))}"
             + (f", {kind}" if kind else "") + lanes + drafts + (", prompt cache on" if entry.get("prompt_cache") else "")
             + layout + (", every token's logits" if entry.get("logits_all", True) else ""))

@@ -23,7 +23,7 @@ def test_the_report_says_what_served_the_run():
                "median_generated_tokens_per_iteration": 400.0, "seconds_by_phase_per_iteration": {"generate": 50.0},
                "llm_by_role_per_iteration": {}, "statuses": ["ok"], "reasons": []}
 
-    assert ("served by: embedded model, llama.cpp CPU : AVX2 = 1 | AVX512 = 1, prompt cache on, every token's "
+    assert ("served by: embedded model, llama.cpp AVX512 build, prompt cache on, every token's "
             "logits\n") in bench.report({**figures, "prompt_cache": True, "llama_cpp_build": "CPU : AVX2 = 1 | AVX512 = 1"})
     assert ("served by: embedded model, llama.cpp AVX2, servers shared, navigator, generator, every token's "
             "logits\n") in bench.report(

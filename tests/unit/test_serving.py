@@ -108,10 +108,23 @@ def test_a_malformed_server_variable_stops_a_run_before_it_writes_anything(monke
 def test_the_line_names_the_server_its_drafts_and_its_layout():
     native = {"server_kind": "native", "speculative": "ngram-simple", "prompt_cache": False, "logits_all": False,
               "llama_cpp_build": "CPU : AVX2 = 1", "lanes": 1, "embedded_servers": ["shared", "navigator", "generator"]}
-    assert serving.text(native) == ("embedded model, llama.cpp CPU : AVX2 = 1, llama.cpp's own server, drafts "
+    assert serving.text(native) == ("embedded model, llama.cpp AVX2 build, llama.cpp's own server, drafts "
                                     "ngram-simple, servers shared, navigator, generator")
     python = {**native, "server_kind": "python", "speculative": "none", "logits_all": True, "lanes": 2,
               "embedded_servers": ["shared"]}
-    assert serving.text(python) == ("embedded model, llama.cpp CPU : AVX2 = 1, llama-cpp-python's server, 2 lanes, "
+    assert serving.text(python) == ("embedded model, llama.cpp AVX2 build, llama-cpp-python's server, 2 lanes, "
                                      "one server, every token's logits")
     assert serving.text({"endpoint": "http://gpu-box:8000/v1"}) == "http://gpu-box:8000/v1"
+
+
+def test_the_line_names_the_widest_vector_extension_of_the_build():
+    avx512 = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "
+              "AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |")
+    assert serving.build_text(avx512) == "AVX512 build"
+    assert serving.build_text("CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 0 | OPENMP = 1 |") == "AVX2 build"
+    assert serving.build_text("CPU : NEON = 1 | ARM_FMA = 1 | OPENMP = 1 |") == "NEON build"
+    assert serving.build_text("CPU : LLAMAFILE = 1 | OPENMP = 1 |") == "build without AVX/NEON"
+    unknown = "unknown (llama-cpp-python is not installed)"
+    assert serving.build_text(unknown) == unknown
+    assert serving.text({"server_kind": "native", "llama_cpp_build": avx512}).startswith(
+        "embedded model, llama.cpp AVX512 build, llama.cpp's own server")
