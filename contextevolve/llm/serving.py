@@ -92,7 +92,10 @@ def build_text(build: str) -> str:
     """The widest vector extension a llama.cpp build uses, read from its system-info string (``"CPU : SSE3 =
     1 | ... | AVX2 = 1 | AVX512 = 1 | ..."``, the ``llama_cpp_build`` of a :func:`describe` entry), as
     ``"AVX512 build"``; a string without ``NAME = 1`` pairs (``"unknown (...)"``, an older record) is returned
-    as it is, and one whose pairs name none of :data:`VECTOR_EXTENSIONS` gives ``"build without AVX/NEON"``."""
+    as it is, and one whose pairs name none of :data:`VECTOR_EXTENSIONS` gives ``"build without AVX/NEON"``.
+    Anything but a string (a hand-edited record) is shown as ``str()`` of it rather than stopping ``status``."""
+    if not isinstance(build, str):
+        return str(build)
     enabled = {name.strip().rsplit(" ", 1)[-1] for name, _, value in
                (pair.partition("=") for pair in build.split("|")) if value.strip() == "1"}
     if not enabled:

@@ -126,5 +126,6 @@ def test_the_line_names_the_widest_vector_extension_of_the_build():
     assert serving.build_text("CPU : LLAMAFILE = 1 | OPENMP = 1 |") == "build without AVX/NEON"
     unknown = "unknown (llama-cpp-python is not installed)"
     assert serving.build_text(unknown) == unknown
+    assert serving.build_text(None) == "None"  # a hand-edited served_by.jsonl must not stop `status`
     assert serving.text({"server_kind": "native", "llama_cpp_build": avx512}).startswith(
         "embedded model, llama.cpp AVX512 build, llama.cpp's own server")
