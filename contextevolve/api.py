@@ -5,7 +5,7 @@ Run directory layout::
     RUN_DIR/run.json            run settings (RunContext without the API key)
     RUN_DIR/buffer.sqlite       Evolve Buffer: every program, abstract, metrics, status, lineage, tokens
     RUN_DIR/chroma/             Chroma index of abstracts
-    RUN_DIR/checkpoints.sqlite  LangGraph checkpoints (thread "main")
+    RUN_DIR/checkpoints.sqlite  LangGraph checkpoints (one thread per worker: "worker-0", "worker-1", ...)
     RUN_DIR/best_program.py     best program so far (written at the end of each call)
     RUN_DIR/programs.jsonl      every committed program, one JSON record per line (ditto)
 """
@@ -29,16 +29,15 @@ from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
-from contextevolve.nodes.repair import IMPORT_FIXES
 from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.problem.source import PREFIX as PROBLEM_PREFIX
 from contextevolve.tasks.problem.source import ProblemSource, staged_task
 from contextevolve.tasks.registry import get_task
 from contextevolve.timing import add_seconds, llm_by_role, wall
+from contextevolve.workers import Workers
 
 SETTINGS_FILE = "run.json"
 CHECKPOINT_FILE = "checkpoints.sqlite"
-THREAD_ID = "main"
 
 
 class RunDirError(ValueError):
@@ -137,7 +136,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     ``total_tokens``, ``seconds`` (wall seconds by phase, summed over programs; see
     :mod:`contextevolve.timing`), ``llm`` (per usage role: ``calls``, ``seconds``, ``prompt``,
     ``completion``), ``seconds_per_iteration`` (median over the children), ``served_by`` (what answered
-    the LLM calls at each start or resume, oldest first: :func:`contextevolve.llm.serving.recorded`).
+    the LLM calls at each start or resume, oldest first: :func:`contextevolve.llm.serving.recorded`),
+    ``workers`` (each worker's phase: :func:`_worker_phases`).
 
     Raises:
         RunDirError: ``run_dir`` holds no run.
@@ -181,22 +181,32 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "llm": llm_by_role(c for r in records for c in r.llm_calls),
         "seconds_per_iteration": round(statistics.median(children), 1) if children else None,
         "served_by": serving.recorded(root),
+        "workers": _worker_phases(root),
     }
 
 
+def _worker_phases(root: Path) -> dict[int, dict[str, Any]]:
+    """Per worker: ``next`` (the node it waits to run; empty once it stopped), ``child_id`` (the child in
+    progress), ``committed`` (children it committed) and ``stop_reason``; ``{}`` without checkpoints."""
+    try:
+        states = worker_states(root)
+    except RunDirError:
+        return {}
+    return {w: {"next": list(s.get("next") or ()), "child_id": s.get("child_id") if s.get("next") else None,
+                "committed": s.get("committed", 0), "stop_reason": s.get("stop_reason")}
+            for w, s in states.items()}
 
-def thread_state(run_dir: str | Path) -> dict[str, Any]:
-    """The latest checkpointed state of the run's thread (``EvolveState`` fields as a dict).
 
-    Read-only; loads no models. ``last_round`` holds what the last iteration(s) did: per lane the
-    parent, guidance, exemplar ids, child id, status, score, reason, repairs and tokens. (A lane in
-    progress is in ``lanes``: per lane its state as its last finished phase left it; see docs/usage.md, Stepping.)
+
+def worker_states(run_dir: str | Path) -> dict[int, dict[str, Any]]:
+    """The latest checkpointed state of each worker's thread: worker index -> ``WorkerState`` fields as a
+    dict plus ``next``, the nodes it waits to run (``()`` when its thread ended). Read-only; loads no models.
+    The child a worker is making is ``child_id``; what became of the children it committed is in the
+    Evolve Buffer (``last_child_id``).
 
     Raises:
         RunDirError: ``run_dir`` has no checkpoints.
     """
-    import sqlite3
-
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     from contextevolve.graph.builder import build_graph
@@ -204,11 +214,35 @@ def thread_state(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / CHECKPOINT_FILE
     if not path.is_file():
         raise RunDirError(f"{run_dir} has no checkpoints ({CHECKPOINT_FILE})")
+    threads = {}
+    if (Path(run_dir) / BUFFER_FILE).is_file():
+        buffer = EvolveBuffer(Path(run_dir) / BUFFER_FILE)
+        try:
+            threads = buffer.worker_threads()
+        finally:
+            buffer.close()
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     try:
-        return dict(build_graph(SqliteSaver(conn)).get_state({"configurable": {"thread_id": THREAD_ID}}).values)
+        graph = build_graph(SqliteSaver(conn))
+        states = {}
+        for worker, thread in sorted(threads.items()):
+            snapshot = graph.get_state({"configurable": {"thread_id": thread}})
+            states[worker] = {**snapshot.values, "next": tuple(snapshot.next)}
+        return states
     finally:
         conn.close()
+
+
+def thread_state(run_dir: str | Path, worker: int = 0) -> dict[str, Any]:
+    """The latest checkpointed state of worker ``worker``'s thread (:func:`worker_states`).
+
+    Raises:
+        RunDirError: ``run_dir`` has no checkpoints, or no such worker.
+    """
+    states = worker_states(run_dir)
+    if worker not in states:
+        raise RunDirError(f"{run_dir} has no worker {worker} (workers: {sorted(states) or 'none'})")
+    return states[worker]
 
 
 def _export(root: Path, buffer: EvolveBuffer, best_id: str | None) -> Path:
@@ -224,24 +258,6 @@ def _export(root: Path, buffer: EvolveBuffer, best_id: str | None) -> Path:
     return best_path
 
 
-def _field(value: Any, name: str, default: Any) -> Any:
-    """``value.name`` or ``value[name]`` (a node's input is a state object or a plain dict)."""
-    if isinstance(value, dict):
-        return value.get(name, default)
-    return getattr(value, name, default)
-
-
-def _written(result: Any) -> dict:
-    """What a node wrote, from a ``tasks`` stream event's result (a dict, or a list of (channel, value)
-    writes), without LangGraph's own channels (branch triggers, sends)."""
-    if isinstance(result, dict):
-        return dict(result)
-    if isinstance(result, list):
-        return {key: value for key, value in result
-                if isinstance(key, str) and not key.startswith(("__", "branch:"))}
-    return {}
-
-
 def _problem(problem: str | Path | ProblemSource | None, pieces: dict[str, Any],
              settings: dict[str, Any]) -> ProblemSource | None:
     """The user's problem named by :func:`evolve`'s arguments, read and checked (None: none given)."""
@@ -255,6 +271,7 @@ def _problem(problem: str | Path | ProblemSource | None, pieces: dict[str, Any],
 def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: str | Path | None = None,
            resume: bool = False, on_update: Callable[[str, dict], None] | None = None,
            on_phase: Callable[[str, str | None], None] | None = None,
+           on_commit: Callable[[dict], None] | None = None,
            problem: str | Path | ProblemSource | None = None, program: str | Path | None = None,
            evaluator: str | Path | None = None, config: str | Path | None = None, description: str | None = None,
            minimize: bool | None = None, **settings: Any) -> RunResult:
@@ -277,11 +294,12 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         run_dir: run directory (default ``runs/<task>-<timestamp>``).
         resume: continue the run in ``run_dir`` from its last checkpoint (after a crash or
             SIGKILL) or extend a finished one to ``iterations``.
-        on_update: called as ``on_update(node_name, state_update)`` after every node, the
-            phases inside lanes included, with what the node wrote (lanes run concurrently, so
-            their calls interleave).
+        on_update: called as ``on_update(node_name, state_update)`` after every node of every worker,
+            with what the node wrote (workers run side by side, so their calls interleave; one at a time).
         on_phase: called as ``on_phase(node_name, child_id)`` when a node starts; ``child_id`` is
-            the id of the child the lane produces (``None`` outside lanes).
+            the id of the child the worker is making (``None`` for initialize and claim).
+        on_commit: called with :func:`contextevolve.workers.commit_report` (status, score, reason,
+            repairs, tokens, seconds, run totals) once c_0 is in and after every committed child.
         **settings: any :class:`RunContext` field (``base_url``, ``models``, ``seed``, ...); on
             resume, those given (not None) override run.json's.
 
@@ -297,7 +315,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    from contextevolve.graph.builder import LANE_NODES, build_graph
+    from contextevolve.graph.builder import build_graph
     from contextevolve.llm import embedded, models
 
     source = _problem(problem, dict(program=program, evaluator=evaluator, config=config, description=description,
@@ -318,12 +336,13 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         task = PROBLEM_PREFIX + str((root / "problem").resolve())
     ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
     if ctx.review_guidance:
-        raise ValueError("review_guidance pauses every lane for a person's answer, which evolve() cannot give: "
+        raise ValueError("review_guidance pauses every worker for a person's answer, which evolve() cannot give: "
                          "drive build_graph(checkpointer) yourself and resume with Command(resume=...), or use "
                          "langgraph dev")
-    where = ctx.parallelism
-    executor_for(where.executor, where.eval_workers, where.ray_address)  # fail before writing if Ray is unreachable
+    executor_for(ctx.parallelism.executor, ctx.eval_slots, ctx.parallelism.ray_address)  # fail before writing
     served = serving.describe(ctx)  # and if a server variable is malformed
+    if resume and (root / BUFFER_FILE).exists():
+        EvolveBuffer(root / BUFFER_FILE).close()  # an older format is migrated (or refused) before anything runs
     root.mkdir(parents=True, exist_ok=True)
     if source is not None:
         source.stage(root / "problem")
@@ -332,41 +351,13 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     started = time.perf_counter()
     conn = sqlite3.connect(root / CHECKPOINT_FILE, check_same_thread=False)
     own_server = models.needs_embedded(ctx)  # a server this run did not need is someone else's: left running
+    finals: list[dict] = []
     try:
         if own_server:  # start them all before the first node, side by side
-            embedded.start_shared_servers(models.embedded_server_keys(ctx), ctx.parallelism.lanes)
+            embedded.start_shared_servers(models.embedded_server_keys(ctx), ctx.parallelism.workers)
         graph = build_graph(SqliteSaver(conn))
-        repairs = ctx.search.repair_attempts + IMPORT_FIXES  # most repair rounds of one child
-        config = {"configurable": {"thread_id": THREAD_ID},
-                  "recursion_limit": (ctx.max_iterations + 2) * (10 + 2 * repairs)}
-        # every task of the latest checkpoint, also one whose writes were saved just before a kill
-        # (``next`` leaves those out): with any, the stream resumes and applies the saved writes;
-        # new input instead would drop them (a round committed to the buffer but never counted)
-        pending = tuple(t.name for t in graph.get_state(config).tasks) if resume else ()
-        unknown = sorted(set(pending) - set(graph.nodes))
-        if unknown:
-            raise RunDirError(f"{root} was checkpointed by an older version of the graph (pending nodes "
-                              f"{', '.join(unknown)}); it cannot be resumed: start a new run directory")
-        # durability="sync": each step's checkpoint is written before the next step starts, so a kill
-        # replays at most the step in flight
-        payload = None if pending else {}
-        while True:
-            for event in graph.stream(payload, config, context=ctx, stream_mode="tasks", durability="sync"):
-                node = event.get("name", "")
-                child = (program_id(int(_field(event.get("input"), "iteration", 0)) + 1)
-                         if node in LANE_NODES else None)
-                if "result" not in event:  # a node starts
-                    if on_phase is not None:
-                        on_phase(node, child)
-                elif on_update is not None and not event.get("error"):
-                    on_update(node, _written(event.get("result")))
-            snapshot = graph.get_state(config)
-            # the finished step may have stopped the run under the old budget: new input lets
-            # initialize check the stop rule again with this call's settings
-            if payload is not None or snapshot.tasks or snapshot.values.get("iteration", 0) >= ctx.max_iterations:
-                break
-            payload = {}
-        final = snapshot.values
+        run = Workers(graph, ctx, root, on_update=on_update, on_phase=on_phase, on_commit=on_commit)
+        finals = run.drive(resume)
     except EndpointUnavailable as exc:
         exc.run_dir = root
         close_memory(root)
@@ -375,16 +366,25 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         conn.close()
         if own_server:
             embedded.stop_shared_server()
+    return _result(root, ctx, finals, time.perf_counter() - started)
+
+
+def _result(root: Path, ctx: RunContext, finals: list[dict], seconds: float) -> RunResult:
+    """The :class:`RunResult` of a run, read from its buffer (the workers' final states give the stop reason);
+    also writes best_program.py and programs.jsonl."""
     buffer = EvolveBuffer(root / BUFFER_FILE)
     try:
-        best_path = _export(root, buffer, final.get("best_id"))
-        best = buffer.get(final["best_id"]) if final.get("best_id") else None
+        task = get_task(ctx.task)
+        best = buffer.best(task.higher_is_better)
+        initial = buffer.get(program_id(0))
+        best_path = _export(root, buffer, best.id if best else None)
+        reasons = [f.get("stop_reason") for f in finals if f.get("stop_reason")]
         result = RunResult(
-            run_dir=root, iterations=final.get("iteration", 0), programs=buffer.count(),
-            initial_score=final.get("initial_score"), best_score=final.get("best_score"),
-            best_id=final.get("best_id"), best_program=best.source if best else "", best_path=best_path,
-            tokens=buffer.token_usage(), stop_reason=final.get("stop_reason"),
-            seconds=time.perf_counter() - started)
+            run_dir=root, iterations=max(0, buffer.count() - 1), programs=buffer.count(),
+            initial_score=initial.combined_score if initial else None,
+            best_score=best.combined_score if best else None, best_id=best.id if best else None,
+            best_program=best.source if best else "", best_path=best_path, tokens=buffer.token_usage(),
+            stop_reason=reasons[0] if reasons else None, seconds=seconds)
     finally:
         buffer.close()
         close_memory(root)

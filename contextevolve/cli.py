@@ -91,9 +91,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if total is None:  # the run's own budget on --resume, else the default
         total = (saved_settings(args.run_dir) if args.resume and args.run_dir else {}).get(
             "max_iterations", RunContext.max_iterations)
-    with RunProgress(console, total) as progress:
+    saved = saved_settings(args.run_dir) if args.resume and args.run_dir else {}
+    workers = settings.get("workers") or (saved.get("parallelism") or {}).get("workers") or 1
+    with RunProgress(console, total, workers) as progress:
         result = evolve(args.task, iterations=args.iterations, run_dir=args.run_dir, resume=args.resume,
-                        on_update=progress.on_update, on_phase=progress.on_phase, problem=source, **settings)
+                        on_commit=progress.on_commit, on_phase=progress.on_phase, problem=source, **settings)
     console.print(f"\n[bold]Run finished[/bold] ({result.stop_reason}) in {result.seconds:.0f} s: "
                   f"{result.iterations} iterations, {result.programs} programs")
     console.print(f"initial combined score: {result.initial_score}")
@@ -140,6 +142,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         starts = len(status["served_by"])
         console.print(f"served by{f' (the latest of {starts} starts)' if starts > 1 else ''}: "
                       f"{escape(serving.text(status['served_by'][-1]))}", soft_wrap=True)
+    for worker, at in sorted(status["workers"].items()):
+        doing = (f"at {at['next'][0]} of {at['child_id']}" if at["next"] and at["child_id"]
+                 else f"at {at['next'][0]}" if at["next"] else f"stopped ({at['stop_reason']})")
+        console.print(f"worker {worker}: {doing}; {at['committed']} children committed", soft_wrap=True)
     console.print(tokens_table(status["tokens"]))
     if status["seconds"]:
         console.print(seconds_table(status["seconds"], status["llm"]))

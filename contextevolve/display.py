@@ -3,12 +3,11 @@ child and iteration, and the tokens-by-role and seconds-by-phase tables (``run``
 
 from __future__ import annotations
 
-import time
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from contextevolve.memory.records import program_id
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
 from contextevolve.timing import PHASE_ROLE, by_phase
 
@@ -32,20 +31,22 @@ PHASE_LABELS = {"initialize": "evaluating and abstracting the initial program", 
 """What the progress line says while each node runs."""
 
 
-def child_line(lane: dict, started: float | None) -> str:
-    """One printed line per finished child: status, score (or why it failed), repairs, tokens, seconds."""
-    outcome = (f"score {lane['score']:.4f}" if lane["status"] == "ok"
-               else f"[red]{escape(str(lane.get('reason') or lane['status'])[:200])}[/red]")
-    repairs = f" | repaired {lane['repairs']}x" if lane.get("repairs") else ""
-    seconds = f" | {time.perf_counter() - started:.0f} s" if started else ""
-    return (f"child {lane['child_id']} (lane {lane['lane']}): {lane['status']} {outcome}{repairs} "
-            f"| tokens {total_tokens(lane['usage'])}{seconds}")
+def child_line(child: dict, workers: int = 1) -> str:
+    """One printed line per committed child (:func:`contextevolve.workers.commit_report`): status, score (or
+    why it failed), repairs, tokens, seconds, and its worker when there are several."""
+    outcome = (f"score {child['score']:.4f}" if child["status"] == "ok"
+               else f"[red]{escape(str(child.get('reason') or child['status'])[:200])}[/red]")
+    repairs = f" | repaired {child['repairs']}x" if child.get("repairs") else ""
+    seconds = f" | {child['seconds']:.0f} s" if child.get("seconds") else ""
+    worker = f" (worker {child['worker']})" if workers > 1 else ""
+    return (f"child {child['child_id']}{worker}: {child['status']} {outcome}{repairs} "
+            f"| tokens {total_tokens(child['usage'])}{seconds}")
 
 
 def seconds_table(seconds: dict, llm: dict) -> Table:
     """Seconds by phase (whole phase, of it waiting for LLM replies, share of all phases) beside the
     phase's LLM calls and the tokens they read and generated; the evaluation's parts below it."""
-    table = Table(title="Seconds by phase (summed over lanes)")
+    table = Table(title="Seconds by phase (summed over workers)")
     for col in ("phase", "seconds", "of it LLM", "share", "LLM calls", "prompt tokens", "generated"):
         table.add_column(col, justify="right" if col != "phase" else "left", no_wrap=col == "phase")
     for phase, spent in by_phase(seconds).items():
@@ -60,16 +61,16 @@ def seconds_table(seconds: dict, llm: dict) -> Table:
 
 class RunProgress:
     """The ``run`` command's progress bar and printed lines, fed by :func:`contextevolve.api.evolve`'s
-    ``on_phase`` and ``on_update`` callbacks; use as a context manager around the run."""
+    ``on_phase`` and ``on_commit`` callbacks; use as a context manager around the run."""
 
-    def __init__(self, console: Console, total: int):
+    def __init__(self, console: Console, total: int, workers: int = 1):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.console, self.total = console, total
+        self.console, self.total, self.workers = console, total, workers
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=console)
-        self.tokens, self.started = 0, {}
         self.bar = None
+        self.phases: dict[str, str] = {}
 
     def __enter__(self) -> RunProgress:
         self.progress.__enter__()
@@ -83,33 +84,31 @@ class RunProgress:
         self.progress.__exit__(*exc)
 
     def on_phase(self, node: str, child: str | None) -> None:
-        """A node starts (for ``child``, or for the run when None)."""
-        if child and node == "select_parent":
-            self.started[child] = time.perf_counter()
+        """A node starts (for ``child``, or for the run when None): the bar names what each child is at."""
         label = PHASE_LABELS.get(node, node)
-        self.progress.update(self.bar, description=f"{child}: {label}" if child else label)
+        if not child:
+            self.progress.update(self.bar, description=label)
+            return
+        self.phases[child] = label
+        self.progress.update(self.bar, description=" | ".join(f"{c}: {p}" for c, p in sorted(self.phases.items())))
 
-    def on_update(self, node: str, update: dict) -> None:
-        """A node finished with ``update``: print the initial program's score, each finished child and
-        each committed iteration."""
+    def on_commit(self, report: dict) -> None:
+        """A program was committed (:func:`contextevolve.workers.commit_report`): print the initial program's
+        score, or the child's line and the run's progress."""
         console = self.console
-        if node == "initialize":
-            self.tokens = total_tokens(update.get("total_usage"))
-            self.progress.update(self.bar, completed=update.get("iteration", 0),
-                                 info=f"initial {update.get('initial_score', 0):.4f}")
-            done = update.get("iteration", 0)
-            console.print(f"initial program: combined score {update.get('initial_score')}"
-                          + (f" (resuming after iteration {done})" if done else ""))
-            if update.get("initial_failure"):
+        done = report["iterations"]
+        if report["child_id"] == program_id(0):
+            self.progress.update(self.bar, completed=done, info=f"initial {report['score']:.4f}")
+            console.print(f"initial program: combined score {report['score']}"
+                          + (f" (resuming after {done} iterations)" if done else ""))
+            if report["status"] != "ok":
+                failure = f"{report['status']}: {report['reason']}"[:300]
                 console.print(f"[yellow]warning:[/yellow] the initial program is not ok "
-                              f"({escape(update['initial_failure'])}): children start from a failed parent; "
+                              f"({escape(failure)}): children start from a failed parent; "
                               "check the program and evaluator with `contextevolve evaluate`", soft_wrap=True)
-        elif node == "summarize":  # a lane finished: its child is scored and abstracted
-            for lane in update.get("lane_results") or []:
-                console.print(child_line(lane, self.started.pop(lane["child_id"], None)))
-        elif node == "update_buffer" and "iteration" in update:  # (an empty update: waiting for other lanes)
-            self.tokens = total_tokens(update.get("total_usage"))
-            self.progress.update(self.bar, completed=update["iteration"],
-                                 info=f"best {update.get('best_score') or 0:.4f} | tokens {self.tokens}")
-            console.print(f"iteration {update['iteration']}: committed | best {update.get('best_score') or 0:.4f} "
-                          f"| tokens so far {self.tokens}")
+            return
+        self.phases.pop(report["child_id"], None)
+        console.print(child_line(report, self.workers))
+        best = report.get("best_score") or 0
+        self.progress.update(self.bar, completed=done, info=f"best {best:.4f} | tokens {report['run_tokens']}")
+        console.print(f"iteration {done}: committed | best {best:.4f} | tokens so far {report['run_tokens']}")

@@ -2,7 +2,7 @@
 
 A schema module at the bottom of the import layers, beside :mod:`contextevolve.roles` (the tokens):
 the LLM layer and the nodes *note* what they spend into the :class:`Stopwatch` of the phase that is
-running, and the graph's phase wrapper folds each phase's stopwatch into the lane's ``seconds``.
+running, and the graph's phase wrapper folds each phase's stopwatch into the iteration's ``seconds``.
 
 Keys of a :data:`Seconds` map (all wall-clock seconds, measured by this process with
 ``time.perf_counter``; a candidate never reports any of them):
@@ -15,8 +15,8 @@ Keys of a :data:`Seconds` map (all wall-clock seconds, measured by this process 
   and import the candidate, and the candidate's timed calls (the supervisor's measurements); the rest
   of ``evaluate.full`` is sandbox start-up, grading and clean-up.
 
-Phases run concurrently in parallel lanes, so summing a run's phases over lanes gives busy seconds,
-not elapsed time (``EvolveState.elapsed_s`` is the elapsed time).
+Workers run side by side, so summing a run's phases over its children gives busy seconds, not elapsed
+time (:meth:`contextevolve.memory.buffer.EvolveBuffer.spent` gives the elapsed time).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import pytest
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState, LaneState
+from contextevolve.graph.state import WorkerState
 from contextevolve.llm.models import use_chat_models
 from contextevolve.memory.store import close_memory, open_memory
 from tests.fakes import default_models
@@ -40,23 +40,38 @@ def run_node(fn, state, ctx: RunContext) -> dict:
 
 
 def apply(state, update: dict):
-    """Apply a node update to a run or lane state as LangGraph does (keys with a reducer merged)."""
-    from contextevolve.graph.state import apply_update
+    """``state`` (a :class:`WorkerState`) with a node's ``update`` applied as LangGraph applies it: keys
+    whose field is ``Annotated`` with a reducer merged, the others replaced, ``Overwrite`` replacing."""
+    import dataclasses
+    import typing
 
-    return apply_update(state, update)
+    from langgraph.types import Overwrite
+
+    hints = typing.get_type_hints(type(state), include_extras=True)
+    merged = {}
+    for key, value in update.items():
+        reducer = next((m for m in getattr(hints[key], "__metadata__", ()) if callable(m)), None)
+        if isinstance(value, Overwrite):
+            merged[key] = value.value
+        else:
+            merged[key] = reducer(getattr(state, key), value) if reducer else value
+    return dataclasses.replace(state, **merged)
 
 
 @pytest.fixture
 def seeded_run(ctx, models):
-    """A run directory whose buffer holds the evaluated, abstracted initial program; returns (run state, memory)."""
+    """A run directory whose buffer holds the evaluated, abstracted initial program; returns (worker state
+    after initialize, memory)."""
     from contextevolve.nodes.initialize import initialize
 
-    state = apply(EvolveState(), run_node(initialize, EvolveState(), ctx))
+    state = apply(WorkerState(), run_node(initialize, WorkerState(), ctx))
     return state, open_memory(ctx.run_dir)
 
 
 @pytest.fixture
-def seeded(seeded_run):
-    """Like ``seeded_run``, but returns the state of the first lane: (lane state, memory)."""
+def seeded(seeded_run, ctx):
+    """Like ``seeded_run``, but with the first child claimed: (worker state, memory)."""
+    from contextevolve.nodes.claim import claim
+
     state, memory = seeded_run
-    return LaneState(iteration=state.iteration, initial_id=state.initial_id), memory
+    return apply(state, run_node(claim, state, ctx)), memory

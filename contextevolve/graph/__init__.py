@@ -8,9 +8,9 @@ builder (``contextevolve.graph.builder``) at the top, above the nodes. ``build_g
 from typing import Any
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState
+from contextevolve.graph.state import WorkerState
 
-__all__ = ["PHASES", "EvolveState", "RunContext", "build_graph"]
+__all__ = ["PHASES", "RunContext", "WorkerState", "build_graph"]
 
 
 def __getattr__(name: str) -> Any:

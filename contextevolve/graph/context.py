@@ -6,9 +6,9 @@ seed, observation) and five groups: ``llm`` (:class:`ModelSettings`), ``search``
 (:class:`SandboxLimits`). Nodes read them through ``runtime.context`` (``ctx.search.repair_attempts``).
 
 Every setting also has one *flat name*, the vocabulary of ``evolve()`` keywords, CLI flags and
-older run.json files: a group field's own name (``repair_attempts``, ``lanes``), or ``eval_*`` for
+older run.json files: a group field's own name (``repair_attempts``, ``workers``), or ``eval_*`` for
 a sandbox limit (``eval_memory_mb`` = ``sandbox.memory_mb``). :class:`RunContext` accepts flat
-names and groups (objects or dicts) alike, so ``dataclasses.replace(ctx, lanes=2)`` works.
+names and groups (objects or dicts) alike, so ``dataclasses.replace(ctx, workers=2)`` works.
 Settings are not checkpointed: the CLI saves them to ``RUN_DIR/run.json`` (secrets excluded) for
 ``--resume``. Unknown names are refused everywhere a ``RunContext`` is built (keywords,
 ``from_json``, the context dict of a ``langgraph dev`` run) with :class:`UnknownSettingError`.
@@ -28,13 +28,13 @@ from contextevolve.graph.settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATUR
                                           ModelSettings, Parallelism, SearchSettings)
 from contextevolve.roles import ROLES
 
-__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TASK", "LANE_SEED_STRIDE", "DEFAULT_TEMPERATURES", "GROUPS", "SANDBOX_DEFAULTS",
+__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TASK", "WORKER_SEED_STRIDE", "DEFAULT_TEMPERATURES", "GROUPS", "SANDBOX_DEFAULTS",
            "SETTINGS", "Ablations", "ModelSettings", "Parallelism", "RunContext", "SearchSettings",
            "UnknownSettingError", "check_setting_names", "flat_setting_names", "flat_settings", "setting_names"]
 
-LANE_SEED_STRIDE = 10_000
-"""Distance between the LLM seeds of two lanes of a round (:meth:`RunContext.lane_seed`): above the
-Generator's per-iteration offsets (repairs add 1,000 per repair plus the iteration), so no two lanes
+WORKER_SEED_STRIDE = 10_000
+"""Distance between the LLM seeds of two workers (:meth:`RunContext.worker_seed`): above the
+Generator's per-iteration offsets (repairs add 1,000 per repair plus the iteration), so no two workers
 send a request with the same seed."""
 DEFAULT_TASK = "model_placement"
 """The task of a run that names none (and of a run directory whose run.json does not say)."""
@@ -58,7 +58,7 @@ SETTINGS: dict[str, tuple[str, str]] = {
     **{name: (group, name) for group, kind in GROUPS.items() if group != "sandbox" for name in _group_fields(kind)},
     **{flat: ("sandbox", name) for flat, name in _SANDBOX_FLAT.items()},
 }
-"""Flat name of every grouped setting -> (group, field): ``"lanes" -> ("parallelism", "lanes")``."""
+"""Flat name of every grouped setting -> (group, field): ``"workers" -> ("parallelism", "workers")``."""
 
 
 class UnknownSettingError(ValueError, TypeError):
@@ -85,7 +85,11 @@ def check_setting_names(names: Iterable[str]) -> None:
         UnknownSettingError: e.g. ``unknown run setting 'max_retry' (did you mean 'max_retries'?)``.
     """
     known = setting_names()
-    _refuse(set(names) - known, known, "run setting")
+    names = set(names)
+    if "lanes" in names:
+        raise UnknownSettingError("the setting 'lanes' was replaced by 'workers' (independent evolution loops "
+                                  "over one Evolve Buffer, with no barrier between them): use workers")
+    _refuse(names - known, known, "run setting")
 
 
 def setting_names() -> set[str]:
@@ -101,7 +105,7 @@ def flat_setting_names() -> set[str]:
 
 def flat_settings(data: Mapping[str, Any]) -> dict[str, Any]:
     """Settings as saved in a run.json (grouped, or flat as older runs wrote them) keyed by flat
-    names: ``{"search": {"lanes": 2}}`` -> ``{"lanes": 2}``; a name the data does not hold is absent."""
+    names: ``{"parallelism": {"workers": 2}}`` -> ``{"workers": 2}``; a name the data does not hold is absent."""
     flat = {key: value for key, value in data.items() if key not in GROUPS}
     for name, (group, field_name) in SETTINGS.items():
         if isinstance(data.get(group), Mapping) and field_name in data[group]:
@@ -135,7 +139,7 @@ def _group(name: str, value: Any, updates: dict[str, Any]) -> Any:
 class RunContext:
     """Settings of one evolution run. All fields have defaults; see docs/usage.md for the CLI flags.
 
-    ``RunContext(task="eplb", repair_attempts=0, search=SearchSettings(lanes=...))``: keywords
+    ``RunContext(task="eplb", repair_attempts=0, parallelism=Parallelism(workers=4))``: keywords
     are run-wide fields, groups (instances or dicts) or flat names of grouped settings
     (:data:`SETTINGS`); a flat name overrides the same field of a group given alongside.
 
@@ -156,20 +160,20 @@ class RunContext:
     target_score: float | None = None
     """Stop once the best combined score reaches this (in the task's orientation)."""
     token_budget: int | None = None
-    """Stop once prompt + completion tokens over all roles reach this: no round starts past it, and a lane
-    that has spent its share of what was left asks for no second ask after a twin and no model repair
-    (:func:`~contextevolve.nodes.stopping.lane_budget_spent`)."""
+    """Stop once prompt + completion tokens over all roles reach this: no iteration is claimed past it, and a
+    worker that has spent its share of what was left asks for no second ask after a twin and no model repair
+    (:func:`~contextevolve.nodes.stopping.worker_budget_spent`)."""
     time_budget_s: float | None = None
-    """Stop once the run's elapsed wall seconds (``EvolveState.elapsed_s``: its rounds, the initial
-    program's evaluation included, not the time it was stopped) reach this. Checked between rounds,
-    so a run ends during the round that crosses it."""
+    """Stop once the run's elapsed wall seconds (:func:`~contextevolve.nodes.stopping.elapsed_s`: the initial
+    program's evaluation plus the busiest worker's iterations, not the time the run was stopped) reach this.
+    Checked when a worker claims its next iteration, so iterations in flight finish."""
 
     llm: ModelSettings = field(default_factory=ModelSettings)
     """Endpoints, models, sampling and retries of the agents' LLM calls."""
     search: SearchSettings = field(default_factory=SearchSettings)
     """Parent selection, context agents' inputs, generation mode, repair and pre-checks."""
     parallelism: Parallelism = field(default_factory=Parallelism)
-    """Lanes per round, evaluation workers and the executor (local or Ray)."""
+    """Workers, concurrent LLM requests, evaluation workers and the executor (local or Ray)."""
     ablations: Ablations = field(default_factory=Ablations)
     """Agents switched off and the paper's takeaway variants."""
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)
@@ -182,7 +186,7 @@ class RunContext:
     log_prompts: bool = False
     """Keep every prompt and reply in ``run_dir/prompts.jsonl`` (:mod:`contextevolve.llm.transcript`)."""
     review_guidance: bool = False
-    """Human in the loop: every lane pauses before ``generate`` with a LangGraph ``interrupt``
+    """Human in the loop: every iteration pauses in its ``review`` node, before ``generate``, with a LangGraph ``interrupt``
     showing its guidance; resume with ``Command(resume=text)`` to replace the guidance (an empty
     text or None keeps it). Needs a checkpointer (``langgraph dev`` or ``build_graph(saver)``)."""
 
@@ -229,21 +233,31 @@ class RunContext:
         if set(search.category_weights) - {"improvement", "mixed", "decline"} or any(
                 w < 0 for w in search.category_weights.values()):
             problems.append("category_weights takes non-negative weights for improvement, mixed, decline")
-        if self.parallelism.lanes < 1 or self.parallelism.eval_workers < 1:
-            problems.append("lanes and eval_workers must be >= 1")
+        where = self.parallelism
+        if where.workers < 1 or (where.eval_workers or 1) < 1 or (where.llm_concurrency or 1) < 1:
+            problems.append("workers, eval_workers and llm_concurrency must be >= 1")
         if self.parallelism.executor not in ("local", "ray"):
             problems.append(f"executor must be local or ray, not {self.parallelism.executor!r}")
         if problems:
             raise ValueError("invalid run settings: " + "; ".join(problems))
 
-    def lane_seed(self, lane: int) -> int:
-        """The LLM seed of the requests of lane ``lane`` (0-based) of a round: ``seed + LANE_SEED_STRIDE * lane``.
+    def worker_seed(self, worker: int) -> int:
+        """The LLM seed of worker ``worker``'s requests (0-based): ``seed + WORKER_SEED_STRIDE * worker``.
 
-        Lane 0 keeps the run's seed, so a one-lane run samples as before. Why other lanes get their own:
-        the lanes of the first round share the same parent and have no guidance yet, so their prompts are
-        the same; with the same seed an endpoint that honours seeds answered three of four lanes with the
-        same program (docs/results.md, *Batched decoding*)."""
-        return self.seed + LANE_SEED_STRIDE * lane
+        Worker 0 keeps the run's seed, so a one-worker run samples as before. Other workers get their own
+        because their first iterations share the same parent and have no guidance yet: with one seed an
+        endpoint that honours seeds answers them with the same program."""
+        return self.seed + WORKER_SEED_STRIDE * worker
+
+    @property
+    def eval_slots(self) -> int:
+        """Evaluations at once: ``parallelism.eval_workers``, or one per worker when unset."""
+        return self.parallelism.eval_workers or self.parallelism.workers
+
+    @property
+    def llm_slots(self) -> int:
+        """LLM requests in flight per endpoint: ``parallelism.llm_concurrency``, or one per worker when unset."""
+        return self.parallelism.llm_concurrency or self.parallelism.workers
 
     def to_json(self) -> dict[str, Any]:
         """Settings as a JSON-able dict of run-wide fields and groups, without the API key."""

@@ -70,7 +70,7 @@ class ModelSettings:
     history, often the parent) is not read again: 16 % fewer prompt-reading seconds in a replayed run
     (:data:`contextevolve.llm.models.OWN_SERVER_ROLES`). Costs ~1 GB of anonymous memory (RssAnon) per
     extra server (~2.4 GB while servers kept every prompt token's logits). Used
-    with one lane only: parallel lanes would run several servers at once on the same cores. False: one
+    with one worker only: several workers would run several servers at once on the same cores. False: one
     server for all."""
 
     def temperature_for(self, role: Role) -> float:
@@ -156,11 +156,14 @@ class Parallelism:
 
     __pydantic_config__ = SCHEMA_CONFIG
 
-    lanes: int = 1
-    """Children produced in parallel per round, each lane with its own parent, guidance and
-    exemplars; 1 = the paper's sequential algorithm."""
-    eval_workers: int = 1
-    """Evaluations running at once (local processes, or Ray tasks in flight)."""
+    workers: int = 1
+    """Independent evolution loops over the run's one Evolve Buffer, each a LangGraph thread that starts
+    its next iteration as soon as its child is committed (no barrier between workers); 1 = the paper's
+    sequential algorithm."""
+    llm_concurrency: int | None = None
+    """LLM requests in flight at once per endpoint, over all workers (None: one per worker)."""
+    eval_workers: int | None = None
+    """Evaluations running at once (local processes, or Ray tasks in flight); None: one per worker."""
     executor: Literal["local", "ray"] = "local"
     """Where evaluations run: sandboxed processes on this machine, or Ray tasks on a cluster."""
     ray_address: str | None = None

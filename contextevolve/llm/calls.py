@@ -21,6 +21,7 @@ import functools
 import logging
 import math
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -148,6 +149,17 @@ def refused_parameter(exc: BaseException) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
+_SLOTS: dict[tuple[str | None, int], threading.BoundedSemaphore] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def request_slot(base_url: str | None, slots: int) -> threading.BoundedSemaphore:
+    """The semaphore bounding requests in flight to ``base_url`` at ``slots`` (``RunContext.llm_slots``),
+    shared by every worker of the process: a request holds one while it waits for its reply."""
+    with _SLOTS_LOCK:
+        return _SLOTS.setdefault((base_url, slots), threading.BoundedSemaphore(slots))
+
+
 def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_mode: bool = False,
               check: Callable[[Reply], None] | None = None, stop: list[str] | None = None,
               temperature: float | None = None, seed: int | None = None) -> Reply:
@@ -193,7 +205,7 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
         """One request; one refused for an optional parameter is sent again without it."""
         nonlocal model
         while True:
-            # (rebuilt each pass: another lane, or this request's last pass, may have met a refusal;
+            # (rebuilt each pass: another worker, or this request's last pass, may have met a refusal;
             # chat models are cached, so this costs nothing when nothing changed)
             model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed)
             sent = {name for name in ("temperature", "top_p", "seed") if getattr(model, name, None) is not None}
@@ -204,7 +216,8 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
                 # an endpoint that honours the seed would repeat an empty or truncated completion
                 target = target.bind(seed=model.seed + attempts - 1)
             try:
-                return target.invoke(msgs, stop=stop) if "stop" in sent else target.invoke(msgs)
+                with request_slot(base_url, ctx.llm_slots):
+                    return target.invoke(msgs, stop=stop) if "stop" in sent else target.invoke(msgs)
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 parameter = refused_parameter(exc)
                 if parameter not in sent:  # (None included) it refuses something else: the run stops

@@ -138,7 +138,7 @@ class EmbeddedServer:
         model_path: GGUF to serve (default: :func:`ensure_model`).
         threads: decode and batch threads (default: all cores).
         n_ctx: context window per request, in tokens.
-        slots: requests decoded together, one per parallel lane (llama.cpp's own server only; see
+        slots: requests decoded together, one per worker (llama.cpp's own server only; see
             :func:`contextevolve.llm.server_flags.server_command`).
 
     Which server runs is :func:`~contextevolve.llm.server_flags.server_kind` at launch.
@@ -293,7 +293,7 @@ def start_shared_servers(keys: list[str], slots: int = 1) -> list[EmbeddedServer
     about as long as one); returns the servers of ``keys``, in order. The process lock is held meanwhile
     (each wait is at most 300 s), so other threads asking for a server wait too. Whichever thread calls,
     the servers die with this process, even when it is SIGKILLed (:func:`contextevolve.llm.lifetime.popen_tied`).
-    A server started here decodes ``slots`` requests together (a run passes its lanes; llama.cpp's own
+    A server started here decodes ``slots`` requests together (a run passes its workers; llama.cpp's own
     server only, :class:`EmbeddedServer`); one already running keeps the slots it was started with.
 
     Raises:

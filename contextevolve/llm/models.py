@@ -107,11 +107,11 @@ token's logits)."""
 
 def embedded_server_key(role: Role, ctx: RunContext) -> str:
     """Which process-wide embedded server ``role`` talks to: its own (a role of :data:`OWN_SERVER_ROLES`,
-    ``ctx.llm.embedded_server_per_role``, one lane) or the one the others share
+    ``ctx.llm.embedded_server_per_role``, one worker) or the one the others share
     (:data:`contextevolve.llm.embedded.SHARED`)."""
     from contextevolve.llm.embedded import SHARED
 
-    own = ctx.llm.embedded_server_per_role and ctx.parallelism.lanes == 1 and role in OWN_SERVER_ROLES
+    own = ctx.llm.embedded_server_per_role and ctx.parallelism.workers == 1 and role in OWN_SERVER_ROLES
     return role if own else SHARED
 
 
@@ -214,7 +214,7 @@ def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None 
     else:
         from contextevolve.llm import embedded
 
-        server = embedded.shared_server(embedded_server_key(role, ctx), ctx.parallelism.lanes)
+        server = embedded.shared_server(embedded_server_key(role, ctx), ctx.parallelism.workers)
         base_url, api_key, model = server.base_url, "not-needed", embedded.MODEL_ALIAS
         top_p = embedded.TOP_P if ctx.llm.top_p is None else ctx.llm.top_p
         top_k = embedded.TOP_K if ctx.llm.top_k is None else ctx.llm.top_k

@@ -100,7 +100,7 @@ SERVER_KINDS = ("native", "python")
 """Which llama.cpp server serves the embedded model. ``native``: llama.cpp's own ``llama-server``, built by
 ``make setup`` (``make native-server``) from the llama.cpp sources of the installed llama-cpp-python, with
 the same CPU flags; it drafts tokens from the conversation (:data:`SPECULATIVE_KINDS`) and gives a server
-one slot per parallel lane, decoding the slots' requests in one batch (docs/embedded-model.md). ``python``:
+one slot per worker, decoding the slots' requests in one batch (docs/embedded-model.md). ``python``:
 llama-cpp-python's ``llama_cpp.server``; it decodes one request at a time and drafts nothing. The default
 is ``native`` where its binary is installed (:func:`installed_native_binary`) and ``python`` elsewhere, so
 an install without the build still runs."""

@@ -35,12 +35,12 @@ def describe(ctx: RunContext) -> dict[str, Any]:
         ``{"endpoint": URL}`` when no switched-on role uses the embedded model (URL is the Generator's
         endpoint; None when the chat models are given in code); else the embedded servers'
         ``{"server_kind": "native"|"python", "speculative": str, "prompt_cache": bool, "logits_all": bool,
-        "llama_cpp_build": str, "lanes": int, "embedded_servers": [key, ...]}``: which server
+        "llama_cpp_build": str, "workers": int, "embedded_servers": [key, ...]}``: which server
         (:func:`~contextevolve.llm.server_flags.server_kind`), how it drafts
         (:func:`~contextevolve.llm.server_flags.drafts`), whether its RAM prompt cache is on, whether it
         keeps every prompt token's logits (llama-cpp-python's server only; llama.cpp's keeps those it
         samples from), the CPU features of the llama.cpp build (``"unknown (...)"`` when llama-cpp-python
-        cannot be imported; ``make setup`` builds llama.cpp's server with the same flags), the lanes
+        cannot be imported; ``make setup`` builds llama.cpp's server with the same flags), the workers
         sending to it, and which servers there are (:func:`~contextevolve.llm.models.embedded_server_keys`).
 
     Raises:
@@ -58,7 +58,7 @@ def describe(ctx: RunContext) -> dict[str, Any]:
         build = f"unknown ({exc})"
     return {"server_kind": kind, "speculative": embedded.drafts(), "prompt_cache": bool(embedded.prompt_cache_args()),
             "logits_all": kind == "python" and embedded.logits_all(), "llama_cpp_build": build,
-            "lanes": ctx.parallelism.lanes, "embedded_servers": models.embedded_server_keys(ctx)}
+            "workers": ctx.parallelism.workers, "embedded_servers": models.embedded_server_keys(ctx)}
 
 
 def record(run_dir: Path, entry: dict[str, Any], *, resumed: bool) -> None:
@@ -115,7 +115,8 @@ def text(entry: dict[str, Any]) -> str:
     servers = entry.get("embedded_servers")
     layout = "" if servers is None else (", one server" if servers == ["shared"] else f", servers {', '.join(servers)}")
     kind = KIND_NAMES.get(entry.get("server_kind"), "")
-    lanes = f", {entry['lanes']} lanes" if entry.get("lanes", 1) != 1 else ""
+    n = entry.get("workers", entry.get("lanes", 1))  # (records before workers said "lanes")
+    lanes = f", {n} workers" if n != 1 else ""
     drafts = f", drafts {entry['speculative']}" if entry.get("speculative", "none") != "none" else ""
     return (f"embedded model, llama.cpp {build_text(entry.get('llama_cpp_build', '(build not recorded)'))}"
             + (f", {kind}" if kind else "") + lanes + drafts + (", prompt cache on" if entry.get("prompt_cache") else "")

@@ -14,7 +14,8 @@ import uuid
 from pathlib import Path
 
 from contextevolve.memory.records import ProgramRecord
-from contextevolve.roles import TokenUsage, add_usage
+from contextevolve.roles import TokenUsage, add_usage, total_tokens
+from contextevolve.timing import wall
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS programs (
@@ -28,7 +29,20 @@ CREATE TABLE IF NOT EXISTS programs (
 );
 CREATE INDEX IF NOT EXISTS programs_committed ON programs(committed, combined_score);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (iteration INTEGER PRIMARY KEY, worker INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS workers (thread_id TEXT PRIMARY KEY, worker INTEGER NOT NULL UNIQUE);
 """
+
+FORMAT = 2
+"""Format of a run directory's buffer (``meta.format``). 1 (no number): runs of rounds of lanes, before
+workers; 2: iterations claimed by workers (the ``claims`` table; ``tokens``, ``wall`` and ``worker`` columns
+of ``programs``). :meth:`EvolveBuffer._migrate` is the one place an older format is brought up to date."""
+_COLUMNS = (("tokens", "INTEGER NOT NULL DEFAULT 0"), ("wall", "REAL NOT NULL DEFAULT 0"),
+            ("worker", "INTEGER NOT NULL DEFAULT 0"))
+
+
+class BufferFormatError(ValueError):
+    """The buffer was written by a newer ContextEvolve than this one (its format number is higher)."""
 
 
 def stored_run_id(path: str | Path) -> str | None:
@@ -64,6 +78,85 @@ class EvolveBuffer:
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
         self._run_id: str | None = None
+        with self._lock:
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Bring an older buffer to :data:`FORMAT` (idempotent, in one transaction): format 1 gets the
+        columns of format 2, filled from its records, and a claim by worker 0 for every committed child, so
+        the next claim continues after them (the uncommitted children of an interrupted round are made
+        again). A new buffer is written in the current format.
+
+        Raises:
+            BufferFormatError: the buffer's format is newer than this version knows.
+        """
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        found = int(row[0]) if row else 1
+        if found > FORMAT:
+            raise BufferFormatError(f"{self.path} was written by a newer ContextEvolve (format {found}; this "
+                                    f"version reads up to {FORMAT}): upgrade contextevolve to read it")
+        have = {r[1] for r in self._db.execute("PRAGMA table_info(programs)")}
+        if found == FORMAT and all(name in have for name, _ in _COLUMNS):
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            for name, kind in _COLUMNS:
+                if name not in have:
+                    self._db.execute(f"ALTER TABLE programs ADD COLUMN {name} {kind}")
+            for (text,) in self._db.execute("SELECT record FROM programs").fetchall():
+                record = ProgramRecord.model_validate_json(text)
+                self._db.execute("UPDATE programs SET tokens = ?, wall = ?, worker = ? WHERE id = ?",
+                                 (total_tokens(record.tokens), wall(record.seconds), record.worker, record.id))
+            self._db.execute("INSERT OR IGNORE INTO claims SELECT iteration, worker FROM programs "
+                             "WHERE committed = 1 AND iteration > 0")
+            self._db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT),))
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def claim(self, worker: int, workers: int, limit: int) -> int | None:
+        """The iteration number of ``worker``'s next child, claimed atomically (one SQLite transaction, so
+        two workers, even of two processes, never get the same one): the worker's own claim whose child is
+        not committed yet if it has one (a worker killed mid-iteration resumes it); else one left by a
+        worker the run no longer has (index >= ``workers``: a run resumed with fewer workers); else the next
+        number, unless ``limit`` iterations are claimed already (then None: the iteration budget is spent)."""
+        unfinished = ("SELECT c.iteration FROM claims c LEFT JOIN programs p ON p.iteration = c.iteration AND "
+                      "p.committed = 1 WHERE p.id IS NULL AND {} ORDER BY c.iteration LIMIT 1")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute(unfinished.format("c.worker = ?"), (worker,)).fetchone()
+                if row is None:
+                    row = self._db.execute(unfinished.format("c.worker >= ?"), (workers,)).fetchone()
+                    if row is not None:
+                        self._db.execute("UPDATE claims SET worker = ? WHERE iteration = ?", (worker, row[0]))
+                if row is None:
+                    count, top = self._db.execute("SELECT COUNT(*), MAX(iteration) FROM claims").fetchone()
+                    if count < limit:
+                        row = ((top or 0) + 1,)
+                        self._db.execute("INSERT INTO claims VALUES (?, ?)", (row[0], worker))
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return None if row is None else row[0]
+
+    def claims(self) -> dict[int, int]:
+        """Every claimed iteration -> the worker holding it."""
+        with self._lock:
+            return dict(self._db.execute("SELECT iteration, worker FROM claims").fetchall())
+
+    def spent(self) -> tuple[int, float]:
+        """``(tokens, elapsed seconds)`` of the committed programs: every token, and the run's elapsed wall
+        seconds as the initial program's plus the busiest worker's children (workers run side by side)."""
+        with self._lock:
+            tokens, first = self._db.execute("SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(CASE WHEN "
+                                             "iteration = 0 THEN wall END), 0) FROM programs WHERE committed = 1"
+                                             ).fetchone()
+            busiest = self._db.execute("SELECT COALESCE(MAX(w), 0) FROM (SELECT SUM(wall) AS w FROM programs "
+                                       "WHERE committed = 1 AND iteration > 0 GROUP BY worker)").fetchone()[0]
+        return int(tokens), round(first + busiest, 3)
 
     def close(self) -> None:
         """Close the database connection."""
@@ -80,12 +173,36 @@ class EvolveBuffer:
                 self._run_id = self._db.execute("SELECT value FROM meta WHERE key = 'run_id'").fetchone()[0]
             return self._run_id
 
-    def bind_thread(self, thread_id: str) -> str:
-        """The id of the LangGraph thread that drives this run: ``thread_id`` if none was bound yet
-        (it is then kept in the buffer), else the one bound first."""
+    def bind_worker(self, thread_id: str, wanted: int | None = None) -> int:
+        """The worker index of LangGraph thread ``thread_id`` in this run: the one it was bound to before;
+        else ``wanted`` (``evolve()`` names its threads ``worker-<i>`` and asks for ``i``), or the lowest
+        index no thread holds (a thread started from ``langgraph dev`` joins the run as a new worker).
+
+        Raises:
+            ValueError: ``wanted`` is held by another thread.
+        """
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('thread_id', ?)", (thread_id,))
-            return self._db.execute("SELECT value FROM meta WHERE key = 'thread_id'").fetchone()[0]
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                row = self._db.execute("SELECT worker FROM workers WHERE thread_id = ?", (thread_id,)).fetchone()
+                if row is None:
+                    held = dict(self._db.execute("SELECT worker, thread_id FROM workers").fetchall())
+                    if wanted is not None and wanted in held:
+                        raise ValueError(f"worker {wanted} of {self.path.parent} is LangGraph thread "
+                                         f"{held[wanted]!r}, not {thread_id!r}")
+                    index = wanted if wanted is not None else next(i for i in range(len(held) + 1) if i not in held)
+                    self._db.execute("INSERT INTO workers VALUES (?, ?)", (thread_id, index))
+                    row = (index,)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return row[0]
+
+    def worker_threads(self) -> dict[int, str]:
+        """Worker index -> the LangGraph thread bound to it."""
+        with self._lock:
+            return dict(self._db.execute("SELECT worker, thread_id FROM workers").fetchall())
 
     def put(self, record: ProgramRecord) -> None:
         """Insert or replace ``record`` (by id).
@@ -97,9 +214,11 @@ class EvolveBuffer:
         score = record.combined_score if math.isfinite(record.combined_score) else 0.0
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO programs VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO programs (id, iteration, parent_id, status, combined_score, committed, "
+                "record, tokens, wall, worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record.id, record.iteration, record.parent_id, record.status, score,
-                 int(record.committed), record.model_dump_json()),
+                 int(record.committed), record.model_dump_json(), total_tokens(record.tokens),
+                 wall(record.seconds), record.worker),
             )
 
     def get(self, program_id: str) -> ProgramRecord | None:

@@ -149,6 +149,8 @@ class ProgramRecord(BaseModel):
     """Versions stopped by a pre-check (compile, signature, smoke run) instead of a full evaluation."""
     committed: bool = False
     """True once ``update_buffer`` has admitted it; pending records are work in progress."""
+    worker: int = 0
+    """The worker that produced it (0 for the initial program)."""
 
     _legacy = model_validator(mode="before")(_with_legacy_kind)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextevolve.memory.buffer import EvolveBuffer
@@ -34,6 +34,9 @@ class RunMemory:
 
     buffer: EvolveBuffer
     index: AbstractIndex
+    seeding: threading.Lock = field(default_factory=threading.Lock)
+    """Held while the initial program is evaluated and committed: the run's other workers wait for it
+    instead of evaluating c_0 again."""
 
     def commit(self, record: ProgramRecord) -> ProgramRecord:
         """Admit ``record`` to the population: mark committed in SQLite, then upsert its abstract.

@@ -50,8 +50,8 @@ class Sampling:
 class SamplingPolicy:
     """The sampling of every Generator-model request of one iteration.
 
-    ``seed`` is the lane's seed (the run's, :meth:`RunContext.lane_seed`), ``temperature`` the Generator's,
-    ``iteration`` the lane's iteration: the iterations completed before its child (the child is
+    ``seed`` is the worker's seed (the run's, :meth:`RunContext.worker_seed`), ``temperature`` the Generator's,
+    ``iteration`` the worker's iteration: the iterations completed before its child (the child is
     ``iteration + 1``).
     """
 
@@ -60,12 +60,12 @@ class SamplingPolicy:
     iteration: int
 
     @classmethod
-    def of(cls, ctx: RunContext, iteration: int, lane: int = 0) -> SamplingPolicy:
-        """The policy of ``iteration`` in lane ``lane`` of its round under the run settings ``ctx``."""
-        return cls(ctx.lane_seed(lane), ctx.llm.temperature_for("generator"), iteration)
+    def of(cls, ctx: RunContext, iteration: int, worker: int = 0) -> SamplingPolicy:
+        """The policy of ``iteration`` of worker ``worker`` under the run settings ``ctx``."""
+        return cls(ctx.worker_seed(worker), ctx.llm.temperature_for("generator"), iteration)
 
     def first(self, *, hotter: float = 0.0) -> Sampling:
-        """The Generator's own request: the lane's seed and the Generator's temperature, ``hotter`` added
+        """The Generator's own request: the worker's seed and the Generator's temperature, ``hotter`` added
         (the run's ``search.unguided_hotter`` when the Navigator gave no guidance)."""
         return Sampling(self.seed, self.temperature + hotter)
 

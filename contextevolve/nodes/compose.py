@@ -17,7 +17,7 @@ import math
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import LaneState
+from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import CHARS_PER_TOKEN, estimate_tokens
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import RunMemory
@@ -68,7 +68,7 @@ def load(memory: RunMemory, parent_id: str, exemplar_ids: list[str]) -> tuple[Pr
     return memory.buffer.require(parent_id), [memory.buffer.require(pid) for pid in exemplar_ids]
 
 
-def compose(state: LaneState, runtime: Runtime[RunContext]) -> dict:
+def compose(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Decide which exemplars (and which exemplars' code) fit in the context budget.
 
     Measures once: the prompt without exemplars is rendered once and each exemplar's section once

@@ -1,7 +1,7 @@
 """Phase 6, Evaluate: s_c = E(c_c), in a sandboxed process tree (see contextevolve.evaluation).
 
 The evaluation goes through the run's executor (``RunContext.parallelism.executor``): a local pool
-of ``eval_workers`` or a Ray cluster; parallel lanes therefore evaluate concurrently. The
+of ``eval_workers`` or a Ray cluster; workers therefore evaluate concurrently. The
 pre-checks (:mod:`contextevolve.tasks.prechecks`) run on this machine: they are short.
 """
 
@@ -15,10 +15,10 @@ from langgraph.runtime import Runtime
 
 from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import LaneState
+from contextevolve.graph.state import WorkerState
 from contextevolve.nodes.repair import repair_due
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.nodes.stopping import lane_budget_spent
+from contextevolve.nodes.stopping import worker_budget_spent
 from contextevolve.tasks.base import Evaluation
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.timing import note
@@ -39,7 +39,7 @@ def run_evaluation(ctx: RunContext, source: str) -> Evaluation:
     task = task_of(ctx)
     try:
         where = ctx.parallelism
-        executor = executor_for(where.executor, where.eval_workers, where.ray_address)
+        executor = executor_for(where.executor, ctx.eval_slots, where.ray_address)
         result = executor.evaluate(ctx.task, source, limits=ctx.sandbox)
     except Exception as exc:  # noqa: BLE001 - see docstring
         _log.exception("evaluation failed unexpectedly")
@@ -54,7 +54,7 @@ def run_evaluation(ctx: RunContext, source: str) -> Evaluation:
     return result
 
 
-def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
+def evaluate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Score the pending child: pre-checks first (``ctx.search.prechecks``), then the task's full evaluation.
 
     A child that failed generation keeps its worst score. A pre-check failure costs no full
@@ -67,8 +67,7 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
     if child.status != "pending":  # generation failed, or a replay after a crash: the outcome is recorded
-        return {"child_status": child.status, "child_score": child.combined_score,
-                "repair_due": repair_due(ctx, child, lane_budget_spent(ctx, state))}
+        return {"fix_pending": False, "repair_due": repair_due(ctx, child, worker_budget_spent(ctx, state))}
     started = time.perf_counter()
     result = precheck(task, child.source, ctx.sandbox) if ctx.search.prechecks else None
     note("evaluate.precheck", time.perf_counter() - started)
@@ -88,5 +87,4 @@ def evaluate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
                                    failure_kind=result.failure_kind, diagnostics=result.diagnostics,
                                    traceback=result.traceback, eval_seconds=child.eval_seconds + result.seconds,
                                    **changes)
-    return {"child_status": result.status, "child_score": result.combined_score,
-            "repair_due": repair_due(ctx, updated, lane_budget_spent(ctx, state))}
+    return {"fix_pending": False, "repair_due": repair_due(ctx, updated, worker_budget_spent(ctx, state))}

@@ -6,8 +6,9 @@ its reason, never an exception. Endpoint faults — an unreadable or empty respo
 completion cut off at the token cap before a whole program — are retried first
 (``ctx.llm.max_retries``); if they persist the child is failed with the endpoint problem as
 its reason and the run goes on. (An endpoint that is down raises
-:class:`~contextevolve.llm.faults.EndpointUnavailable` and stops the run.) The child id is
-derived from the iteration number, so replaying this node after a crash overwrites the same record.
+:class:`~contextevolve.llm.faults.EndpointUnavailable` and stops the run.) The child id was
+claimed before any LLM call and is in the worker's checkpoint, so replaying this node after a crash
+overwrites the same record.
 
 A child that does not compile keeps its source (a repair starts from it); one that could not be
 built at all has none. Either is failed here (kind ``edit``) and may go to :mod:`contextevolve.nodes.repair`.
@@ -19,17 +20,17 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import LaneState
-from contextevolve.memory.records import ProgramRecord, program_id
+from contextevolve.graph.state import WorkerState
+from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.ask import REPLY_EXCERPT, SamplingPolicy, ask_generator, reask_mode, twin_of, twin_reason
 from contextevolve.nodes.compose import load, render
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.nodes.stopping import lane_budget_spent
+from contextevolve.nodes.stopping import worker_budget_spent
 from contextevolve.prompts.generator import reask_messages
 from contextevolve.roles import add_usage
 
 
-def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
+def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Ask the Generator for the child and store it (status pending, or failed with a reason and kind).
 
     Novelty: a child whose normalised code equals its parent's or a buffered program's (a twin)
@@ -37,7 +38,7 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     mutation (:func:`~contextevolve.prompts.generator.reask_messages`), hotter and with another seed
     (:meth:`~contextevolve.nodes.ask.SamplingPolicy.second_ask`): a small model shown its own copy and
     told "make a real change" tends to copy the program again. A second twin, or a first one once the
-    lane has spent its share of the token budget (:func:`~contextevolve.nodes.stopping.lane_budget_spent`),
+    worker has spent its share of the token budget (:func:`~contextevolve.nodes.stopping.worker_budget_spent`),
     is a failed child of kind ``twin`` whose reason names the twin (it is never evaluated, nor repaired).
 
     When the Navigator gave no guidance (the first iteration, or a reply it could not use) the first ask is
@@ -48,15 +49,15 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     task, memory = task_of(ctx), memory_of(ctx)
     parent, exemplars = load(memory, state.parent_id, state.context_exemplar_ids)
     messages = render(ctx, task, parent, state.guidance, exemplars, set(state.exemplar_code_ids))
-    child_id = program_id(state.iteration + 1)
-    record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id,
+    child_id = state.child_id
+    record = ProgramRecord(id=child_id, iteration=state.iteration + 1, parent_id=parent.id, worker=state.worker,
                            guidance=state.guidance, exemplar_ids=list(state.context_exemplar_ids))
-    policy, mode = SamplingPolicy.of(ctx, state.iteration, state.lane), ctx.search.generation_mode
+    policy, mode = SamplingPolicy.of(ctx, state.iteration, state.worker), ctx.search.generation_mode
     unguided = ctx.search.unguided_hotter if ctx.ablations.navigator_enabled and not state.guidance.strip() else 0.0
     outcome = ask_generator(ctx, messages, policy.first(hotter=unguided), base=parent.source, mode=mode)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
     record.source = outcome.source
-    if twin is not None and not lane_budget_spent(ctx, state, usage):
+    if twin is not None and not worker_budget_spent(ctx, state, usage):
         mode = reask_mode(mode)
         messages = reask_messages(task.description, parent.source, policy.mutation(), task.higher_is_better, mode)
         outcome = ask_generator(ctx, messages, policy.second_ask(), base=parent.source, mode=mode,
@@ -78,5 +79,4 @@ def generate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         record.metrics = {m.name: m.worst for m in task.metrics}
         record.diagnostics = outcome.text[:REPLY_EXCERPT]
     memory.buffer.put(record)
-    return {"child_id": child_id, "child_status": record.status, "child_score": None, "repairs": 0,
-            "iteration_usage": usage}  # evaluate, always next, decides repair_due
+    return {"iteration_usage": usage}  # evaluate, always next, decides repair_due

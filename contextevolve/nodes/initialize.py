@@ -1,25 +1,25 @@
 """Initialize (Algorithm 1, line 3): B_e ← {(c_0, s_0, z_0)} — evaluate and summarise the initial program.
 
-Idempotent: on a run whose buffer already holds c_0 it only restores the scoreboard and
-re-checks the stop condition (so extending a finished run with more iterations works).
+Every worker's thread starts here. The first to arrive evaluates and abstracts c_0 and commits it; the
+others wait for it (:attr:`~contextevolve.memory.store.RunMemory.seeding`) and find it committed, as does
+a resumed or extended run, which therefore only binds its thread to its worker index.
 """
 
 from __future__ import annotations
 
 from langgraph.config import get_config
 from langgraph.runtime import Runtime
-from langgraph.types import Overwrite
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import EvolveState
+from contextevolve.graph.state import WorkerState
 from contextevolve.memory.records import ProgramRecord, program_id
+from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.evaluate import run_evaluation
-from contextevolve.nodes.identity import ThreadMismatchError, check_identity, run_identity
+from contextevolve.nodes.identity import check_identity, run_identity
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.nodes.stopping import round_size, stop_reason
 from contextevolve.nodes.summarize import abstract_for
-from contextevolve.roles import add_usage, total_tokens
-from contextevolve.timing import add_seconds, phase_clock
+from contextevolve.tasks.base import Task
+from contextevolve.timing import phase_clock
 
 
 def _thread_id() -> str | None:
@@ -30,59 +30,36 @@ def _thread_id() -> str | None:
         return None
 
 
-def initialize(state: EvolveState, runtime: Runtime[RunContext]) -> dict:
-    """Seed the Evolve Buffer with c_0 (evaluated and abstracted) unless it is already there.
+def seed_initial(ctx: RunContext, task: Task, memory: RunMemory) -> ProgramRecord:
+    """The committed record of c_0: evaluated, abstracted and committed by the first worker to ask."""
+    with memory.seeding:
+        record = memory.buffer.get(program_id(0))
+        if record is not None and record.committed:
+            return record
+        source = task.initial_program
+        with phase_clock("initialize") as watch:
+            evaluation = run_evaluation(ctx, source)
+            abstract, spent = abstract_for(ctx, task, source, parent_abstract=None, diagnostics=evaluation.diagnostics)
+        return memory.commit(ProgramRecord(
+            id=program_id(0), iteration=0, source=source, abstract=abstract, metrics=evaluation.metrics,
+            combined_score=evaluation.combined_score, status=evaluation.status, reason=evaluation.reason,
+            failure_kind=evaluation.failure_kind, diagnostics=evaluation.diagnostics,
+            eval_seconds=evaluation.seconds, tokens=spent, seconds=watch.seconds, llm_calls=list(watch.calls)))
 
-    The first thread to initialize a run directory owns it (kept in the buffer): another thread
-    is refused rather than "finishing" at once on the other's iterations.
+
+def initialize(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
+    """Seed the Evolve Buffer with c_0 unless it is there, and bind this thread to its worker index
+    (:meth:`~contextevolve.memory.buffer.EvolveBuffer.bind_worker`: the index it had, the one its input
+    asks for, or the lowest free one).
 
     Raises:
-        ThreadMismatchError: the thread drives another run, or the run directory belongs to another thread.
+        ThreadMismatchError: the thread drives another run.
+        ValueError: the input asks for a worker index another thread holds.
     """
     ctx = runtime.context
     check_identity(state.run_identity, ctx)
     task, memory = task_of(ctx), memory_of(ctx)
     thread = _thread_id()
-    owner = memory.buffer.bind_thread(str(thread)) if thread is not None else None
-    if owner is not None and owner != str(thread):
-        raise ThreadMismatchError(
-            f"{ctx.run_dir} holds the run of LangGraph thread {owner!r}; continue that thread (evolve(..., "
-            f"resume=True) or `contextevolve run --resume`), or give thread {str(thread)!r} a new run_dir")
-    first = program_id(0)
-    record = memory.buffer.get(first)
-    usage, seconds, elapsed = dict(state.total_usage), dict(state.total_seconds), state.elapsed_s
-    if record is None or not record.committed:
-        source = task.initial_program
-        with phase_clock("initialize") as watch:
-            evaluation = run_evaluation(ctx, source)
-            abstract, spent = abstract_for(ctx, task, source, parent_abstract=None, diagnostics=evaluation.diagnostics)
-        record = memory.commit(ProgramRecord(
-            id=first, iteration=0, source=source, abstract=abstract, metrics=evaluation.metrics,
-            combined_score=evaluation.combined_score, status=evaluation.status, reason=evaluation.reason,
-            failure_kind=evaluation.failure_kind, diagnostics=evaluation.diagnostics, eval_seconds=evaluation.seconds, tokens=spent,
-            seconds=watch.seconds, llm_calls=list(watch.calls)))
-        usage = add_usage(usage, spent)
-        seconds = add_seconds(seconds, watch.seconds)
-        elapsed = round(elapsed + watch.seconds["initialize"], 3)
-    best = memory.buffer.best(task.higher_is_better) or record
-    iteration = max(state.iteration, memory.buffer.max_iteration())
-    if iteration > state.iteration:  # a round committed to the buffer whose checkpoint was lost:
-        usage = memory.buffer.token_usage()  # the buffer, the source of truth, counts its tokens
-    return {
-        "iteration": iteration,
-        "initial_id": record.id,
-        "initial_score": record.combined_score,
-        "initial_failure": f"{record.status}: {record.reason}"[:300] if record.status != "ok" else "",
-        "best_id": best.id,
-        "best_score": best.combined_score,
-        "total_usage": usage,
-        "total_seconds": seconds,
-        "elapsed_s": elapsed,
-        "round_size": round_size(ctx, iteration),
-        # a round abandoned by new input on the thread (its pending sends dropped) is forgotten: its
-        # uncommitted children are made again by the next round (committed ones are counted above)
-        "lane_results": Overwrite([]),
-        "lanes": Overwrite([]),
-        "run_identity": run_identity(ctx),
-        "stop_reason": stop_reason(ctx, task, iteration, best.combined_score, total_tokens(usage), elapsed),
-    }
+    worker = memory.buffer.bind_worker(str(thread), state.worker) if thread is not None else state.worker or 0
+    record = seed_initial(ctx, task, memory)
+    return {"worker": worker, "initial_id": record.id, "run_identity": run_identity(ctx), "stop_reason": None}

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import LaneState
+from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import clip_to_sentence
 from contextevolve.memory.records import ProgramRecord
@@ -119,7 +119,7 @@ def sample_steps(steps: list[Step], m: int, weights: dict[str, float], rng: rand
     return chosen
 
 
-def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
+def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Produce the directional guidance g for this iteration (empty when the Navigator is ablated)."""
     ctx = runtime.context
     if not ctx.ablations.navigator_enabled:
@@ -146,7 +146,7 @@ def navigate(state: LaneState, runtime: Runtime[RunContext]) -> dict:
          for s in steps],
         programs, ctx.ablations.guidance_variant)
     try:
-        reply = call_role("navigator", messages, ctx, seed=ctx.lane_seed(state.lane))
+        reply = call_role("navigator", messages, ctx, seed=ctx.worker_seed(state.worker))
     except MalformedReply as exc:
         return {"guidance": "", "trajectory_ids": [s.child.id for s in steps], "iteration_usage": exc.usage}
     guidance = clip_to_sentence(reply.text, GUIDANCE_CHARS, truncated=reply.truncated)

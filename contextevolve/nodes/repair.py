@@ -32,14 +32,14 @@ from langgraph.runtime import Runtime
 
 from contextevolve.fixes import add_import, missing_import
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import LaneState
+from contextevolve.graph.state import WorkerState
 from contextevolve.memory.records import FailureKind, ProgramRecord, RepairAttempt, repairable
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.ask import (REPLY_EXCERPT, Outcome, SamplingPolicy, ask_generator, reask_mode, twin_of,
                                      twin_reason)
 from contextevolve.nodes.compose import parent_text
 from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.nodes.stopping import lane_budget_spent
+from contextevolve.nodes.stopping import worker_budget_spent
 from contextevolve.prompts import repair as prompt
 from contextevolve.prompts.generator import reask_messages
 from contextevolve.roles import add_usage
@@ -69,23 +69,23 @@ def import_fix(child: ProgramRecord) -> str:
 
 def repair_due(ctx: RunContext, child: ProgramRecord, budget_spent: bool = False) -> bool:
     """True when the stored ``child`` failed with a repairable kind and a repair is left: a model repair
-    (fewer than ``repair_attempts`` so far, and the lane's token budget not spent: ``budget_spent``,
-    :func:`~contextevolve.nodes.stopping.lane_budget_spent`) or an import fix (:func:`import_fix`, free).
+    (fewer than ``repair_attempts`` so far, and the worker's share of the token budget not spent: ``budget_spent``,
+    :func:`~contextevolve.nodes.stopping.worker_budget_spent`) or an import fix (:func:`import_fix`, free).
     With ``repair_attempts = 0`` nothing is repaired, imports included (the paper's loop)."""
     if child.status in ("pending", "ok") or not repairable(child.failure_kind) or ctx.search.repair_attempts <= 0:
         return False
     return (model_repairs(child) < ctx.search.repair_attempts and not budget_spent) or bool(import_fix(child))
 
 
-def after_evaluate(state: LaneState) -> Literal["repair", "summarize"]:
+def after_evaluate(state: WorkerState) -> Literal["repair", "summarize"]:
     """Route a child that failed with repair attempts left to :func:`repair`, any other to summarize."""
     return "repair" if state.repair_due else "summarize"
 
 
-def after_repair(state: LaneState) -> Literal["evaluate", "repair", "summarize"]:
+def after_repair(state: WorkerState) -> Literal["evaluate", "repair", "summarize"]:
     """A fix goes to evaluate; a repair that produced none goes to the next repair while attempts are
     left, else to summarize."""
-    if state.child_status == "pending":
+    if state.fix_pending:
         return "evaluate"
     return "repair" if state.repair_due else "summarize"
 
@@ -115,7 +115,7 @@ def restart_again(ctx: RunContext, task: Task, memory: RunMemory, parent: Progra
     return outcome, twin_of(memory, task, outcome, parent)
 
 
-def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
+def repair(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Make the failed child's next version (:func:`strategy_for`) and store it as pending, or failed
     with a reason and kind when none came.
 
@@ -126,14 +126,14 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
     parent = memory.buffer.require(child.parent_id)
-    number = state.repairs + 1
+    number = state.repair_step + 1
     done = [a for a in child.attempts if a.attempt == number]
     if done:  # replayed after a crash: this repair was already stored
-        spent = lane_budget_spent(ctx, state, done[0].tokens)
-        return {"repairs": number, "child_status": child.status, "repair_due": repair_due(ctx, child, spent),
-                "iteration_usage": done[0].tokens}
+        spent = worker_budget_spent(ctx, state, done[0].tokens)
+        return {"repair_step": number, "fix_pending": child.status == "pending",
+                "repair_due": repair_due(ctx, child, spent), "iteration_usage": done[0].tokens}
     strategy, line = strategy_for(ctx, child)
-    policy, mode = SamplingPolicy.of(ctx, state.iteration, state.lane), ctx.search.generation_mode
+    policy, mode = SamplingPolicy.of(ctx, state.iteration, state.worker), ctx.search.generation_mode
     asked = model_repairs(child) + 1  # samples by model repairs: an added import made no request
     twin: str | None = None
     where = f"repair {number}"
@@ -146,7 +146,7 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         outcome = ask_generator(ctx, messages, policy.repair(asked, restart=True), base=parent.source, mode=mode,
                                 book="repair")
         twin = twin_of(memory, task, outcome, parent)
-        if twin is not None and not lane_budget_spent(ctx, state, outcome.usage):  # it wrote its parent again
+        if twin is not None and not worker_budget_spent(ctx, state, outcome.usage):  # it wrote its parent again
             again, twin = restart_again(ctx, task, memory, parent, policy, asked)
             outcome = Outcome(source=again.source, text=again.text, usage=add_usage(outcome.usage, again.usage),
                               failure=again.failure, problem=again.problem, unchanged=again.unchanged)
@@ -180,5 +180,6 @@ def repair(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         status, reason = "pending", ""
         changes.update(source=outcome.source, diagnostics="", traceback="")
     changes.update(status=status, reason=reason, failure_kind=kind)
-    due = repair_due(ctx, memory.buffer.update(child.id, **changes), lane_budget_spent(ctx, state, outcome.usage))
-    return {"repairs": number, "child_status": status, "repair_due": due, "iteration_usage": outcome.usage}
+    due = repair_due(ctx, memory.buffer.update(child.id, **changes), worker_budget_spent(ctx, state, outcome.usage))
+    return {"repair_step": number, "fix_pending": status == "pending", "repair_due": due,
+            "iteration_usage": outcome.usage}

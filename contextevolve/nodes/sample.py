@@ -21,7 +21,7 @@ import re
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import LaneState
+from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.memory.store import RunMemory
@@ -77,7 +77,7 @@ def parse_choice(text: str, n_candidates: int, k: int) -> list[int] | None:
     return picks[:k] or None
 
 
-def sample(state: LaneState, runtime: Runtime[RunContext]) -> dict:
+def sample(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Choose the exemplars E_ctx for this iteration."""
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -101,7 +101,7 @@ def sample(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         task.higher_is_better)
     try:
         reply = call_role("sampler", messages, ctx, json_mode=True, stop=STOP_AFTER_PICKS,
-                          seed=ctx.lane_seed(state.lane))
+                          seed=ctx.worker_seed(state.worker))
         text, usage = reply.text, reply.usage
     except MalformedReply as exc:
         text, usage = "", exc.usage

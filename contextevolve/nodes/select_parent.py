@@ -5,7 +5,7 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import LaneState
+from contextevolve.graph.state import WorkerState
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.resources import memory_of, rng_for, task_of
 
@@ -26,7 +26,7 @@ def stale_parents(records: list[ProgramRecord], after: int) -> set[str]:
             if len(seen) >= after and all(kind == "twin" for kind in seen[-after:])}
 
 
-def select_parent(state: LaneState, runtime: Runtime[RunContext]) -> dict:
+def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Choose the parent among committed ``ok`` programs.
 
     Strategies (``RunContext.search.parent_selection``): ``best`` (earliest on ties); ``random``
@@ -34,7 +34,7 @@ def select_parent(state: LaneState, runtime: Runtime[RunContext]) -> dict:
     programs while letting others be explored). A stale parent (:func:`stale_parents`, after
     ``search.stale_after`` twins in a row) is left out while another ok program is left: its next
     child would most likely be one more copy, paid for in tokens and never evaluated. Falls back to
-    the initial program if nothing is ok. The RNG is seeded by the lane's iteration, so parallel lanes
+    the initial program if nothing is ok. The RNG is seeded by the child's iteration, so parallel workers
     draw independently and replays draw the same.
     """
     ctx = runtime.context

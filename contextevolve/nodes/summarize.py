@@ -12,14 +12,14 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
-from contextevolve.graph.state import LaneResult, LaneState
+from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import clip_to_sentence, ends_sentence, sentences
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import summarizer as prompt
 from contextevolve.prompts.generator import without_docstrings
-from contextevolve.roles import TokenUsage, add_usage
+from contextevolve.roles import TokenUsage
 from contextevolve.tasks.base import Task
 
 RAW_ABSTRACT_CHARS = 1500
@@ -104,8 +104,8 @@ def repair_note(child: ProgramRecord) -> str:
     return f" Earlier versions failed ({len(repaired)} repaired): {errors}."
 
 
-def summarize(state: LaneState, runtime: Runtime[RunContext]) -> dict:
-    """Write z_c into the child's record and report the lane's child to the buffer update.
+def summarize(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
+    """Write z_c into the child's record.
 
     The Summarizer is called only for a child that ran to completion (ok, or invalid output);
     a child that failed or timed out gets :func:`failure_abstract` at no cost. Repaired failures
@@ -122,9 +122,4 @@ def summarize(state: LaneState, runtime: Runtime[RunContext]) -> dict:
         abstract, usage = abstract_for(ctx, task, child.source, parent.abstract, child.diagnostics)
     abstract += repair_note(child)
     memory.buffer.update(child.id, abstract=abstract)
-    report = LaneResult(lane=state.lane, child_id=child.id, status=child.status, score=child.combined_score,
-                        usage=add_usage(state.iteration_usage, usage), reason=child.reason,
-                        failure_kind=child.failure_kind,
-                        repairs=len(child.attempts), parent_id=state.parent_id or "", guidance=state.guidance,
-                        exemplar_ids=list(state.context_exemplar_ids))
-    return {"iteration_usage": usage, "lane_results": [report]}
+    return {"iteration_usage": usage}

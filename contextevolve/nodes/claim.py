@@ -1,0 +1,57 @@
+"""Claim: the worker's next iteration, taken from the Evolve Buffer before any LLM call — or the end.
+
+The child's id is claimed atomically (:meth:`~contextevolve.memory.buffer.EvolveBuffer.claim`) and kept
+in the worker's checkpoint, so a node replayed after a crash works on the same child; a claim whose
+checkpoint was lost is found again by the worker (its own unfinished claim comes back first). The stop
+rules hold run-wide: they are read from the buffer, whichever worker asks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Literal
+
+from langgraph.graph import END
+from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
+
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import ITERATION_FIELDS, WorkerState
+from contextevolve.memory.records import program_id
+from contextevolve.nodes.identity import check_identity
+from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.nodes.stopping import budget_spent_reason, stop_reason
+
+_FRESH = {f.name: f for f in fields(WorkerState) if f.name in ITERATION_FIELDS}
+_REDUCED = ("iteration_usage", "seconds", "llm_calls")
+
+
+def fresh_iteration() -> dict:
+    """The update that empties every field of the iteration in progress (those with a reducer through
+    LangGraph's ``Overwrite``, which bypasses it)."""
+    update = {}
+    for name, f in _FRESH.items():
+        value = f.default_factory() if callable(f.default_factory) else f.default
+        update[name] = Overwrite(value) if name in _REDUCED else value
+    return update
+
+
+def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
+    """Claim the next child for this worker, or set ``stop_reason`` when a run-wide stop rule holds
+    (:func:`~contextevolve.nodes.stopping.stop_reason`) or every iteration of the budget is claimed."""
+    ctx = runtime.context
+    check_identity(state.run_identity, ctx)
+    task, memory = task_of(ctx), memory_of(ctx)
+    reason = stop_reason(ctx, task, memory)
+    workers = ctx.parallelism.workers
+    number = None if reason else memory.buffer.claim(state.worker, workers, ctx.max_iterations)
+    if number is None:
+        return {"stop_reason": reason or budget_spent_reason(ctx), "child_id": None}
+    tokens, _ = memory.buffer.spent()
+    return {**fresh_iteration(), "iteration": number - 1, "child_id": program_id(number), "run_tokens": tokens,
+            "workers": workers, "stop_reason": None}
+
+
+def after_claim(state: WorkerState) -> Literal["select_parent", "__end__"]:
+    """Go on to phase 1 with the claimed child, or end the worker's thread."""
+    return END if state.stop_reason else "select_parent"

@@ -1,0 +1,154 @@
+"""A run's workers, driven side by side in this process: one LangGraph thread of the run's graph each.
+
+Each worker streams its own thread (``worker-<i>``) until its ``claim`` finds a stop rule holding; the
+workers share the run's Evolve Buffer, vector index, chat models and executor, and nothing else: no
+barrier, so one worker's evaluation overlaps the others' LLM calls. What a node writes and which node
+starts is handed to the caller's callbacks one at a time (they are called under one lock).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from contextevolve.graph.context import RunContext
+from contextevolve.memory.records import program_id
+from contextevolve.memory.store import open_memory
+from contextevolve.roles import total_tokens
+from contextevolve.timing import wall
+
+RECURSION_LIMIT = 2**31 - 1
+"""LangGraph's step limit for a worker's thread: none in effect. A worker ends because its claims end (the
+iteration budget bounds them) and a child's repairs are bounded, so a limit would only stop long runs."""
+
+
+class StaleCheckpointError(ValueError):
+    """A worker's thread waits at a node this version's graph does not have."""
+
+
+def worker_thread(worker: int) -> str:
+    """The LangGraph thread id of worker ``worker`` of a run driven by :func:`contextevolve.api.evolve`."""
+    return f"worker-{worker}"
+
+
+def _field(value: Any, name: str, default: Any) -> Any:
+    """``value.name`` or ``value[name]`` (a node's input is a state object or a plain dict)."""
+    if isinstance(value, dict):
+        return value.get(name, default)
+    return getattr(value, name, default)
+
+
+def _written(result: Any) -> dict:
+    """What a node wrote, from a ``tasks`` stream event's result (a dict, or a list of (channel, value)
+    writes), without LangGraph's own channels (branch triggers, sends)."""
+    if isinstance(result, dict):
+        return dict(result)
+    if isinstance(result, list):
+        return {key: value for key, value in result
+                if isinstance(key, str) and not key.startswith(("__", "branch:"))}
+    return {}
+
+
+def commit_report(ctx: RunContext, child_id: str) -> dict:
+    """What the progress display says of a committed program, read from its record and the buffer:
+    ``child_id``, ``worker``, ``status``, ``score``, ``reason``, ``repairs``, ``usage`` (tokens by role),
+    ``seconds`` (its wall seconds), ``iterations`` (children committed so far), ``best_score`` and
+    ``run_tokens`` (every committed program's tokens)."""
+    from contextevolve.tasks.registry import get_task
+
+    memory = open_memory(ctx.run_dir, chroma_url=ctx.chroma_url)
+    record = memory.buffer.require(child_id)
+    best = memory.buffer.best(get_task(ctx.task).higher_is_better)
+    return {"child_id": record.id, "worker": record.worker, "status": record.status,
+            "score": record.combined_score, "reason": record.reason, "repairs": len(record.attempts),
+            "usage": record.tokens, "tokens": total_tokens(record.tokens), "seconds": wall(record.seconds),
+            "iterations": memory.buffer.count() - 1, "best_score": best.combined_score if best else None,
+            "run_tokens": memory.buffer.spent()[0]}
+
+
+class Workers:
+    """The workers of one run (``ctx.parallelism.workers`` of them) over a compiled, checkpointed graph."""
+
+    def __init__(self, graph, ctx: RunContext, root: Path, *, on_update: Callable[[str, dict], None] | None,
+                 on_phase: Callable[[str, str | None], None] | None, on_commit: Callable[[dict], None] | None):
+        self.graph, self.ctx, self.root = graph, ctx, root
+        self.callbacks = (on_update, on_phase, on_commit)
+        self.lock = threading.Lock()
+        self.abort = threading.Event()
+        self.seeded = False
+        from contextevolve.graph.builder import ITERATION_NODES
+
+        self.child_nodes = frozenset({*ITERATION_NODES, "update_buffer"})  # on_phase is given their child's id
+
+    def config(self, worker: int) -> dict:
+        """The LangGraph config of worker ``worker``'s thread."""
+        return {"configurable": {"thread_id": worker_thread(worker)}, "recursion_limit": RECURSION_LIMIT}
+
+    def drive(self, resume: bool) -> list[dict]:
+        """Run every worker until it stops; returns their final states (``WorkerState`` fields as dicts).
+
+        Raises:
+            StaleCheckpointError: a thread waits at a node the graph no longer has (nothing is run).
+            The first exception a worker raised (e.g. ``EndpointUnavailable``); the other workers stop
+            after the node they are in, everything done checkpointed.
+        """
+        workers = self.ctx.parallelism.workers
+        pending = {i: tuple(t.name for t in self.graph.get_state(self.config(i)).tasks) if resume else ()
+                   for i in range(workers)}
+        unknown = sorted({n for names in pending.values() for n in names} - set(self.graph.nodes))
+        if unknown:
+            raise StaleCheckpointError(f"{self.root} was checkpointed by another version of the graph (pending "
+                                       f"nodes {', '.join(unknown)}); it cannot be resumed: start a new run directory")
+        if workers == 1:
+            return [self.one(0, bool(pending[0]))]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="worker") as pool:
+            futures = [pool.submit(self.one, i, bool(pending[i])) for i in range(workers)]
+            try:
+                errors = [f.exception() for f in futures]
+            except BaseException:  # KeyboardInterrupt: the workers stop after the node they are in
+                self.abort.set()
+                raise
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            raise first
+        return [f.result() for f in futures]
+
+    def one(self, worker: int, has_pending: bool) -> dict:
+        """Stream worker ``worker``'s thread to its end (or until another worker failed); its final state.
+        A thread with pending tasks (killed mid-iteration) continues from its checkpoint; any other one gets
+        new input, so a finished worker of an extended run claims again under this call's settings."""
+        on_update, on_phase, on_commit = self.callbacks
+        config = self.config(worker)
+        payload = None if has_pending else {"worker": worker}
+        try:
+            for event in self.graph.stream(payload, config, context=self.ctx, stream_mode="tasks",
+                                           durability="sync"):
+                node = event.get("name", "")
+                with self.lock:
+                    if "result" not in event:  # a node starts
+                        if on_phase is not None:
+                            child = _field(event.get("input"), "child_id", None) if node in self.child_nodes else None
+                            on_phase(node, child)
+                    elif not event.get("error"):
+                        written = _written(event.get("result"))
+                        if on_update is not None:
+                            on_update(node, written)
+                        if on_commit is not None:
+                            self.report(node, written, on_commit)
+                if self.abort.is_set():
+                    break
+        except BaseException:
+            self.abort.set()
+            raise
+        return dict(self.graph.get_state(config).values)
+
+    def report(self, node: str, written: dict, on_commit: Callable[[dict], None]) -> None:
+        """Hand ``on_commit`` the report of a committed child, and of c_0 once per call."""
+        if node == "update_buffer" and written.get("last_child_id"):
+            on_commit(commit_report(self.ctx, written["last_child_id"]))
+        elif node == "initialize" and not self.seeded:
+            self.seeded = True
+            on_commit(commit_report(self.ctx, program_id(0)))
