@@ -29,10 +29,10 @@ served the run (``llama_cpp_build``, ``prompt_cache``, ``embedded_servers``, ``l
 ``--server python`` serves the embedded model with llama-cpp-python's server, as every run did before
 llama.cpp's own server (``native``, the default where ``make setup`` built it) became the default;
 ``--no-speculative`` keeps the native server from drafting tokens (``CONTEXTEVOLVE_SPECULATIVE=none``).
-``--lanes L`` produces L children per round, against a server with L slots on ``native``, which decodes the
-lanes' requests in one batch; seconds per iteration are then the run's seconds over its iterations, so they
-compare with a one-lane run's as tries per hour. The JSON records ``server_kind``, ``speculative`` and
-``lanes``.
+``--workers W`` runs W workers side by side (each its own loop over the one Evolve Buffer, no barrier between
+them), against a server with W slots on ``native``, which decodes the workers' requests in one batch; seconds
+per iteration are then the run's seconds over its iterations, so they compare with a one-worker run's as tries
+per hour. The JSON records ``server_kind``, ``speculative`` and ``workers``.
 
 The figures are also written to ``RUN_DIR/effectiveness.json``; ``--table DIR ...`` prints one
 markdown table over several such runs (no LLM needed).
@@ -40,7 +40,7 @@ markdown table over several such runs (no LLM needed).
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
         [--repair-attempts R] [--no-restart] [--mode full|diff|functions] [--one-server] [--logits-all]
-        [--lanes L] [--server native|python] [--no-speculative]
+        [--workers W] [--server native|python] [--no-speculative]
         [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
 """
@@ -193,11 +193,11 @@ def main() -> int:
     parser.add_argument("--logits-all", action="store_true",
                         help="the embedded servers keep every prompt token's logits, llama-cpp-python's default "
                              "(CONTEXTEVOLVE_LOGITS_ALL=1)")
-    parser.add_argument("--lanes", type=int, default=1,
-                        help="children produced in parallel per round (Parallelism.lanes); seconds per iteration "
-                             "are then the round's seconds over its lanes")
+    parser.add_argument("--workers", type=int, default=1, metavar="W",
+                        help="workers producing children side by side (Parallelism.workers); seconds per iteration "
+                             "are then the run's seconds over its iterations")
     parser.add_argument("--server", choices=["native", "python"],
-                        help="the embedded server: llama.cpp's own (one slot per lane, drafts from the prompt) or "
+                        help="the embedded server: llama.cpp's own (one slot per worker, drafts from the prompt) or "
                              "llama-cpp-python's (CONTEXTEVOLVE_LLAMA_SERVER); default: native where installed")
     parser.add_argument("--no-speculative", action="store_true",
                         help="the native server drafts no tokens (CONTEXTEVOLVE_SPECULATIVE=none)")
@@ -232,7 +232,7 @@ def main() -> int:
     fix_only = "-fixonly" if args.no_restart else ""
     old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "") + (
         "-oneserver" if args.one_server else "") + ("-logitsall" if args.logits_all else "") + (
-        "-nodoc" if args.no_docstrings_shown else "") + (f"-lanes{args.lanes}" if args.lanes != 1 else "") + (
+        "-nodoc" if args.no_docstrings_shown else "") + (f"-workers{args.workers}" if args.workers != 1 else "") + (
         f"-{args.server}" if args.server else "") + ("-nospec" if args.no_speculative else "") + (
         f"-stale{args.stale_after}" if args.stale_after is not None else "") + (
         f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "")
@@ -242,8 +242,8 @@ def main() -> int:
                             cwd=Path(__file__).parent).stdout.strip() or None
 
     def on_update(node: str, _update: dict) -> None:
-        if node == "initialize":
-            marks["start"] = time.perf_counter()
+        if node == "initialize":  # every worker starts with it; the first to finish finds c_0 committed
+            marks.setdefault("start", time.perf_counter())
 
     search = {k: v for k, v in (("stale_after", args.stale_after), ("unguided_hotter", args.unguided_hotter))
               if v is not None}
@@ -251,7 +251,7 @@ def main() -> int:
            generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
            log_prompts=args.log_prompts or None, on_update=on_update, stop_at_code_end=not args.no_stop,
            max_tokens={**DEFAULT_MAX_TOKENS, **caps}, embedded_server_per_role=not args.one_server,
-           docstrings_shown=not args.no_docstrings_shown, lanes=args.lanes, eval_workers=args.lanes, **search)
+           docstrings_shown=not args.no_docstrings_shown, workers=args.workers, **search)
     settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit, "stop_at_code_end": not args.no_stop,

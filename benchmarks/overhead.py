@@ -41,9 +41,13 @@ IDEAS = ["greedy by req_rate/slo", "sort by model size", "binary search on a KVP
 
 
 def populate(run_dir: Path, n: int, source: str) -> None:
+    """Commit ``n`` programs (c_0 and ``n - 1`` children), each child's iteration claimed first as a run's
+    worker claims it, so that the run's next claim is iteration ``n``."""
     memory = open_memory(run_dir)
     rng = random.Random(n)
     for i in range(n):
+        if i:
+            assert memory.buffer.claim(0, 1, n - 1) == i
         ok = i == 0 or rng.random() < 0.7
         score = 21.9 + rng.random() * 2 if ok else 0.0
         memory.commit(ProgramRecord(

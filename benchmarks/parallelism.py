@@ -1,14 +1,15 @@
-"""Throughput of parallel evaluation and parallel lanes, measured in one run.
+"""Throughput of parallel evaluation and of parallel workers, measured in one run.
 
-Part 1 — evaluations per minute with 1 vs 2 workers: ``--evals`` sandboxed evaluations of
+Part 1 — evaluations per minute with 1 vs 2 evaluation workers: ``--evals`` sandboxed evaluations of
 the task's baseline programs (initial, heuristic, human SOTA, cycled) go through a
-:class:`LocalExecutor` with 1 worker, then with 2; wall clock per batch, median of
+:class:`LocalExecutor` with 1 evaluation worker, then with 2; wall clock per batch, median of
 ``--repeats`` batches.
 
-Part 2 — iterations per hour with lanes = 1 vs 2 against the embedded LLM: two fresh runs
-of ``--iterations`` iterations each (same seed), ``lanes=L`` and ``eval_workers=L``. Time
-is measured from the end of ``initialize`` (the initial program evaluated and abstracted,
-the LLM server up) to the end of the run, so server start-up is not counted.
+Part 2 — iterations per hour with workers = 1 vs 2 against the embedded LLM: two fresh runs
+of ``--iterations`` iterations each (same seed), ``workers=W`` (evaluation workers and LLM requests
+in flight follow: one per worker). Time is measured from the end of the first ``initialize`` (the
+initial program evaluated and abstracted, the LLM server up) to the end of the run, so server
+start-up is not counted.
 
 Every figure is printed with the ratio 2/1. This machine is shared and noisy: compare the
 ratios, not absolute values, and only between figures of the same run.
@@ -34,7 +35,8 @@ from contextevolve.tasks.registry import get_task  # noqa: E402
 
 
 def evals_per_minute(task_name: str, workers: int, n: int, repeats: int) -> tuple[float, list[str]]:
-    """Median evaluations per minute of ``n`` baseline programs with ``workers`` workers, and their statuses."""
+    """Median evaluations per minute of ``n`` baseline programs with ``workers`` evaluation workers, and their
+    statuses."""
     task = get_task(task_name)
     sources = list(itertools.islice(itertools.cycle(task.baselines().values()), n))
     executor = LocalExecutor(workers)
@@ -48,19 +50,19 @@ def evals_per_minute(task_name: str, workers: int, n: int, repeats: int) -> tupl
     return statistics.median(rates), statuses
 
 
-def iterations_per_hour(task_name: str, lanes: int, iterations: int, seed: int) -> tuple[float, float, dict]:
-    """Iterations per hour of a fresh embedded-LLM run with ``lanes`` lanes; also seconds and the run status."""
+def iterations_per_hour(task_name: str, workers: int, iterations: int, seed: int) -> tuple[float, float, dict]:
+    """Iterations per hour of a fresh embedded-LLM run with ``workers`` workers; also seconds and the run status."""
     from contextevolve.api import evolve, run_status
 
     marks: dict[str, float] = {}
 
     def on_update(node: str, _update: dict) -> None:
-        if node == "initialize":
-            marks["start"] = time.perf_counter()
+        if node == "initialize":  # every worker starts with it; the first to finish finds c_0 committed
+            marks.setdefault("start", time.perf_counter())
 
-    with tempfile.TemporaryDirectory(prefix=f"ce-bench-lanes{lanes}-") as tmp:
-        # one server in both, so that only the lanes differ (lanes > 1 always share one server)
-        evolve(task_name, iterations=iterations, run_dir=Path(tmp) / "run", lanes=lanes, eval_workers=lanes,
+    with tempfile.TemporaryDirectory(prefix=f"ce-bench-workers{workers}-") as tmp:
+        # one server in both, so that only the workers differ (workers > 1 always share one server)
+        evolve(task_name, iterations=iterations, run_dir=Path(tmp) / "run", workers=workers,
                embedded_server_per_role=False,
                seed=seed, on_update=on_update)
         seconds = time.perf_counter() - marks["start"]
@@ -73,7 +75,7 @@ def main() -> None:
     parser.add_argument("--task", default="txn_scheduling", help="task for the evaluation-pool part")
     parser.add_argument("--evals", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--llm-task", default="model_placement", help="task for the lanes part")
+    parser.add_argument("--llm-task", default="model_placement", help="task for the workers part")
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--skip-llm", action="store_true", help="only the evaluation-pool part")
@@ -84,17 +86,17 @@ def main() -> None:
     one, statuses = evals_per_minute(args.task, 1, args.evals, args.repeats)
     two, _ = evals_per_minute(args.task, 2, args.evals, args.repeats)
     print(f"statuses: {sorted(set(statuses))}")
-    print(f"1 worker : {one:8.1f} evals/min")
-    print(f"2 workers: {two:8.1f} evals/min")
+    print(f"1 evaluation worker : {one:8.1f} evals/min")
+    print(f"2 evaluation workers: {two:8.1f} evals/min")
     print(f"ratio 2/1: {two / one:8.2f}")
     if args.skip_llm:
         return
     print(f"\n== iterations per hour: {args.iterations} iterations of {args.llm_task}, embedded LLM, seed {args.seed}")
     rows = {}
-    for lanes in (1, 2):
-        rate, seconds, status = iterations_per_hour(args.llm_task, lanes, args.iterations, args.seed)
-        rows[lanes] = rate
-        print(f"lanes={lanes}: {rate:8.1f} iterations/hour ({args.iterations} iterations in {seconds:.0f} s; "
+    for workers in (1, 2):
+        rate, seconds, status = iterations_per_hour(args.llm_task, workers, args.iterations, args.seed)
+        rows[workers] = rate
+        print(f"workers={workers}: {rate:8.1f} iterations/hour ({args.iterations} iterations in {seconds:.0f} s; "
               f"statuses {status['statuses']}, best {status['best_score']:.4f}, tokens {status['total_tokens']})",
               flush=True)
     print(f"ratio 2/1: {rows[2] / rows[1]:8.2f}")

@@ -101,7 +101,7 @@ def parse_config(text: str) -> tuple[str, dict]:
 
 
 def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | None]]:
-    """Every first-attempt Generator request of a one-lane run as ``(iteration, n, row, parent, navigator)``:
+    """Every first-attempt Generator request of a one-worker run as ``(iteration, n, row, parent, navigator)``:
     ``n`` counts the iteration's Generator requests from 0, ``row`` is the transcript row, ``parent``
     the child's parent record, ``navigator`` the iteration's last Navigator row (the reply its guidance came
     from; None where the Navigator was not asked). An iteration starts at its Navigator request (runs with the Navigator
@@ -130,7 +130,7 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
 
 
 def first_prompts(run_dir: Path) -> list[dict]:
-    """Per iteration of a one-lane run: its first Generator messages, parent source and score, the
+    """Per iteration of a one-worker run: its first Generator messages, parent source and score, the
     Navigator's guidance of that iteration, and the Navigator reply it came from with its completion tokens
     (``""`` and 0 where the Navigator was not asked)."""
     guidance = {r["iteration"]: r.get("guidance", "")
@@ -149,7 +149,7 @@ def _messages(stored: list[dict]) -> list:
 
 
 def reask_prompts(run_dir: Path) -> list[dict]:
-    """Per iteration of a one-lane run whose first version was a twin: the first ask and its reply,
+    """Per iteration of a one-worker run whose first version was a twin: the first ask and its reply,
     the parent's source and score, and the iteration (the row after the first ask whose request holds
     one of :data:`REASK_MARKERS`)."""
     prompts, firsts = [], {}
@@ -343,7 +343,13 @@ def main() -> int:
 
     results: dict[str, list[dict]] = {name: [] for name in configs}
     for run_dir in args.runs:
-        settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
+        saved = json.loads((run_dir / "run.json").read_text())
+        settings = flat_settings(saved)
+        # (runs before workers said "lanes", flat or in their parallelism group)
+        workers = settings.get("workers") or settings.get("lanes") or (saved.get("parallelism") or {}).get("lanes") or 1
+        if workers > 1:
+            parser.error(f"{run_dir}: its {workers} workers' requests interleave in its transcript, which is read "
+                         "iteration after iteration: replay runs of one worker")
         task, first_mode = get_task(settings["task"]), settings.get("generation_mode") or "full"
         asks = (reask_prompts(run_dir) if args.reask else first_prompts(run_dir))[:args.limit]
         if any(v.get("paragraph") for v in configs.values()):

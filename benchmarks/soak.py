@@ -8,14 +8,18 @@ endpoint of :mod:`benchmarks.soak_endpoint`. At seeded random moments (every ``-
 process that escaped the process group is re-parented to it and found.
 
 Then it audits and prints one table: iterations committed vs asked; programs in the Evolve
-Buffer (each id once, one per iteration) vs the ids in the checkpointed state (every ``last_round``,
-initial and best in the thread's checkpoint history) vs the Chroma collection (the same sets); tokens in the buffer vs tokens the endpoint served
-(the difference must lie within what was served while an iteration was uncommitted at a kill,
-which is counted); the best score recomputed by a fresh evaluation; processes, temporary files
-and SysV IPC objects left; run-directory size and peak RSS per 100 iterations; kills survived;
-wall time.
+Buffer (each id once, one per iteration); the buffer's claims (each iteration claimed once, by the
+worker that committed its child); the ids in the checkpointed state (the children each worker's
+thread committed, over its whole checkpoint history: every child in exactly one worker's history,
+the one its record names, each worker's count of its commits) vs the buffer vs the Chroma collection
+(the same sets); tokens in the buffer vs in the workers' checkpoints (each child's tokens as its
+worker checkpointed them when committing it) vs tokens the endpoint served (the difference must lie
+within what was served while some worker's iteration was uncommitted at a kill, which is counted);
+the best score recomputed by a fresh evaluation; processes, temporary files and SysV IPC objects left;
+run-directory size and peak RSS per 100 iterations; kills survived; wall time. With several workers
+children are committed in whatever order the workers finish them, and nothing here assumes otherwise.
 
-Usage: python benchmarks/soak.py [--iterations 200] [--lanes 1] [--executor local|ray] [--seed 0]
+Usage: python benchmarks/soak.py [--iterations 200] [--workers 1] [--executor local|ray] [--seed 0]
                                  [--kill-min 5] [--kill-max 40] [--out DIR] [--json FILE]
 
 Exit status 0 when every check holds, 1 otherwise. Not part of the test suite (it runs for minutes).
@@ -122,39 +126,52 @@ def shm_entries() -> set[str]:
 # --------------------------------------------------------------------------- the run
 
 class Monitor(threading.Thread):
-    """Polls the run: committed programs (read-only SQLite) and the RSS of everything below us."""
+    """Polls the run: committed programs per worker (read-only SQLite) and the RSS of everything below us."""
 
-    def __init__(self, buffer_path: Path, iterations: int):
+    def __init__(self, buffer_path: Path, iterations: int, workers: int):
         super().__init__(daemon=True)
         self.buffer_path = buffer_path
         self.last_iteration = iterations
-        self.committed = 0
-        self.commit_seen_before = 0.0
-        """Monotonic time of the last poll *before* the latest change of ``committed`` was seen:
-        the latest commit happened after it."""
+        self.workers = workers
+        self.committed: dict[int, int] = {}
+        """Committed programs by the worker their record names (the initial program counts as worker 0's)."""
+        self.commit_seen_before: dict[int, float] = {}
+        """Per worker, the monotonic time of the last poll *before* the latest change of its count was
+        seen: that worker's latest commit happened after it."""
         self.peak_rss: dict[int, int] = {}
         self.stop = threading.Event()
 
-    def _count(self) -> int | None:
+    def _counts(self) -> dict[int, int] | None:
         if not self.buffer_path.exists():
             return None
         try:
             db = sqlite3.connect(f"file:{self.buffer_path}?mode=ro", uri=True, timeout=1)
             try:
-                return db.execute("SELECT count(*) FROM programs WHERE committed = 1").fetchone()[0]
+                return dict(db.execute("SELECT worker, count(*) FROM programs WHERE committed = 1 "
+                                       "GROUP BY worker").fetchall())
             finally:
                 db.close()
-        except sqlite3.Error:
+        except sqlite3.Error:  # (also before the run's buffer has its worker column)
             return None
+
+    def uncommitted_since(self, launched: float) -> float:
+        """The earliest moment the work of some worker that was uncommitted at a kill can have started:
+        every worker's node in flight started after that worker's latest commit and after the launch, so
+        after the earliest of those (a worker that committed nothing since the launch counts from the
+        launch; one that has stopped only widens the window)."""
+        return min(max(launched, self.commit_seen_before.get(worker, 0.0)) for worker in range(self.workers))
 
     def run(self) -> None:
         previous_poll = time.monotonic()
         while not self.stop.wait(0.5):
-            count = self._count()
-            if count is not None and count != self.committed:
-                self.committed, self.commit_seen_before = count, previous_poll
-            # the iteration under way is the committed count (the initial program is one of them)
-            bucket = min(max(0, self.committed - 1), self.last_iteration - 1) // 100
+            counts = self._counts()
+            if counts is not None:
+                for worker, count in counts.items():
+                    if count != self.committed.get(worker, 0):
+                        self.committed[worker], self.commit_seen_before[worker] = count, previous_poll
+            # the iterations under way are about the committed count (the initial program is one of them)
+            done = sum(self.committed.values())
+            bucket = min(max(0, done - 1), self.last_iteration - 1) // 100
             self.peak_rss[bucket] = max(self.peak_rss.get(bucket, 0), rss_bytes(descendants(os.getpid())))
             previous_poll = time.monotonic()
 
@@ -165,8 +182,7 @@ def run_command(args: argparse.Namespace, run_dir: Path, url: str) -> list[str]:
     return [sys.executable, "-m", "contextevolve.cli", "run", "--task", TASK, "--iterations", str(args.iterations),
             "--run-dir", str(run_dir), "--base-url", url, "--model", "ctx", "--role-model", "generator=gen",
             "--max-retries", "2", "--retry-wait", "0.05", "--request-timeout", str(REQUEST_TIMEOUT_S),
-            "--seed", str(args.seed), "--lanes", str(args.lanes), "--eval-workers", str(args.lanes),
-            "--executor", args.executor, "--eval-timeout", "10", "--no-report"]
+            "--seed", str(args.seed), "--workers", str(args.workers), "--executor", args.executor, "--eval-timeout", "10", "--no-report"]
 
 
 def soak(args: argparse.Namespace) -> dict:
@@ -179,7 +195,7 @@ def soak(args: argparse.Namespace) -> dict:
     rng = random.Random(args.seed)
     endpoint = ScriptedEndpoint(args.seed, hang_s=REQUEST_TIMEOUT_S + 1)
     env = dict(os.environ, TMPDIR=str(tmp), OPENAI_API_KEY="soak", PYTHONPATH=str(ROOT))
-    monitor = Monitor(run_dir / "buffer.sqlite", args.iterations)
+    monitor = Monitor(run_dir / "buffer.sqlite", args.iterations, args.workers)
     monitor.start()
     kills, stops, launches, at_risk, in_flight_at_kills, exits = 0, 0, 0, 0, 0, []
     started = time.monotonic()
@@ -211,9 +227,9 @@ def soak(args: argparse.Namespace) -> dict:
         settle = time.monotonic() + 10  # replies still being written to the dead client land in this window
         while endpoint.in_flight and time.monotonic() < settle:
             time.sleep(0.1)
-        # what was served since the later of this launch and the last commit may be unaccounted
-        window_start = max(launched, monitor.commit_seen_before)
-        at_risk += endpoint.served_between(window_start, time.monotonic())
+        # what was served since the later of this launch and the last commit of the worker that committed
+        # least recently may be unaccounted (with one worker: since its last commit)
+        at_risk += endpoint.served_between(monitor.uncommitted_since(launched), time.monotonic())
         if launches > 20 * (args.iterations + 10):
             raise SystemExit("the run makes no progress")
     wall = time.monotonic() - started
@@ -232,7 +248,9 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     """Rows (what, measured, ok) of the soak's table."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
+    from contextevolve.graph.builder import build_graph
     from contextevolve.memory.buffer import EvolveBuffer
+    from contextevolve.memory.records import program_id
     from contextevolve.memory.vectors import AbstractIndex
     from contextevolve.roles import total_tokens
     from contextevolve.tasks.registry import get_task
@@ -241,40 +259,76 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     buffer = EvolveBuffer(run_dir / "buffer.sqlite")
     committed = buffer.committed()
     ids = [r.id for r in committed]
-    children = sorted(r.iteration for r in committed if r.iteration > 0)
+    kids = [r for r in committed if r.iteration > 0]
+    children = sorted(r.iteration for r in kids)
     rows = [("iterations committed / asked", f"{len(children)} / {args.iterations}",
              children == list(range(1, args.iterations + 1)))]
     with sqlite3.connect(f"file:{run_dir / 'buffer.sqlite'}?mode=ro", uri=True) as db:
         uncommitted = db.execute("SELECT count(*) FROM programs WHERE committed = 0").fetchone()[0]
     rows.append(("programs in the Evolve Buffer (committed; uncommitted)",
                  f"{len(ids)} ({len(set(ids))} distinct); {uncommitted}", len(ids) == len(set(ids)) == args.iterations + 1))
+    claims = buffer.claims()
+    made_by = {r.iteration: r.worker for r in kids}
+    rows.append(("iterations claimed (each once) / by the worker that committed the child",
+                 f"{len(claims)} / {sum(claims.get(i) == w for i, w in made_by.items())}",
+                 sorted(claims) == list(range(1, args.iterations + 1)) and claims == made_by
+                 and set(claims.values()) <= set(range(args.workers))))
 
+    # every worker's thread, over its whole checkpoint history: the children it committed are those of its
+    # checkpoints written right after update_buffer (the child just committed is still the one in progress)
+    threads = buffer.worker_threads()
     conn = sqlite3.connect(f"file:{run_dir / 'checkpoints.sqlite'}?mode=ro", uri=True, check_same_thread=False)
-    in_state, checkpoints, final_usage = set(), 0, None
-    for item in SqliteSaver(conn).list({"configurable": {"thread_id": "main"}}):
-        values = item.checkpoint["channel_values"]
-        checkpoints += 1
-        if final_usage is None and "total_usage" in values:
-            final_usage = values["total_usage"]
-        for lane in values.get("last_round") or []:
-            in_state.add(lane["child_id"])
-        for key in ("initial_id", "best_id"):
-            if values.get(key):
-                in_state.add(values[key])
+    graph = build_graph(SqliteSaver(conn))
+    in_history: dict[int, set[str]] = {}  # worker -> children committed in its thread
+    state_usage: dict[str, list] = {}  # child -> its iteration's tokens in each commit checkpoint of it
+    checkpoints, finals, initial_ids = 0, {}, set()
+    for worker, thread in sorted(threads.items()):
+        config = {"configurable": {"thread_id": thread}}
+        in_history[worker] = set()
+        for snapshot in graph.get_state_history(config):
+            values = snapshot.values
+            checkpoints += 1
+            if values.get("initial_id"):
+                initial_ids.add(values["initial_id"])
+            child = values.get("last_child_id")
+            if child and child == values.get("child_id"):
+                in_history[worker].add(child)
+                state_usage.setdefault(child, []).append(values.get("iteration_usage") or {})
+        latest = graph.get_state(config)
+        finals[worker] = (tuple(latest.next), latest.values.get("stop_reason"), latest.values.get("committed", 0))
     conn.close()
-    rows.append(("programs in the checkpointed state (history of last_round, initial, best)",
-                 f"{len(in_state)} in {checkpoints} checkpoints", in_state == set(ids)))
+    rows.append(("worker threads (bound in the buffer) / workers asked", f"{len(threads)} / {args.workers}",
+                 sorted(threads) == list(range(args.workers))))
+    everywhere = [c for cs in in_history.values() for c in cs]
+    in_state = set(everywhere) | initial_ids
+    rows.append(("programs in the checkpointed state (children each worker committed, initial)",
+                 f"{len(in_state)} in {checkpoints} checkpoints; in two workers' histories: "
+                 f"{len(everywhere) - len(set(everywhere))}",
+                 in_state == set(ids) and len(everywhere) == len(set(everywhere)) and initial_ids == {program_id(0)}))
+    astray = sorted(r.id for r in kids if r.id not in in_history.get(r.worker, ()))
+    miscounted = sorted(w for w, (_, _, n) in finals.items() if n != len(in_history[w]) or
+                        n != sum(r.worker == w for r in kids))
+    ended = sorted(w for w, (pending, reason, _) in finals.items() if not pending and reason)
+    rows.append(("children not in the history of the worker their record names / workers whose commit count "
+                 "differs / workers ended", f"{len(astray)} {astray[:3]} / {miscounted} / {len(ended)} of {len(finals)}",
+                 not astray and not miscounted and len(ended) == len(finals)))
 
     chroma = AbstractIndex(run_dir / "chroma").ids()
     rows.append(("programs in the Chroma collection", str(len(chroma)), chroma == set(ids)))
 
     in_buffer = sum(total_tokens(r.tokens) for r in committed)
     served = sum(s.tokens for s in ran["endpoint"].served)
-    state_tokens = total_tokens(final_usage)
+    # each child's tokens as its worker checkpointed them when committing it, plus the initial program's
+    # (spent by initialize, which keeps no tokens in the state)
+    first = next((r for r in committed if r.iteration == 0), None)
+    state_tokens = total_tokens(first.tokens if first else None) + sum(
+        total_tokens(usages[0]) for usages in state_usage.values())
+    disagree = sorted(r.id for r in kids if any(u != r.tokens for u in state_usage.get(r.id, [None])))
     lost = served - in_buffer
-    rows.append(("tokens in the buffer / in the state / served by the endpoint",
-                 f"{in_buffer:,} / {state_tokens:,} / {served:,}", in_buffer == state_tokens))
-    rows.append(("served but not in the buffer / served while uncommitted at a kill",
+    rows.append(("tokens in the buffer / in the workers' commit checkpoints (+ initial) / served by the endpoint",
+                 f"{in_buffer:,} / {state_tokens:,} / {served:,}" + (f"; differ for {disagree[:3]}" if disagree else ""),
+                 in_buffer == state_tokens and not disagree))
+    rows.append(("served but not in the buffer / served while some worker's iteration was uncommitted at a kill",
                  f"{lost:,} / {ran['at_risk']:,}", 0 <= lost <= ran["at_risk"]))
     rows.append(("requests in flight at the kills", str(ran["in_flight_at_kills"]), True))
 
@@ -329,7 +383,8 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=200)
-    parser.add_argument("--lanes", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1, metavar="W",
+                        help="workers of the run (run --workers; default 1)")
     parser.add_argument("--executor", choices=["local", "ray"], default="local")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kill-min", type=float, default=5.0, help="seconds (default 5)")
@@ -344,7 +399,7 @@ def main() -> int:
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         parser.error("cannot become a child subreaper (prctl)")
     before = {"shm": shm_entries(), "ipc": sysv_ipc(), "cgroups": cgroup_entries()}
-    print(f"soak: {args.iterations} iterations, lanes {args.lanes}, {args.executor} executor, seed {args.seed}, "
+    print(f"soak: {args.iterations} iterations, {args.workers} workers, {args.executor} executor, seed {args.seed}, "
           f"kills every {args.kill_min:g}-{args.kill_max:g} s, in {args.out}", flush=True)
     ran = soak(args)
     rows = audit(args, ran, before)

@@ -20,11 +20,6 @@ from contextevolve.memory.store import open_memory
 from contextevolve.roles import total_tokens
 from contextevolve.timing import wall
 
-RECURSION_LIMIT = 2**31 - 1
-"""LangGraph's step limit for a worker's thread: none in effect. A worker ends because its claims end (the
-iteration budget bounds them) and a child's repairs are bounded, so a limit would only stop long runs."""
-
-
 class StaleCheckpointError(ValueError):
     """A worker's thread waits at a node this version's graph does not have."""
 
@@ -85,6 +80,8 @@ class Workers:
 
     def config(self, worker: int) -> dict:
         """The LangGraph config of worker ``worker``'s thread."""
+        from contextevolve.graph.builder import RECURSION_LIMIT
+
         return {"configurable": {"thread_id": worker_thread(worker)}, "recursion_limit": RECURSION_LIMIT}
 
     def drive(self, resume: bool) -> list[dict]:

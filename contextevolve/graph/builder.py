@@ -54,6 +54,10 @@ ITERATION_NODES = ("select_parent", "navigate", "sample", "compose", "review", "
 """Every node one child passes through, from parent selection to its abstract."""
 NODES = ("initialize", "claim", *ITERATION_NODES, "update_buffer")
 """Every node of the graph."""
+RECURSION_LIMIT = 2**31 - 1
+"""LangGraph's step limit for a worker's thread: none in effect. A worker ends because its claims end (the
+iteration budget bounds them) and a child's repairs are bounded, so a limit would only stop long runs
+(LangGraph's default, 25 steps, is two iterations)."""
 
 
 def timed(name: str, fn: Callable[[WorkerState, Runtime[RunContext]], dict]) -> Callable:
@@ -119,5 +123,5 @@ def build_graph(checkpointer=None, *, store=None):
     return builder.compile(checkpointer=checkpointer, store=store, name="ContextEvolve")
 
 
-graph = build_graph()
+graph = build_graph().with_config(recursion_limit=RECURSION_LIMIT)
 """Module-level compiled graph (no checkpointer) for ``langgraph.json`` / ``langgraph dev``."""

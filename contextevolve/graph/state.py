@@ -63,7 +63,8 @@ class WorkerState:
     iteration: int = 0
     """The iteration in progress produces child ``iteration + 1`` (claimed from the buffer by ``claim``)."""
     child_id: str | None = None
-    """Id of the child in progress (claimed before any LLM call, so a replayed node reuses it)."""
+    """Id of the child in progress (claimed before any LLM call, so a replayed node reuses it); once the worker
+    stopped, of its last child, whose ids (parent, guidance, exemplars) the fields below still hold."""
     run_tokens: int = 0
     """Tokens the run had spent (over committed programs) when the iteration was claimed: with a token
     budget, the worker stops asking for more of its own model work once it has spent its share of what was

@@ -46,7 +46,7 @@ def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     workers = ctx.parallelism.workers
     number = None if reason else memory.buffer.claim(state.worker, workers, ctx.max_iterations)
     if number is None:
-        return {"stop_reason": reason or budget_spent_reason(ctx), "child_id": None}
+        return {"stop_reason": reason or budget_spent_reason(ctx)}  # the last iteration's ids stay readable
     tokens, _ = memory.buffer.spent()
     return {**fresh_iteration(), "iteration": number - 1, "child_id": program_id(number), "run_tokens": tokens,
             "workers": workers, "stop_reason": None}

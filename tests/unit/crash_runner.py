@@ -1,6 +1,6 @@
 """Helper process for the SIGKILL test: runs an evolution with slow scripted models, printing each node.
 
-Usage: python -m tests.unit.crash_runner RUN_DIR ITERATIONS [--resume] [--lanes N]
+Usage: python -m tests.unit.crash_runner RUN_DIR ITERATIONS [--resume] [--workers N]
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ class Slow(ScriptedModel):
 
 def main() -> None:
     run_dir, iterations = sys.argv[1], int(sys.argv[2])
-    lanes = int(sys.argv[sys.argv.index("--lanes") + 1]) if "--lanes" in sys.argv else 1
+    workers = int(sys.argv[sys.argv.index("--workers") + 1]) if "--workers" in sys.argv else 1
     slow = {role: Slow(messages=m.messages, seen=[]) for role, m in default_models().items()}
     with use_chat_models(**slow):
         evolve("model_placement", iterations=iterations, run_dir=run_dir, resume="--resume" in sys.argv,
-               max_retries=0, lanes=lanes, eval_workers=lanes, on_update=lambda node, _: print(node, flush=True))
+               max_retries=0, workers=workers, on_update=lambda node, _: print(node, flush=True))
 
 
 if __name__ == "__main__":

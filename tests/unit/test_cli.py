@@ -102,6 +102,10 @@ def test_status_json_keys(tmp_path, models):
     assert "Seconds by phase" in text and "median seconds per iteration" in text
     assert [e["resumed"] for e in data["served_by"]] == [False]
     assert "served by: chat models given in code" in text
+    # each worker's phase: the one worker stopped once every iteration of the budget was claimed
+    assert data["workers"] == {"0": {"next": [], "child_id": None, "committed": 2,
+                                     "stop_reason": "iteration budget reached (2/2)"}}
+    assert "worker 0: stopped (iteration budget reached (2/2)); 2 children committed" in " ".join(text.split())
 
 
 def test_run_with_scripted_models_prints_summary(tmp_path, models, capsys):
@@ -144,8 +148,8 @@ def test_run_flags_and_run_settings_agree():
                   "--token-budget", "9", "--time-budget", "1.5", "--mode", "diff", "--repair-attempts", "1", "--no-repair-restart",
                   "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop", "--no-server-per-role", "--stale-after", "3", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
-                  "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1", "--lanes", "2",
-                  "--eval-workers", "2", "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
+                  "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1", "--workers", "2",
+                  "--llm-concurrency", "3", "--eval-workers", "2", "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
                   "--disable", "navigator", "--disable", "sampler", "--eval-cpu", "2", "--eval-memory-mb", "512", "--eval-max-processes", "8",
                   "--eval-output-kb", "8", "--eval-files-mb", "8", "--eval-allow-network"]
     settings = run_settings(build_parser().parse_args(everything))
@@ -154,6 +158,10 @@ def test_run_flags_and_run_settings_agree():
     assert set(settings) | API_ONLY_SETTINGS == flat_setting_names()
     assert not set(settings) & API_ONLY_SETTINGS
     assert RunContext(**settings).time_budget_s == 90  # and the values are valid (minutes become seconds)
+    assert (RunContext(**settings).parallelism.workers, RunContext(**settings).llm_slots,
+            RunContext(**settings).eval_slots) == (2, 3, 2)
+    with pytest.raises(SystemExit):  # the flag of rounds of lanes is gone: --workers replaced it
+        build_parser().parse_args(["run", "--lanes", "2"])
     help_text = " ".join(build_parser().parse_args(["run"]).parser.format_help().split())
     for flag, default in (("--eval-memory-mb", SANDBOX_DEFAULTS.memory_mb), ("--eval-files-mb", SANDBOX_DEFAULTS.files_mb),
                           ("--eval-output-kb", SANDBOX_DEFAULTS.output_kb),

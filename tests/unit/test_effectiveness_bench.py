@@ -32,12 +32,15 @@ def test_the_report_says_what_served_the_run():
         {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": False})
     assert "served by: embedded model, llama.cpp AVX2, one server, every token's logits\n" in bench.report(
         {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": True})
-    assert "served by: embedded model, llama.cpp AVX2, llama.cpp's own server, 4 lanes, one server\n" in bench.report(
-        {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": False,
-         "server_kind": "native", "lanes": 4})
+    native = {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": False,
+              "server_kind": "native"}
+    assert "served by: embedded model, llama.cpp AVX2, llama.cpp's own server, 4 workers, one server\n" in bench.report(
+        {**native, "workers": 4})
+    # a record from before workers counted lanes: they are what workers are now
+    assert "served by: embedded model, llama.cpp AVX2, llama.cpp's own server, 4 workers, one server\n" in bench.report(
+        {**native, "lanes": 4})
     assert "served by: embedded model, llama.cpp AVX2, llama.cpp's own server, drafts ngram-simple, one server\n" in (
-        bench.report({**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": False,
-                      "server_kind": "native", "lanes": 1, "speculative": "ngram-simple"}))
+        bench.report({**native, "workers": 1, "speculative": "ngram-simple"}))
     assert "served by: http://gpu-box:8000/v1\n" in bench.report({**figures, "endpoint": "http://gpu-box:8000/v1"})
     assert "served by: embedded model, llama.cpp (build not recorded), every token's logits\n" in bench.report(figures)
 
@@ -46,11 +49,8 @@ class _Stop(Exception):
     """Raised by the stand-in for evolve, once it has seen its arguments."""
 
 
-@pytest.mark.parametrize("argv, expected", [
-    ([], {}),
-    (["--stale-after", "0", "--unguided-hotter", "0"], {"stale_after": 0, "unguided_hotter": 0.0}),
-])
-def test_the_newer_search_switches_reach_the_run_only_when_given(monkeypatch, tmp_path, argv, expected):
+def _arguments(monkeypatch, tmp_path, argv) -> dict:
+    """The keywords ``bench.main()`` run with ``argv`` gives ``evolve``."""
     import contextevolve.api
     seen = {}
 
@@ -63,4 +63,18 @@ def test_the_newer_search_switches_reach_the_run_only_when_given(monkeypatch, tm
                                      str(tmp_path / "run"), *argv])
     with pytest.raises(_Stop):
         bench.main()
+    return seen
+
+
+@pytest.mark.parametrize("argv, expected", [
+    ([], {}),
+    (["--stale-after", "0", "--unguided-hotter", "0"], {"stale_after": 0, "unguided_hotter": 0.0}),
+])
+def test_the_newer_search_switches_reach_the_run_only_when_given(monkeypatch, tmp_path, argv, expected):
+    seen = _arguments(monkeypatch, tmp_path, argv)
     assert {k: seen[k] for k in ("stale_after", "unguided_hotter") if k in seen} == expected
+
+
+def test_the_workers_reach_the_run(monkeypatch, tmp_path):
+    assert _arguments(monkeypatch, tmp_path, [])["workers"] == 1
+    assert _arguments(monkeypatch, tmp_path, ["--workers", "3"])["workers"] == 3

@@ -57,7 +57,7 @@ def test_servers_are_launched_side_by_side_once_per_key_and_stopped_together(fak
     assert embedded.shared_server("generator").base_url == "http://127.0.0.1:9001/v1"
     assert len(fake_servers.made) == 2  # asking again starts nothing
     assert embedded.shared_server(slots=4).base_url == "http://127.0.0.1:9002/v1"  # the shared one, on first use
-    assert [server.slots for server in fake_servers.made] == [1, 1, 4]  # one slot per lane of the run asking
+    assert [server.slots for server in fake_servers.made] == [1, 1, 4]  # one slot per worker of the run asking
     assert embedded.shared_server(slots=2).slots == 4  # a running server keeps its slots
     navigator.alive = False  # a server that died is started again when asked for
     assert embedded.shared_server("navigator").base_url == "http://127.0.0.1:9003/v1"

@@ -388,7 +388,7 @@ def test_a_400_about_anything_else_still_stops_at_once(endpoint, body):
 
 
 def test_a_refusal_met_by_another_request_is_left_out_of_a_retry(endpoint):
-    """A request waiting to retry (here after a 500) while another lane learnt of a refusal sends its
+    """A request waiting to retry (here after a 500) while another worker learnt of a refusal sends its
     retry without the refused parameter."""
     from contextevolve.llm import models
 
@@ -396,7 +396,7 @@ def test_a_refusal_met_by_another_request_is_left_out_of_a_retry(endpoint):
 
     def behave(request: dict) -> Response:
         bodies.append(request)
-        if len(bodies) == 1:  # meanwhile another lane's request was refused for its temperature
+        if len(bodies) == 1:  # meanwhile another worker's request was refused for its temperature
             models.refuse_parameter(endpoint.url, "ctx", "temperature")
             return SERVER_ERROR
         return refusing("temperature", OPENAI_NO_STOP | {"param": "temperature"})(request)

@@ -128,16 +128,16 @@ def test_a_twin_is_a_failed_child_of_kind_twin_and_is_not_repaired(tmp_path):
     assert run_status(tmp_path / "r")["failure_kinds"] == {"twin": 1}
 
 
-def test_the_lanes_of_a_round_sample_with_seeds_of_their_own():
-    """The lanes of the first round ask with the same prompt (same parent, no guidance yet): with one seed
-    an endpoint that honours seeds answers them with the same program. Lane 0 keeps the run's seed."""
-    ctx = RunContext(seed=7, lanes=3)
-    policies = [SamplingPolicy.of(ctx, iteration, lane) for lane, iteration in enumerate((4, 5, 6))]
+def test_workers_sample_with_seeds_of_their_own():
+    """The workers' first iterations ask with the same prompt (same parent, no guidance yet): with one seed
+    an endpoint that honours seeds answers them with the same program. Worker 0 keeps the run's seed."""
+    ctx = RunContext(seed=7, workers=3)
+    policies = [SamplingPolicy.of(ctx, iteration, worker) for worker, iteration in enumerate((4, 5, 6))]
     requests = [[p.first(), p.second_ask(), p.repair(1, restart=False), p.repair(2, restart=True),
                  p.restart_second_ask(2)] for p in policies]
     assert policies[0] == SamplingPolicy(seed=7, temperature=0.8, iteration=4)
-    assert [ctx.lane_seed(lane) for lane in range(3)] == [7, 10_007, 20_007]
-    seeds = [r.seed for lane in requests for r in lane]
+    assert [ctx.worker_seed(worker) for worker in range(3)] == [7, 10_007, 20_007]
+    seeds = [r.seed for worker in requests for r in worker]
     assert len(set(seeds)) == len(seeds) == 15
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from contextevolve.api import RunDirError, evolve, run_status
-from contextevolve.graph.builder import LANE_PHASES, PHASES, build_graph
+from contextevolve.graph.builder import ITERATION_PHASES, NODES, PHASES, build_graph
 from contextevolve.tasks.registry import get_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,47 +22,54 @@ TASK = get_task("model_placement")
 
 def test_graph_has_the_eight_phases_in_a_loop():
     graph = build_graph().get_graph()
-    assert set(graph.nodes) - {"__start__", "__end__"} == {"initialize", "repair", *PHASES}
+    assert set(graph.nodes) - {"__start__", "__end__"} == set(NODES) == {"initialize", "claim", "review", "repair",
+                                                                           *PHASES}
     edges = {(e.source, e.target) for e in graph.edges}
-    lane = list(LANE_PHASES)
-    assert ("update_buffer", lane[0]) in edges and ("update_buffer", "__end__") in edges
-    assert ("initialize", lane[0]) in edges and (lane[-1], "update_buffer") in edges
-    assert all((a, b) in edges for a, b in zip(lane, lane[1:]) if a != "evaluate")
+    path = ["claim", *ITERATION_PHASES[:4], "review", *ITERATION_PHASES[4:], "update_buffer", "claim"]
+    assert ("initialize", "claim") in edges and ("claim", "__end__") in edges
+    assert all((a, b) in edges for a, b in zip(path, path[1:]) if a != "evaluate")
     # repair sits in a loop with evaluate, off the paper's path
     assert ("evaluate", "repair") in edges and ("repair", "evaluate") in edges and ("evaluate", "summarize") in edges
-    assert PHASES == (*LANE_PHASES, "update_buffer")
+    assert PHASES == (*ITERATION_PHASES, "update_buffer")
 
 
-@pytest.mark.parametrize("lanes", [1, 2])
-def test_a_run_pauses_before_generate_shows_the_guidance_and_resumes(tmp_path, models, lanes):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_worker_pauses_before_generate_shows_the_guidance_and_resumes(tmp_path, models, workers):
     from langgraph.checkpoint.memory import InMemorySaver
 
     from contextevolve.graph.context import RunContext
     from contextevolve.memory.store import close_memory, open_memory
 
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2 * lanes, lanes=lanes, eval_workers=lanes,
-                     max_retries=0, repair_attempts=0)
-    graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2 * workers, workers=workers, max_retries=0,
+                     repair_attempts=0)
+    graph = build_graph(InMemorySaver())
+    configs = [{"configurable": {"thread_id": f"t{i}"}} for i in range(workers)]
     try:
-        graph.invoke({}, config, context=ctx, interrupt_before=["generate"])
-        first = graph.get_state(config)
-        assert first.next == ("generate",) * lanes
-        # the first round has no step to learn from: the Navigator is not asked
-        assert all(v["guidance"] == "" and v["parent_id"] == "it00000" for v in first.values["lanes"])
+        for config in configs:
+            graph.invoke({}, config, context=ctx, interrupt_before=["generate"])
+        first = [graph.get_state(c) for c in configs]
+        assert [s.next for s in first] == [("generate",)] * workers
+        assert [s.values["worker"] for s in first] == list(range(workers))
+        assert sorted(s.values["child_id"] for s in first) == [f"it{n:05d}" for n in range(1, workers + 1)]
+        # no step to learn from yet: the Navigator is not asked
+        assert all(s.values["guidance"] == "" and s.values["parent_id"] == "it00000" for s in first)
         assert open_memory(ctx.run_dir).buffer.count() == 1  # no child written before generate
-        graph.invoke(None, config, context=ctx, interrupt_before=["generate"])
-        paused = graph.get_state(config)
-        assert paused.next == ("generate",) * lanes
-        waiting = paused.values["lanes"]
-        assert [v["lane"] for v in waiting] == list(range(lanes))
-        assert all(v["phase"] == "compose" and v["guidance"] for v in waiting)
-        assert open_memory(ctx.run_dir).buffer.count() == 1 + lanes
-        graph.invoke(None, config, context=ctx)
-        done = graph.get_state(config)
-        assert done.next == () and done.values["iteration"] == 2 * lanes and done.values["lanes"] == []
-        children = [open_memory(ctx.run_dir).buffer.require(f"it{n:05d}") for n in range(lanes + 1, 2 * lanes + 1)]
-        assert [c.guidance for c in children] == [v["guidance"] for v in waiting]
-        assert [r["child_id"] for r in done.values["last_round"]] == [c.id for c in children]
+        for config in configs:
+            graph.invoke(None, config, context=ctx, interrupt_before=["generate"])
+        paused = [graph.get_state(c) for c in configs]
+        assert [s.next for s in paused] == [("generate",)] * workers
+        assert all(s.values["guidance"] for s in paused)
+        assert open_memory(ctx.run_dir).buffer.count() == 1 + workers
+        for config in configs:
+            graph.invoke(None, config, context=ctx)
+        done = [graph.get_state(c) for c in configs]
+        assert all(s.next == () and s.values["stop_reason"].startswith("iteration budget") for s in done)
+        assert sum(s.values["committed"] for s in done) == 2 * workers
+        buffer = open_memory(ctx.run_dir).buffer
+        for state in paused:
+            child = buffer.require(state.values["child_id"])
+            assert child.committed and child.guidance == state.values["guidance"]
+            assert child.worker == state.values["worker"]
     finally:
         close_memory(ctx.run_dir)
 
@@ -80,12 +87,13 @@ def test_phase_updates_stream_with_their_content(tmp_path, models):
     finally:
         close_memory(ctx.run_dir)
     phases = [next(iter(u)) for u in updates]
-    assert phases == ["initialize", *LANE_PHASES, "update_buffer"]
-    by_phase = {next(iter(u)): next(iter(u.values())) for u in updates}
-    assert by_phase["navigate"]["lanes"][0]["guidance"] == ""  # no step yet: the Navigator is not asked
-    assert by_phase["select_parent"]["lanes"][0]["parent_id"] == "it00000"
-    assert by_phase["generate"]["lanes"][0]["child_id"] == "it00001"
-    assert by_phase["summarize"]["lane_results"][0]["child_id"] == "it00001"
+    assert phases == ["initialize", "claim", *ITERATION_PHASES[:4], "review", *ITERATION_PHASES[4:],
+                      "update_buffer", "claim"]
+    by_phase = {next(iter(u)): next(iter(u.values())) or {} for u in updates}
+    assert by_phase["navigate"]["guidance"] == ""  # no step yet: the Navigator is not asked
+    assert by_phase["select_parent"]["parent_id"] == "it00000"
+    assert by_phase["update_buffer"] == {"committed": 1, "last_child_id": "it00001"}
+    assert "iteration budget" in updates[-1]["claim"]["stop_reason"]
 
 
 def test_run_records_every_program_and_recomputes_best(tmp_path, models):
@@ -110,20 +118,22 @@ def test_run_records_every_program_and_recomputes_best(tmp_path, models):
     assert status["best_score"] == pytest.approx(result.best_score)
 
 
-def test_the_thread_state_tells_what_the_last_iteration_did(tmp_path, models):
-    from contextevolve.api import thread_state
+def test_the_thread_state_tells_what_the_worker_did(tmp_path, models):
+    from contextevolve.api import thread_state, worker_states
 
     evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
     state = thread_state(tmp_path / "r")
     records = {json.loads(line)["id"]: json.loads(line)
                for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()}
-    assert state["iteration"] == 2 and state["lane_results"] == []
-    [lane] = state["last_round"]
-    child = records[lane["child_id"]]
-    assert lane["child_id"] == "it00002" and lane["parent_id"] == child["parent_id"]
-    assert lane["guidance"] == child["guidance"] and lane["guidance"]
-    assert lane["exemplar_ids"] == child["exemplar_ids"]
-    assert (lane["status"], lane["score"], lane["reason"]) == (child["status"], child["combined_score"], child["reason"])
+    assert state["committed"] == 2 and state["next"] == () and state["last_child_id"] == "it00002"
+    child = records[state["child_id"]]  # the last iteration's ids stay readable
+    assert state["parent_id"] == child["parent_id"] and state["guidance"] == child["guidance"] and child["guidance"]
+    assert state["context_exemplar_ids"] == child["exemplar_ids"]
+    # the program's facts have one owner, its record: the state keeps none of them
+    assert not {"child_status", "child_score", "repairs", "best_score"} & set(state)
+    assert list(worker_states(tmp_path / "r")) == [0]
+    with pytest.raises(RunDirError, match="no worker 3"):
+        thread_state(tmp_path / "r", worker=3)
     with pytest.raises(RunDirError, match="no checkpoints"):
         thread_state(tmp_path / "nothing")
 
@@ -132,11 +142,11 @@ def test_checkpoints_hold_no_program_source(tmp_path, models):
     evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0)
     conn = sqlite3.connect(tmp_path / "r" / "checkpoints.sqlite")
     graph = build_graph(__import__("langgraph.checkpoint.sqlite", fromlist=["SqliteSaver"]).SqliteSaver(conn))
-    history = list(graph.get_state_history({"configurable": {"thread_id": "main"}}))
+    history = list(graph.get_state_history({"configurable": {"thread_id": "worker-0"}}))
     assert len(history) >= 6
     for snapshot in history:
         assert "compute_model_placement(" not in json.dumps(snapshot.values, default=str)
-    # every stored checkpoint and pending write (the lanes' states travel in sends and in ``lanes``)
+    # every stored checkpoint and pending write
     blobs = [row[0] for row in conn.execute("select checkpoint from checkpoints")]
     blobs += [row[0] for row in conn.execute("select value from writes")]
     assert len(blobs) > 30 and not any(b"compute_model_placement(" in bytes(b) for b in blobs if b)
@@ -195,45 +205,72 @@ def test_sigkill_mid_iteration_then_resume(tmp_path, models):
     assert result.iterations == 5
 
 
-def test_two_lanes_make_two_children_per_round(tmp_path, models):
-    result = evolve("model_placement", iterations=5, run_dir=tmp_path / "r", max_retries=0, lanes=2, eval_workers=2,
+def test_workers_share_one_buffer_and_claim_distinct_children(tmp_path, models):
+    from contextevolve.memory.buffer import EvolveBuffer
+
+    result = evolve("model_placement", iterations=5, run_dir=tmp_path / "r", max_retries=0, workers=2,
                     repair_attempts=0)
     assert result.iterations == 5 and result.programs == 6
     records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
     assert [r["id"] for r in records] == [f"it{n:05d}" for n in range(6)]
-    # round 1 ran both lanes on a buffer holding only c_0; every child is scored and abstracted
-    assert records[1]["parent_id"] == records[2]["parent_id"] == "it00000"
-    # (1800: the cycled script repeats a program, a twin the Generator is asked for once more)
+    # every child is scored and abstracted, and made by the worker that claimed it
     assert all(r["abstract"] and r["tokens"]["generator"]["prompt"] in (900, 1800) for r in records[1:])
-    conn = sqlite3.connect(tmp_path / "r" / "checkpoints.sqlite")
-    graph = build_graph(__import__("langgraph.checkpoint.sqlite", fromlist=["SqliteSaver"]).SqliteSaver(conn))
-    history = list(graph.get_state_history({"configurable": {"thread_id": "main"}}))
-    rounds = sorted({s.values.get("iteration", 0) for s in history if set(s.next) <= {"select_parent"}})
-    conn.close()
-    assert rounds == [0, 2, 4, 5]  # two lanes per round, the last round cut to the budget
+    buffer = EvolveBuffer(tmp_path / "r" / "buffer.sqlite")
+    claims = buffer.claims()
+    buffer.close()
+    assert claims == {r["iteration"]: r["worker"] for r in records[1:]} and set(claims.values()) == {0, 1}
+    status = run_status(tmp_path / "r")
+    assert {w: s["committed"] for w, s in status["workers"].items()} == {
+        w: sum(r["worker"] == w for r in records[1:]) for w in (0, 1)}
+    assert all(s["next"] == [] and "iteration budget" in s["stop_reason"] for s in status["workers"].values())
     assert result.best_score == pytest.approx(TASK.evaluate(result.best_program).combined_score)
 
 
-def test_sigkill_mid_round_with_two_lanes_then_resume(tmp_path, models):
+def test_a_worker_goes_on_while_another_is_paused(tmp_path, models):
+    """No barrier: a worker paused before generate (a person reviewing it, or a slow endpoint) does not hold
+    the others back; it finishes its own child when resumed."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from contextevolve.graph.context import RunContext
+    from contextevolve.memory.store import close_memory, open_memory
+
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=4, workers=2, max_retries=0, repair_attempts=0)
+    graph = build_graph(InMemorySaver())
+    slow, fast = ({"configurable": {"thread_id": name}} for name in ("slow", "fast"))
+    try:
+        graph.invoke({}, slow, context=ctx, interrupt_before=["generate"])
+        assert graph.get_state(slow).values["child_id"] == "it00001"
+        graph.invoke({}, fast, context=ctx)
+        buffer = open_memory(ctx.run_dir).buffer
+        assert [r.id for r in buffer.committed()] == ["it00000", "it00002", "it00003", "it00004"]
+        assert graph.get_state(fast).values["committed"] == 3
+        graph.invoke(None, slow, context=ctx)
+        assert [r.id for r in buffer.committed()] == [f"it{n:05d}" for n in range(5)]
+        assert graph.get_state(slow).values["committed"] == 1 and buffer.require("it00001").worker == 0
+    finally:
+        close_memory(ctx.run_dir)
+
+
+def test_sigkill_mid_iteration_with_two_workers_then_resume(tmp_path, models):
     run_dir = tmp_path / "r"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.crash_runner", str(run_dir), "6", "--lanes", "2"],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.crash_runner", str(run_dir), "6", "--workers", "2"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     seen = []
     for line in proc.stdout:
         seen.append(line.strip())
-        if seen.count("generate") == 3:  # round 2 under way: one of its lanes has generated
+        if seen.count("generate") == 3:  # the second iteration of one worker has generated
             proc.send_signal(signal.SIGKILL)
             break
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    assert run_status(run_dir)["iterations"] == 2
+    assert run_status(run_dir)["iterations"] < 6
     result = evolve("model_placement", iterations=6, run_dir=run_dir, resume=True)
     status = run_status(run_dir)
     assert result.iterations == 6 and status["iterations"] == 6 and status["programs"] == 7
     assert [json.loads(line)["id"] for line in (run_dir / "programs.jsonl").read_text().splitlines()] == [
         f"it{n:05d}" for n in range(7)]
-    assert json.loads((run_dir / "run.json").read_text())["parallelism"]["lanes"] == 2
+    assert json.loads((run_dir / "run.json").read_text())["parallelism"]["workers"] == 2
 
 
 def test_hostile_children_are_failed_and_the_run_goes_on(tmp_path):
@@ -288,31 +325,34 @@ def test_a_person_can_edit_the_guidance_before_generate(tmp_path, models):
     from contextevolve.graph.context import RunContext
     from contextevolve.memory.store import close_memory, open_memory
 
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, lanes=2, eval_workers=2, max_retries=0,
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, workers=2, max_retries=0,
                      repair_attempts=0, review_guidance=True)
-    graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
+    graph = build_graph(InMemorySaver())
+    configs = [{"configurable": {"thread_id": name}} for name in ("t", "u")]
     try:
-        graph.invoke({}, config, context=ctx)
-        paused = graph.get_state(config)
-        asked = sorted(paused.interrupts, key=lambda i: i.value["lane"])
-        assert [i.value["child_id"] for i in asked] == ["it00001", "it00002"]
-        # the first round has no step, so no Navigator guidance: a person can still give the lane one
+        for config in configs:
+            graph.invoke({}, config, context=ctx)
+        asked = [graph.get_state(c).interrupts[0] for c in configs]
+        assert [graph.get_state(c).next for c in configs] == [("review",), ("review",)]
+        assert [(i.value["worker"], i.value["child_id"]) for i in asked] == [(0, "it00001"), (1, "it00002")]
+        # the first iterations have no step, so no Navigator guidance: a person can still give one
         assert all(i.value["guidance"] == "" for i in asked)
         edited = "Place the largest models first, each on the GPU with the most free memory."
-        graph.invoke(Command(resume={asked[0].id: edited, asked[1].id: None}), config, context=ctx)
+        graph.invoke(Command(resume=edited), configs[0], context=ctx)
+        graph.invoke(Command(resume=""), configs[1], context=ctx)  # (LangGraph 1.2 cannot resume with None)
         buffer = open_memory(ctx.run_dir).buffer
         assert buffer.require("it00001").guidance == edited  # replaced
         assert buffer.require("it00002").guidance == asked[1].value["guidance"]  # kept
         assert any(edited in m.content for call in models["generator"].seen for m in call)
-        # a bad resume value keeps the guidance (and warns) rather than leaving the lane stuck
+        # a bad resume value keeps the guidance (and warns) rather than leaving the worker stuck
         other = replace_ctx(ctx, tmp_path)
-        graph.invoke({}, {"configurable": {"thread_id": "u"}}, context=other)
+        graph.invoke({}, {"configurable": {"thread_id": "v"}}, context=other)
         with pytest.warns(UserWarning, match="resumed with a int, not a string"):
-            graph.invoke(Command(resume=42), {"configurable": {"thread_id": "u"}}, context=other)
-        assert graph.get_state({"configurable": {"thread_id": "u"}}).values["iteration"] == 1
-        with pytest.raises(ValueError, match="review_guidance pauses every lane"):
-            evolve("model_placement", iterations=1, run_dir=tmp_path / "v", review_guidance=True)
-        assert not (tmp_path / "v").exists()
+            graph.invoke(Command(resume=42), {"configurable": {"thread_id": "v"}}, context=other)
+        assert graph.get_state({"configurable": {"thread_id": "v"}}).values["committed"] == 1
+        with pytest.raises(ValueError, match="review_guidance pauses every worker"):
+            evolve("model_placement", iterations=1, run_dir=tmp_path / "w", review_guidance=True)
+        assert not (tmp_path / "w").exists()
     finally:
         close_memory(ctx.run_dir)
         close_memory(tmp_path / "u")
@@ -321,10 +361,10 @@ def test_a_person_can_edit_the_guidance_before_generate(tmp_path, models):
 def replace_ctx(ctx, tmp_path):
     from dataclasses import replace
 
-    return replace(ctx, run_dir=str(tmp_path / "u"), lanes=1, max_iterations=1)
+    return replace(ctx, run_dir=str(tmp_path / "u"), workers=1, max_iterations=1)
 
 
-def test_a_thread_refuses_settings_of_another_run_and_a_run_dir_refuses_a_second_thread(tmp_path, models):
+def test_a_thread_refuses_settings_of_another_run_and_a_second_thread_joins_as_a_worker(tmp_path, models):
     from langgraph.checkpoint.memory import InMemorySaver
 
     from contextevolve.graph.context import RunContext
@@ -349,32 +389,37 @@ def test_a_thread_refuses_settings_of_another_run_and_a_run_dir_refuses_a_second
         with pytest.raises(ThreadMismatchError, match="but the run settings name the eplb run"):
             graph.invoke(None, config, context=RunContext(run_dir=ctx.run_dir, task="eplb", max_retries=0))
         graph.invoke(None, config, context=ctx)
-        assert graph.get_state(config).values["iteration"] == 1
-        # a new thread on the used run directory is refused, the run untouched
-        with pytest.raises(ThreadMismatchError, match="holds the run of LangGraph thread 't'"):
-            graph.invoke({}, {"configurable": {"thread_id": "u"}}, context=ctx)
-        assert open_memory(ctx.run_dir).buffer.count() == 2
+        assert graph.get_state(config).values["committed"] == 1
+        # a new thread on the run directory is one more worker: it finds the budget claimed and stops
+        second = {"configurable": {"thread_id": "u"}}
+        graph.invoke({}, second, context=ctx)
+        assert graph.get_state(second).values["worker"] == 1
+        assert "iteration budget" in graph.get_state(second).values["stop_reason"]
+        buffer = open_memory(ctx.run_dir).buffer
+        assert buffer.count() == 2 and buffer.worker_threads() == {0: "t", 1: "u"}
+        with pytest.raises(ValueError, match="worker 0 of .* is LangGraph thread 't', not 'w'"):
+            graph.invoke({"worker": 0}, {"configurable": {"thread_id": "w"}}, context=ctx)
     finally:
         close_memory(ctx.run_dir)
 
 
-def test_new_input_on_a_thread_stopped_mid_round_starts_the_round_again(tmp_path, models):
+def test_new_input_on_a_worker_stopped_mid_iteration_makes_the_same_child(tmp_path, models):
     from langgraph.checkpoint.memory import InMemorySaver
 
     from contextevolve.graph.context import RunContext
-    from contextevolve.memory.store import close_memory
+    from contextevolve.memory.store import close_memory, open_memory
 
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, lanes=2, eval_workers=2, max_retries=0,
-                     repair_attempts=2)
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, max_retries=0, repair_attempts=2)
     graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
     try:
-        # lane 0 reports while lane 1 is still repairing; then the user submits new input instead of resuming
+        # the child is evaluated but not committed; then the user submits new input instead of resuming
         graph.invoke({}, config, context=ctx, interrupt_before=["update_buffer"])
-        paused = graph.get_state(config)
-        assert paused.values["lane_results"] and paused.values["iteration"] == 0
+        assert graph.get_state(config).values["child_id"] == "it00001"
         graph.invoke({}, config, context=ctx)
         done = graph.get_state(config)
-        assert done.next == () and done.values["iteration"] == 2 and done.values["lane_results"] == []
+        assert done.next == () and done.values["committed"] == 2
+        # the claim the worker held was taken up again: no id skipped, none made twice
+        assert [r.id for r in open_memory(ctx.run_dir).buffer.committed()] == ["it00000", "it00001", "it00002"]
     finally:
         close_memory(ctx.run_dir)
 
@@ -393,7 +438,7 @@ def test_every_child_records_its_seconds_by_phase_and_its_llm_calls(tmp_path, mo
     assert initial["seconds"]["initialize"] > 0 and [c["role"] for c in initial["llm_calls"]] == ["summarizer"]
     for child in children:
         seconds = child["seconds"]
-        assert set(LANE_PHASES) <= set(seconds) and all(seconds[p] >= 0 for p in LANE_PHASES)
+        assert set(ITERATION_PHASES) <= set(seconds) and all(seconds[p] >= 0 for p in ITERATION_PHASES)
         assert 0 <= seconds["generate.llm"] <= seconds["generate"]
         calls = child["llm_calls"]
         assert [c["phase"] for c in calls if c["role"] == "generator"] == ["generate"]
@@ -408,14 +453,16 @@ def test_every_child_records_its_seconds_by_phase_and_its_llm_calls(tmp_path, mo
     assert status["seconds"]["generate"] == pytest.approx(sum(c["seconds"]["generate"] for c in children), abs=0.01)
     assert status["llm"]["generator"]["calls"] == 2 and status["llm"]["generator"]["prompt"] == 1800
     assert status["seconds_per_iteration"] > 0
-    from contextevolve.api import thread_state
+    from contextevolve.memory.buffer import EvolveBuffer
 
-    state = thread_state(tmp_path / "r")
-    busiest = max(sum(v for k, v in c["seconds"].items() if "." not in k) for c in children)
-    assert state["elapsed_s"] >= busiest + initial["seconds"]["initialize"]
+    buffer = EvolveBuffer(tmp_path / "r" / "buffer.sqlite")
+    _, elapsed = buffer.spent()
+    buffer.close()
+    one_worker = sum(v for c in children for k, v in c["seconds"].items() if "." not in k)
+    assert elapsed == pytest.approx(one_worker + initial["seconds"]["initialize"], abs=0.01)
 
 
-def test_a_time_budget_stops_the_run_between_rounds(tmp_path, models):
+def test_a_time_budget_stops_the_run_before_the_next_claim(tmp_path, models):
     spent = evolve("model_placement", iterations=10, run_dir=tmp_path / "t", time_budget_s=0.01, max_retries=0,
                    repair_attempts=0)
     assert spent.iterations == 0 and "time budget reached" in spent.stop_reason  # the initial program took longer
@@ -425,12 +472,12 @@ def test_a_time_budget_stops_the_run_between_rounds(tmp_path, models):
 
 def _cut_before_the_last_commit_was_checkpointed(run_dir: Path) -> None:
     """Make the checkpoint store look as after a SIGKILL that landed after ``update_buffer`` had
-    committed its round to the buffer and saved its writes, but before the step's checkpoint."""
+    committed its child to the buffer and saved its writes, but before the step's checkpoint."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = sqlite3.connect(run_dir / "checkpoints.sqlite")
-    history = list(SqliteSaver(conn).list({"configurable": {"thread_id": "main"}}))
-    cut = next(t for t in history if any(w[1] == "last_round" for w in t.pending_writes or []))
+    history = list(SqliteSaver(conn).list({"configurable": {"thread_id": "worker-0"}}))
+    cut = next(t for t in history if any(w[1] == "last_child_id" for w in t.pending_writes or []))
     newest = cut.config["configurable"]["checkpoint_id"]
     conn.execute("DELETE FROM checkpoints WHERE checkpoint_id > ?", (newest,))
     conn.execute("DELETE FROM writes WHERE checkpoint_id > ?", (newest,))
@@ -438,42 +485,28 @@ def _cut_before_the_last_commit_was_checkpointed(run_dir: Path) -> None:
     conn.close()
 
 
-def _checkpointed_tokens(run_dir: Path) -> int:
-    """Total tokens in the newest checkpoint itself (pending writes not applied)."""
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from contextevolve.roles import total_tokens
-
-    conn = sqlite3.connect(run_dir / "checkpoints.sqlite")
-    newest = SqliteSaver(conn).get_tuple({"configurable": {"thread_id": "main"}})
-    conn.close()
-    return total_tokens(newest.checkpoint["channel_values"].get("total_usage"))
-
-
 @pytest.mark.parametrize("how", ["resume", "new input"])
-def test_a_kill_between_the_commit_and_its_checkpoint_loses_no_tokens(tmp_path, models, how):
-    """Found by benchmarks/soak.py: resuming on new input after such a kill dropped the saved writes of
-    update_buffer, so the round's children were in the buffer but their tokens never in the run's
-    total (the token budget undercounted) and the round never in ``last_round``."""
+def test_a_kill_between_the_commit_and_its_checkpoint_loses_nothing_and_repeats_nothing(tmp_path, models, how):
+    """Found by benchmarks/soak.py (with rounds of lanes): resuming on new input after such a kill dropped the
+    saved writes of update_buffer. Now the buffer owns what was committed: the claim of the committed child is
+    finished, so the worker claims the next one, and every token is a committed record's."""
     from contextevolve.api import thread_state
     from contextevolve.memory.buffer import EvolveBuffer
     from contextevolve.roles import total_tokens
 
     run_dir = tmp_path / "r"
     evolve("model_placement", iterations=2, run_dir=run_dir, max_retries=0)
-    buffer = EvolveBuffer(run_dir / "buffer.sqlite")
-    in_buffer = total_tokens(buffer.token_usage())
-    buffer.close()
     _cut_before_the_last_commit_was_checkpointed(run_dir)
-    assert _checkpointed_tokens(run_dir) < in_buffer  # the round is not counted yet
     if how == "resume":
         evolve("model_placement", iterations=2, run_dir=run_dir, resume=True)
     else:  # new input on the thread: initialize runs again
         evolve("model_placement", iterations=3, run_dir=run_dir, resume=True)
     state = thread_state(run_dir)
     buffer = EvolveBuffer(run_dir / "buffer.sqlite")
-    assert total_tokens(state["total_usage"]) == _checkpointed_tokens(run_dir) == total_tokens(buffer.token_usage())
-    assert [r.id for r in buffer.committed()] == [f"it{n:05d}" for n in range(3 if how == "resume" else 4)]
+    records = buffer.committed()
+    assert [r.id for r in records] == [f"it{n:05d}" for n in range(3 if how == "resume" else 4)]
+    assert sorted(buffer.claims()) == list(range(1, len(records)))
+    calls = sum(c.prompt + c.completion for r in records for c in r.llm_calls)
+    assert buffer.spent()[0] == total_tokens(buffer.token_usage()) == calls
     buffer.close()
-    if how == "resume":
-        assert [lane["child_id"] for lane in state["last_round"]] == ["it00002"]
+    assert state["next"] == () and state["committed"] == len(records) - 1

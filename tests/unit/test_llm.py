@@ -71,7 +71,7 @@ def test_the_embedded_model_samples_with_its_recommended_settings(monkeypatch):
     assert chosen.top_p == 0.95 and chosen.extra_body["top_k"] == 40
 
 
-def test_each_agent_talks_to_its_own_embedded_server_with_one_lane(monkeypatch):
+def test_each_agent_talks_to_its_own_embedded_server_with_one_worker(monkeypatch):
     from types import SimpleNamespace
 
     from contextevolve.llm import embedded
@@ -85,8 +85,8 @@ def test_each_agent_talks_to_its_own_embedded_server_with_one_lane(monkeypatch):
     urls = {role: create_chat_model(role, per_role).openai_api_base for role in ROLES}
     assert urls == {"navigator": "http://127.0.0.1:2/v1", "generator": "http://127.0.0.1:4/v1",
                     "summarizer": "http://127.0.0.1:5/v1", "sampler": "http://127.0.0.1:5/v1"}
-    # two lanes would run two servers at once on the same cores; switched off, one server serves all
-    for ctx in (RunContext(lanes=2), RunContext(embedded_server_per_role=False)):
+    # two workers would run two servers at once on the same cores; switched off, one server serves all
+    for ctx in (RunContext(workers=2), RunContext(embedded_server_per_role=False)):
         assert embedded_server_keys(ctx) == [embedded.SHARED]
         assert create_chat_model("navigator", ctx).openai_api_base == "http://127.0.0.1:5/v1"
     # an agent switched off (an ablation) needs no server
@@ -256,9 +256,9 @@ def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(m
     assert len(list(tmp_path.glob("*.log"))) == 2  # the refused start took no log file
 
 
-def test_the_server_kind_picks_llama_cpps_own_server_with_a_slot_per_lane(monkeypatch, tmp_path):
+def test_the_server_kind_picks_llama_cpps_own_server_with_a_slot_per_worker(monkeypatch, tmp_path):
     """llama.cpp's ``llama-server`` is the default where it is installed beside this Python (or named by
-    ``CONTEXTEVOLVE_LLAMA_SERVER_BIN``): one slot per lane, the context of every slot, drafts from the prompt;
+    ``CONTEXTEVOLVE_LLAMA_SERVER_BIN``): one slot per worker, the context of every slot, drafts from the prompt;
     without it (or with ``CONTEXTEVOLVE_LLAMA_SERVER=python``) it is llama-cpp-python's server, which queues."""
     from contextevolve.llm import server_flags
     from contextevolve.llm.embedded import EmbeddedModelError
@@ -318,8 +318,8 @@ def test_the_server_kind_picks_llama_cpps_own_server_with_a_slot_per_lane(monkey
         server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
 
 
-def test_a_runs_servers_get_a_slot_per_lane(monkeypatch, tmp_path):
-    """The servers a run starts (and any an agent starts later) are given the run's lanes as slots."""
+def test_a_runs_servers_get_a_slot_per_worker(monkeypatch, tmp_path):
+    """The servers a run starts (and any an agent starts later) are given the run's workers as slots."""
     from contextevolve.llm import models
 
     started = []
@@ -327,7 +327,7 @@ def test_a_runs_servers_get_a_slot_per_lane(monkeypatch, tmp_path):
         types.SimpleNamespace(base_url="http://127.0.0.1:1/v1") for _ in keys])
     for name in ("CONTEXTEVOLVE_BASE_URL", "OPENAI_BASE_URL", "CONTEXTEVOLVE_GENERATOR_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    models.create_chat_model("generator", RunContext(lanes=3))
+    models.create_chat_model("generator", RunContext(workers=3))
     models.create_chat_model("generator", RunContext())
     assert started == [(["shared"], 3), (["generator"], 1)]
 

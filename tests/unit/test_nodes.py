@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from langgraph.graph import END
 
 from contextevolve.llm.calls import estimate_tokens
 from contextevolve.memory.records import ProgramRecord, program_id
+from contextevolve.nodes.claim import after_claim, claim
 from contextevolve.nodes.compose import compose, load, render
 from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate
@@ -19,6 +21,7 @@ from contextevolve.nodes.select_parent import select_parent, stale_parents
 from contextevolve.llm.models import use_chat_models
 from contextevolve.nodes.summarize import finish_abstract, summarize
 from contextevolve.nodes.update_buffer import update_buffer
+from contextevolve.workers import commit_report
 from contextevolve.tasks.registry import get_task
 from tests.conftest import apply, run_node
 from tests.fakes import BETTER_PROGRAM, INITIAL, reply, scripted
@@ -40,8 +43,11 @@ def test_initialize_evaluates_and_abstracts_initial_program(seeded_run, models):
     assert record.combined_score == pytest.approx(21.8916, abs=1e-4)
     assert record.abstract.startswith("Greedy placement")
     assert record.tokens == {"summarizer": {"prompt": 300, "completion": 40}}
-    assert state.initial_score == state.best_score == record.combined_score
-    assert state.total_usage == record.tokens
+    assert state.initial_id == "it00000" and state.worker == 0 and state.stop_reason is None
+    assert state.run_identity  # every later node checks the run it drives
+    # the run's best and its tokens are read from the buffer (c_0's record)
+    assert memory.buffer.best(TASK.higher_is_better).id == "it00000"
+    assert memory.buffer.spent()[0] == 340
     # the initial program is abstracted without a parent
     assert "Parent abstract" not in models["summarizer"].seen[0][1].content
     assert memory.index.count() == 1
@@ -51,7 +57,7 @@ def test_initialize_is_idempotent(seeded_run, ctx, models):
     state, memory = seeded_run
     again = run_node(initialize, state, ctx)
     assert len(models["summarizer"].seen) == 1 and memory.buffer.count() == 1
-    assert again["total_usage"] == state.total_usage
+    assert apply(state, again) == state and memory.buffer.spent()[0] == 340
 
 
 @pytest.mark.parametrize("strategy", ["best", "tournament", "random"])
@@ -273,8 +279,9 @@ def test_generate_writes_pending_child(seeded, ctx, models):
     state, memory = seeded
     state = replace(state, parent_id="it00000", guidance="balance projected pressure")
     update = run_node(generate, state, ctx)
-    child = memory.buffer.require(update["child_id"])
-    assert update["child_id"] == "it00001" and update["child_status"] == "pending"
+    assert update == {"iteration_usage": {"generator": {"prompt": 900, "completion": 400}}}
+    child = memory.buffer.require(state.child_id)  # the id claim took: generate writes no ids
+    assert state.child_id == "it00001" and child.status == "pending" and child.iteration == 1
     assert child.source == BETTER_PROGRAM and child.parent_id == "it00000" and not child.committed
     assert child.guidance == "balance projected pressure"
     assert "balance projected pressure" in models["generator"].seen[-1][1].content
@@ -289,42 +296,51 @@ def test_malformed_generator_output_is_a_failed_child(seeded, ctx, models, text,
     state, memory = seeded
     models["generator"].messages = iter([reply(text, finish=finish)])
     update = run_node(generate, replace(state, parent_id="it00000"), ctx)
-    child = memory.buffer.require(update["child_id"])
-    assert update["child_status"] == "failed" and reason in child.reason
+    child = memory.buffer.require(state.child_id)
+    assert child.status == "failed" and reason in child.reason
     # and the rest of the iteration copes with it
     state = apply(replace(state, parent_id="it00000"), update)
-    assert run_node(evaluate, state, ctx)["child_status"] == "failed"
+    assert run_node(evaluate, state, ctx)["fix_pending"] is False
+    assert memory.buffer.require(child.id).status == "failed"
     calls = len(models["summarizer"].seen)
     run_node(summarize, state, ctx)
     assert memory.buffer.require(child.id).abstract.startswith("FAILED (failed): ")
     assert len(models["summarizer"].seen) == calls  # a child that never ran costs no Summarizer call
 
 
-def test_evaluate_summarize_update_buffer_commit_the_child(seeded, seeded_run, ctx, models):
+def test_evaluate_summarize_update_buffer_commit_the_child(seeded, ctx, models):
     state, memory = seeded
     state = apply(replace(state, parent_id="it00000"), run_node(generate, replace(state, parent_id="it00000"), ctx))
-    state = apply(state, run_node(evaluate, state, ctx))
+    update = run_node(evaluate, state, ctx)
+    assert update == {"fix_pending": False, "repair_due": False}
+    state = apply(state, update)
     expected = TASK.evaluate(BETTER_PROGRAM).combined_score
-    assert state.child_status == "ok" and state.child_score == pytest.approx(expected)
+    child = memory.buffer.require(state.child_id)
+    assert child.status == "ok" and child.combined_score == pytest.approx(expected)
     state = apply(state, run_node(summarize, state, ctx))
     prompt = models["summarizer"].seen[-1][1].content
     assert "Parent abstract" in prompt and "keeps from the parent" in prompt
-    run = replace(seeded_run[0], lane_results=state.lane_results)
-    assert state.lane_results == [{"lane": 0, "child_id": "it00001", "status": "ok", "score": state.child_score,
-                                   "usage": state.iteration_usage, "reason": "", "failure_kind": "", "repairs": 0,
-                                   "parent_id": "it00000", "guidance": state.guidance,
-                                   "exemplar_ids": state.context_exemplar_ids}]
-    update = run_node(update_buffer, run, ctx)
+    assert state.iteration_usage == {"generator": {"prompt": 900, "completion": 400},
+                                     "summarizer": {"prompt": 300, "completion": 40}}
+    update = run_node(update_buffer, state, ctx)
+    assert update == {"committed": 1, "last_child_id": "it00001"}
     child = memory.buffer.require("it00001")
     assert child.committed and child.abstract and memory.index.count() == 2
     assert child.tokens == {"generator": {"prompt": 900, "completion": 400},
                             "summarizer": {"prompt": 300, "completion": 40}}
-    assert update["iteration"] == 1 and update["best_id"] == "it00001"
-    assert update["total_usage"]["summarizer"] == {"prompt": 600, "completion": 80}
-    assert apply(run, update).lane_results == [] and apply(run, update).lanes == [] and update["stop_reason"] is None
-    assert update["last_round"] == state.lane_results  # readable from the thread's state
+    assert child.worker == 0 and child.seconds == state.seconds
+    # the run's best and tokens, read from the buffer, now count the child
+    assert memory.buffer.best(TASK.higher_is_better).id == "it00001"
+    assert memory.buffer.token_usage()["summarizer"] == {"prompt": 600, "completion": 80}
+    # what the progress display is told of the committed child (it was a round's lane result)
+    report = commit_report(ctx, "it00001")
+    assert {k: report[k] for k in ("child_id", "worker", "status", "score", "usage", "reason", "repairs",
+                                   "iterations", "best_score", "run_tokens")} == {
+        "child_id": "it00001", "worker": 0, "status": "ok", "score": child.combined_score,
+        "usage": state.iteration_usage, "reason": "", "repairs": 0, "iterations": 1,
+        "best_score": child.combined_score, "run_tokens": 340 + 1640}
     # idempotent replay after a crash
-    assert run_node(update_buffer, run, ctx) == update and memory.buffer.count() == 2
+    assert run_node(update_buffer, state, ctx) == update and memory.buffer.count() == 2
 
 
 def test_summary_variants(seeded, ctx, models):
@@ -370,15 +386,21 @@ def test_finish_abstract(text, parent, truncated, expected):
     assert finish_abstract(text, parent, truncated) == expected
 
 
-def test_stop_conditions(seeded, seeded_run, ctx):
+def test_stop_conditions(seeded, ctx):
+    """The stop rules hold run-wide, read from the buffer by ``claim`` once the child is committed."""
     state, memory = seeded
     state = apply(replace(state, parent_id="it00000"), run_node(generate, replace(state, parent_id="it00000"), ctx))
     state = apply(state, run_node(evaluate, state, ctx))
-    state = replace(seeded_run[0], lane_results=run_node(summarize, state, ctx)["lane_results"])
-    assert "target score" in run_node(update_buffer, state, replace(ctx, target_score=22.0))["stop_reason"]
-    assert "token budget" in run_node(update_buffer, state, replace(ctx, token_budget=500))["stop_reason"]
-    assert "iteration budget" in run_node(update_buffer, state, replace(ctx, max_iterations=1))["stop_reason"]
-    assert run_node(update_buffer, state, replace(ctx, target_score=99.0))["stop_reason"] is None
+    state = apply(state, run_node(summarize, state, ctx))
+    state = apply(state, run_node(update_buffer, state, ctx))
+    assert "target score" in run_node(claim, state, replace(ctx, target_score=22.0))["stop_reason"]
+    assert "token budget" in run_node(claim, state, replace(ctx, token_budget=500))["stop_reason"]
+    assert "iteration budget" in run_node(claim, state, replace(ctx, max_iterations=1))["stop_reason"]
+    stopped = apply(state, run_node(claim, state, replace(ctx, max_iterations=1)))
+    assert after_claim(stopped) == END and stopped.last_child_id == "it00001"  # its last child stays readable
+    going = run_node(claim, state, replace(ctx, target_score=99.0))
+    assert going["stop_reason"] is None and going["child_id"] == "it00002"
+    assert after_claim(apply(state, going)) == "select_parent"
 
 
 
@@ -426,41 +448,40 @@ def test_lower_is_better_task_orients_rollout_prompts_and_failures():
     assert sak.better(0.1, rejected.combined_score) and not sak.better(rejected.combined_score, 0.1)
 
 
-def test_a_lane_sent_by_an_older_version_is_read_without_its_removed_fields():
-    from contextevolve.graph.state import LaneState, lane_from
+def test_a_worker_spends_an_even_share_of_the_token_budget_left_at_its_claim(ctx):
+    from contextevolve.graph.state import WorkerState
+    from contextevolve.nodes.stopping import worker_budget_spent
 
-    lane = lane_from({"iteration": 3, "parent_id": "it00002", "parent_score": 21.9, "guidance": "g"})
-    assert lane == LaneState(iteration=3, parent_id="it00002", guidance="g")
-    with pytest.raises(TypeError):
-        LaneState(parent_score=21.9)
-
-
-def test_a_lane_spends_an_even_share_of_the_token_budget_left_at_dispatch(ctx):
-    from contextevolve.graph.state import LaneState
-    from contextevolve.nodes.stopping import lane_budget_spent
-
-    lane = LaneState(iteration=5, lane=1, run_tokens=1000, iteration_usage={"generator": {"prompt": 300, "completion": 100}})
-    two = replace(ctx, token_budget=2000, lanes=2, max_iterations=10)
-    assert not lane_budget_spent(two, lane)  # 400 of its 500
-    assert lane_budget_spent(two, lane, {"repair": {"prompt": 90, "completion": 10}})  # 500 of 500
-    assert not lane_budget_spent(replace(two, lanes=1), lane, {"repair": {"prompt": 90, "completion": 10}})
-    # the round's last iteration gets one lane, and the whole rest
-    assert not lane_budget_spent(replace(two, max_iterations=5), replace(lane, iteration=4, lane=0),
-                                 {"repair": {"prompt": 500, "completion": 0}})
-    assert not lane_budget_spent(replace(two, token_budget=None), lane, {"repair": {"prompt": 10**6, "completion": 0}})
-    # a round dispatched with two lanes keeps splitting over two when a resumed run now names one
-    dispatched = replace(lane, round_lanes=2)
-    assert lane_budget_spent(replace(two, lanes=1), dispatched, {"repair": {"prompt": 90, "completion": 10}})
+    state = WorkerState(worker=1, iteration=5, run_tokens=1000, workers=2,
+                        iteration_usage={"generator": {"prompt": 300, "completion": 100}})
+    two = replace(ctx, token_budget=2000, workers=2, max_iterations=10)
+    assert not worker_budget_spent(two, state)  # 400 of its 500
+    assert worker_budget_spent(two, state, {"repair": {"prompt": 90, "completion": 10}})  # 500 of 500
+    alone = replace(state, workers=1)  # claimed as the run's only worker: the whole rest is its share
+    assert not worker_budget_spent(replace(two, workers=1), alone, {"repair": {"prompt": 90, "completion": 10}})
+    assert not worker_budget_spent(replace(two, token_budget=None), state,
+                                   {"repair": {"prompt": 10**6, "completion": 0}})
+    # claimed with two workers, it keeps splitting over two when a resumed run now names one
+    assert worker_budget_spent(replace(two, workers=1), state, {"repair": {"prompt": 90, "completion": 10}})
 
 
-def test_every_lane_of_a_round_is_sent_with_the_round_size_and_the_tokens_spent():
-    from contextevolve.graph.builder import dispatch
-    from contextevolve.graph.state import EvolveState, lane_from
-
-    sends = dispatch(EvolveState(iteration=4, round_size=2, total_usage={"generator": {"prompt": 70, "completion": 30}}))
-    lanes = [lane_from(send.arg) for send in sends]
-    assert [(lane.iteration, lane.lane, lane.round_lanes, lane.run_tokens) for lane in lanes] == [
-        (4, 0, 2, 100), (5, 1, 2, 100)]
+def test_claim_takes_the_next_child_with_the_workers_and_tokens_spent_and_starts_a_fresh_iteration(
+        seeded_run, ctx):
+    state, memory = seeded_run
+    two = replace(ctx, workers=2)
+    spent = {"guidance": "old idea", "parent_id": "it00000", "exemplar_ids": ["it00000"], "repair_step": 2,
+             "repair_due": True, "iteration_usage": {"generator": {"prompt": 70, "completion": 30}},
+             "seconds": {"generate": 3.0}, "llm_calls": [{"role": "generator"}]}
+    first = apply(replace(state, **spent), run_node(claim, replace(state, **spent), two))
+    assert (first.iteration, first.child_id, first.workers, first.run_tokens) == (0, "it00001", 2, 340)
+    assert (first.guidance, first.parent_id, first.exemplar_ids, first.repair_step, first.repair_due) == (
+        "", None, [], 0, False)
+    assert first.iteration_usage == {} and first.seconds == {} and first.llm_calls == []  # reducers bypassed
+    other = run_node(claim, replace(state, worker=1), two)
+    assert other["child_id"] == "it00002" and other["iteration"] == 1  # no two workers get the same child
+    # a worker whose claimed child is not committed (killed mid-iteration) gets the same child back
+    assert run_node(claim, state, two)["child_id"] == "it00001"
+    assert memory.buffer.claims() == {1: 0, 2: 1}
 
 
 def test_the_first_ask_is_hotter_only_when_the_navigator_gave_no_guidance(seeded, ctx, monkeypatch):

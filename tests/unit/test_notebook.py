@@ -13,11 +13,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_notebook_walks_state_history_and_plots(tmp_path, models, monkeypatch):
-    evolve("model_placement", iterations=3, run_dir=tmp_path / "run", max_retries=0)
+    """Two workers: the notebook walks both threads' histories and finds every committed child once."""
+    evolve("model_placement", iterations=3, run_dir=tmp_path / "run", max_retries=0, workers=2)
     monkeypatch.setenv("CONTEXTEVOLVE_RUN_DIR", str(tmp_path / "run"))
     nb = nbformat.read(ROOT / "notebooks" / "inspect_run.ipynb", as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
     history_out = "".join(o.get("text", "") for o in nb.cells[3].outputs)
-    assert "'iteration': 3" in history_out and "'iteration': 1" in history_out
+    assert "worker 0 (thread worker-0)" in history_out and "worker 1 (thread worker-1)" in history_out
+    assert all(history_out.count(f"'iteration': {n},") == 1 for n in (1, 2, 3)), history_out
+    assert "'committed': 3," in history_out and "'committed': 4," not in history_out
     assert (tmp_path / "run" / "curves.png").stat().st_size > 10_000

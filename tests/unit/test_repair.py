@@ -310,20 +310,28 @@ def test_navigator_guidance_cut_at_the_cap_ends_on_a_sentence(tmp_path):
 
 
 def test_progress_names_the_phase_and_each_failure(tmp_path):
-    phases = []
+    phases, commits = [], []
     models = default_models()
     models["generator"] = scripted(reply("I cannot help with that.", 900, 10))
     with use_chat_models(**models):
         evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0, repair_attempts=1,
-               on_phase=lambda node, child: phases.append((node, child)))
-    lane = [p for p in phases if p[1]]
-    assert [n for n, _ in lane] == ["select_parent", "navigate", "sample", "compose", "generate", "evaluate",
-                                    "repair", "summarize"]
-    assert {c for _, c in lane} == {"it00001"} and ("initialize", None) in phases
-    line = child_line({"child_id": "it00001", "lane": 0, "status": "failed", "score": 0.0, "repairs": 1,
+               on_phase=lambda node, child: phases.append((node, child)), on_commit=commits.append)
+    child = [p for p in phases if p[1]]
+    assert [n for n, _ in child] == ["select_parent", "navigate", "sample", "compose", "review", "generate",
+                                     "evaluate", "repair", "summarize", "update_buffer"]
+    assert {c for _, c in child} == {"it00001"} and ("initialize", None) in phases and ("claim", None) in phases
+    # c_0's report, then the child's, read from its record
+    assert [c["child_id"] for c in commits] == ["it00000", "it00001"]
+    report = commits[1]
+    assert (report["worker"], report["status"], report["repairs"]) == (0, "failed", 1)
+    assert "no code block" in report["reason"] and report["iterations"] == 1
+    assert "no code block" in child_line(report) and "repaired 1x" in child_line(report)
+    line = child_line({"child_id": "it00001", "worker": 0, "status": "failed", "score": 0.0, "repairs": 1,
                        "reason": "malformed generator output: the reply contains no code block",
-                       "usage": {"generator": {"prompt": 900, "completion": 10}}}, None)
+                       "usage": {"generator": {"prompt": 900, "completion": 10}}})
     assert "no code block" in line and "repaired 1x" in line and "tokens 910" in line
+    assert "worker" not in line  # named only when the run has several workers
+    assert "(worker 1)" in child_line({**report, "worker": 1}, workers=2)
 
 
 def test_a_replayed_repair_does_not_ask_or_record_twice(seeded, ctx):
@@ -367,7 +375,8 @@ def test_a_replayed_evaluation_neither_runs_nor_counts_twice(seeded, ctx, monkey
         first = run_node(evaluate_node.evaluate, state, ctx)
         recorded = memory.buffer.require("it00001")
         again = run_node(evaluate_node.evaluate, state, ctx)  # as after a crash before the checkpoint
-    assert again == first and first["child_status"] == "ok" and len(checked) == 1
+    assert again == first and first == {"fix_pending": False, "repair_due": False} and len(checked) == 1
+    assert memory.buffer.require("it00001").status == "ok"
     after = memory.buffer.require("it00001")
     assert after.eval_seconds == recorded.eval_seconds > 0 and after.prechecks_failed == 0
 
@@ -458,12 +467,12 @@ def test_at_most_three_imports_are_added_and_the_model_repair_after_them_is_not_
     assert len(asked) == 1 and asked[0].temperature == RunContext().llm.temperature_for("generator")
 
 
-#: tokens the scripted Summarizer spends on the initial program before the first round (tests/fakes.py)
+#: tokens the scripted Summarizer spends on the initial program before the first child is claimed (tests/fakes.py)
 INITIAL_TOKENS = 340
 
 
-def test_a_spent_token_budget_stops_a_lane_asking_for_repairs(tmp_path):
-    """With a token budget, a lane's last child is not repaired once the lane has spent what the budget had
+def test_a_spent_token_budget_stops_a_worker_asking_for_repairs(tmp_path):
+    """With a token budget, a worker's child is not repaired once the worker has spent what the budget had
     left, as ``compare`` stops a peer once its requests reach the budget (a run used to go on repairing,
     up to ~8,000 tokens past it)."""
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
@@ -490,7 +499,7 @@ def test_a_spent_token_budget_still_adds_a_missing_import_and_skips_a_twins_seco
 
 
 def test_a_restart_that_spends_the_budget_and_copies_the_parent_gets_no_second_ask(tmp_path):
-    # the lane's share is 2,500 tokens: Navigator 430 + first ask 1,300 leave room for the restart (1,500),
+    # the worker's share is 2,500 tokens: Navigator 430 + first ask 1,300 leave room for the restart (1,500),
     # which spends it, so the restart's second ask is not asked
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(INITIAL), 1100, 400),
                          reply(fenced(BETTER_PROGRAM), 700, 300), cycle=False)

@@ -41,11 +41,12 @@ def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(m
     assert off["prompt_cache"] is False and on["prompt_cache"] is True
     assert off["embedded_servers"] == [embedded.SHARED, "navigator", "generator"]
     assert serving.describe(RunContext(embedded_server_per_role=False))["embedded_servers"] == ["shared"]
-    assert (off["server_kind"], off["lanes"], off["speculative"]) == ("python", 1, "none")  # it never drafts
+    assert (off["server_kind"], off["workers"], off["speculative"]) == ("python", 1, "none")  # it never drafts
+    assert "lanes" not in off
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
-    lanes = serving.describe(RunContext(lanes=4))
-    assert (lanes["server_kind"], lanes["lanes"], lanes["embedded_servers"]) == ("native", 4, ["shared"])
-    assert lanes["speculative"] == "ngram-simple"
+    workers = serving.describe(RunContext(workers=4))
+    assert (workers["server_kind"], workers["workers"], workers["embedded_servers"]) == ("native", 4, ["shared"])
+    assert workers["speculative"] == "ngram-simple"
     monkeypatch.setenv("CONTEXTEVOLVE_SPECULATIVE", "none")
     assert serving.describe(RunContext())["speculative"] == "none"
     monkeypatch.delenv("CONTEXTEVOLVE_LLAMA_SERVER")
@@ -107,13 +108,17 @@ def test_a_malformed_server_variable_stops_a_run_before_it_writes_anything(monke
 
 def test_the_line_names_the_server_its_drafts_and_its_layout():
     native = {"server_kind": "native", "speculative": "ngram-simple", "prompt_cache": False, "logits_all": False,
-              "llama_cpp_build": "CPU : AVX2 = 1", "lanes": 1, "embedded_servers": ["shared", "navigator", "generator"]}
+              "llama_cpp_build": "CPU : AVX2 = 1", "workers": 1, "embedded_servers": ["shared", "navigator", "generator"]}
     assert serving.text(native) == ("embedded model, llama.cpp AVX2 build, llama.cpp's own server, drafts "
                                     "ngram-simple, servers shared, navigator, generator")
-    python = {**native, "server_kind": "python", "speculative": "none", "logits_all": True, "lanes": 2,
+    python = {**native, "server_kind": "python", "speculative": "none", "logits_all": True, "workers": 2,
               "embedded_servers": ["shared"]}
-    assert serving.text(python) == ("embedded model, llama.cpp AVX2 build, llama-cpp-python's server, 2 lanes, "
+    assert serving.text(python) == ("embedded model, llama.cpp AVX2 build, llama-cpp-python's server, 2 workers, "
                                      "one server, every token's logits")
+    # a record written before workers counted its lanes: read as workers
+    older = {k: v for k, v in python.items() if k != "workers"}
+    assert serving.text({**older, "lanes": 2}) == serving.text(python)
+    assert serving.text({**older, "lanes": 1}) == serving.text({**python, "workers": 1})
     assert serving.text({"endpoint": "http://gpu-box:8000/v1"}) == "http://gpu-box:8000/v1"
 
 
