@@ -6,7 +6,10 @@ SQLite writes, the Chroma upsert (with its embedding), and LangGraph checkpointi
 LLM calls are replaced by instant scripted replies and the evaluator by a constant, so
 what remains is measured. Prints the median seconds per iteration and per node.
 
-Usage: python benchmarks/overhead.py [--sizes 10 100 1000] [--iterations 7]
+Also prints the bytes of LangGraph checkpoints (and pending writes) stored per iteration; with
+``--checkpoint-iterations 100 1000`` it runs that many iterations to show they stay flat as a run grows.
+
+Usage: python benchmarks/overhead.py [--sizes 10 100 1000] [--iterations 7] [--checkpoint-iterations 100 1000]
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
 
-from contextevolve.graph.builder import build_graph  # noqa: E402
+from contextevolve.graph.builder import RECURSION_LIMIT, build_graph  # noqa: E402
 from contextevolve.graph.context import RunContext  # noqa: E402
 from contextevolve.llm.models import use_chat_models  # noqa: E402
 from contextevolve.memory.records import ProgramRecord, program_id  # noqa: E402
@@ -42,21 +45,25 @@ IDEAS = ["greedy by req_rate/slo", "sort by model size", "binary search on a KVP
 
 def populate(run_dir: Path, n: int, source: str) -> None:
     """Commit ``n`` programs (c_0 and ``n - 1`` children), each child's iteration claimed first as a run's
-    worker claims it, so that the run's next claim is iteration ``n``."""
+    worker claims it, so that the run's next claim is iteration ``n``; the abstracts are indexed in batches."""
     memory = open_memory(run_dir)
     rng = random.Random(n)
+    records = []
     for i in range(n):
         if i:
             assert memory.buffer.claim(0, 1, n - 1) == i
         ok = i == 0 or rng.random() < 0.7
         score = 21.9 + rng.random() * 2 if ok else 0.0
-        memory.commit(ProgramRecord(
+        record = ProgramRecord(
             id=program_id(i), iteration=i, parent_id=None if i == 0 else program_id(rng.randrange(i)),
             source=source + f"\n# variant {i}\n", status="ok" if ok else rng.choice(["invalid", "failed"]),
             abstract=f"{rng.choice(IDEAS)} combined with {rng.choice(IDEAS)}; keeps {rng.choice(IDEAS)} "
                      f"from its parent (variant {i}).",
             metrics={"max_kvpr": score - 1 if ok else 0.0, "success_rate": 1.0 if ok else 0.0},
-            combined_score=score))
+            combined_score=score, committed=True)
+        memory.buffer.put(record)
+        records.append(record)
+    memory.index.add_many(records)
 
 
 def instant_models(source: str) -> dict:
@@ -75,7 +82,16 @@ def instant_models(source: str) -> dict:
             "sampler": fixed('{"exemplars": [1, 3]}'), "generator": Gen(messages=iter([]))}
 
 
-def measure(n: int, iterations: int) -> tuple[float, dict[str, float]]:
+def checkpoint_bytes(conn: sqlite3.Connection) -> int:
+    """Bytes of every checkpoint, its metadata and every pending write LangGraph's SqliteSaver stored."""
+    stored = conn.execute("SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) FROM checkpoints")
+    writes = conn.execute("SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes")
+    return stored.fetchone()[0] + writes.fetchone()[0]
+
+
+def measure(n: int, iterations: int) -> tuple[float, dict[str, float], float]:
+    """Median seconds per iteration and per node over ``iterations`` iterations on a buffer of ``n`` programs,
+    and the checkpoint bytes the run stored per iteration."""
     task = get_task("model_placement")
     source = task.initial_program
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +104,7 @@ def measure(n: int, iterations: int) -> tuple[float, dict[str, float]]:
         try:
             graph = build_graph(SqliteSaver(conn))
             ctx = RunContext(run_dir=str(run_dir), max_iterations=n - 1 + iterations, max_retries=0)
-            config = {"configurable": {"thread_id": "bench"}, "recursion_limit": 20 * (iterations + 2)}
+            config = {"configurable": {"thread_id": "bench"}, "recursion_limit": RECURSION_LIMIT}
             per_iteration, per_node = [], {}
             with use_chat_models(**instant_models(source)):
                 last = start = time.perf_counter()
@@ -102,24 +118,31 @@ def measure(n: int, iterations: int) -> tuple[float, dict[str, float]]:
                         elif node == "initialize":
                             start = now
                     last = now
+            stored = checkpoint_bytes(conn) / iterations
         finally:
             conn.close()
             type(task).evaluate = original
             close_memory(run_dir)
     per_iteration = per_iteration[1:] or per_iteration  # first iteration warms caches
-    return statistics.median(per_iteration), {k: statistics.median(v) for k, v in per_node.items()}
+    return statistics.median(per_iteration), {k: statistics.median(v) for k, v in per_node.items()}, stored
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--iterations", type=int, default=7)
+    parser.add_argument("--checkpoint-iterations", type=int, nargs="*", default=[],
+                        help="also run this many iterations from 10 programs and print checkpoint bytes per iteration")
     args = parser.parse_args()
-    print(f"{'programs':>9} {'s/iteration':>12}  per node (median ms)")
+    print(f"{'programs':>9} {'s/iteration':>12} {'ckpt B/it':>10}  per node (median ms)")
     for n in args.sizes:
-        total, nodes = measure(n, args.iterations)
+        total, nodes, stored = measure(n, args.iterations)
         detail = ", ".join(f"{k} {v * 1000:.1f}" for k, v in nodes.items() if k != "initialize")
-        print(f"{n:>9} {total:>12.3f}  {detail}", flush=True)
+        print(f"{n:>9} {total:>12.3f} {stored:>10.0f}  {detail}", flush=True)
+    for iterations in args.checkpoint_iterations:
+        total, _, stored = measure(10, iterations)
+        print(f"{iterations} iterations from 10 programs: {stored:.0f} checkpoint bytes per iteration "
+              f"(median {total:.3f} s per iteration)", flush=True)
 
 
 if __name__ == "__main__":

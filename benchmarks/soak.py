@@ -182,7 +182,8 @@ def run_command(args: argparse.Namespace, run_dir: Path, url: str) -> list[str]:
     return [sys.executable, "-m", "contextevolve.cli", "run", "--task", TASK, "--iterations", str(args.iterations),
             "--run-dir", str(run_dir), "--base-url", url, "--model", "ctx", "--role-model", "generator=gen",
             "--max-retries", "2", "--retry-wait", "0.05", "--request-timeout", str(REQUEST_TIMEOUT_S),
-            "--seed", str(args.seed), "--workers", str(args.workers), "--executor", args.executor, "--eval-timeout", "10", "--no-report"]
+            "--seed", str(args.seed), "--workers", str(args.workers), "--executor", args.executor,
+            "--eval-timeout", "10", "--no-report"]
 
 
 def soak(args: argparse.Namespace) -> dict:
@@ -275,7 +276,8 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
                  and set(claims.values()) <= set(range(args.workers))))
 
     # every worker's thread, over its whole checkpoint history: the children it committed are those of its
-    # checkpoints written right after update_buffer (the child just committed is still the one in progress)
+    # checkpoints whose last committed child is the child in progress (written by update_buffer; they stay
+    # equal until the worker's next claim, and after a stop, so a child is seen in several: counted once)
     threads = buffer.worker_threads()
     conn = sqlite3.connect(f"file:{run_dir / 'checkpoints.sqlite'}?mode=ro", uri=True, check_same_thread=False)
     graph = build_graph(SqliteSaver(conn))
@@ -310,7 +312,8 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
                         n != sum(r.worker == w for r in kids))
     ended = sorted(w for w, (pending, reason, _) in finals.items() if not pending and reason)
     rows.append(("children not in the history of the worker their record names / workers whose commit count "
-                 "differs / workers ended", f"{len(astray)} {astray[:3]} / {miscounted} / {len(ended)} of {len(finals)}",
+                 "differs / workers ended",
+                 f"{len(astray)} {astray[:3]} / {miscounted} / {len(ended)} of {len(finals)}",
                  not astray and not miscounted and len(ended) == len(finals)))
 
     chroma = AbstractIndex(run_dir / "chroma").ids()
@@ -326,7 +329,8 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     disagree = sorted(r.id for r in kids if any(u != r.tokens for u in state_usage.get(r.id, [None])))
     lost = served - in_buffer
     rows.append(("tokens in the buffer / in the workers' commit checkpoints (+ initial) / served by the endpoint",
-                 f"{in_buffer:,} / {state_tokens:,} / {served:,}" + (f"; differ for {disagree[:3]}" if disagree else ""),
+                 f"{in_buffer:,} / {state_tokens:,} / {served:,}"
+                 + (f"; differ for {disagree[:3]}" if disagree else ""),
                  in_buffer == state_tokens and not disagree))
     rows.append(("served but not in the buffer / served while some worker's iteration was uncommitted at a kill",
                  f"{lost:,} / {ran['at_risk']:,}", 0 <= lost <= ran["at_risk"]))

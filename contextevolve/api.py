@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from contextevolve.evaluation.executors import executor_for
-from contextevolve.graph.context import DEFAULT_TASK, RunContext, UnknownSettingError, check_setting_names
+from contextevolve.graph.context import (DEFAULT_TASK, RunContext, UnknownSettingError, check_setting_names,
+                                         upgraded)
 from contextevolve.llm import serving
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
@@ -34,10 +35,9 @@ from contextevolve.tasks.problem.source import PREFIX as PROBLEM_PREFIX
 from contextevolve.tasks.problem.source import ProblemSource, staged_task
 from contextevolve.tasks.registry import get_task
 from contextevolve.timing import add_seconds, llm_by_role, wall
-from contextevolve.workers import Workers
+from contextevolve.workers import CHECKPOINT_FILE, Workers, checkpointed_states, worker_phases
 
 SETTINGS_FILE = "run.json"
-CHECKPOINT_FILE = "checkpoints.sqlite"
 
 
 class RunDirError(ValueError):
@@ -103,7 +103,7 @@ def prepare_context(run_dir: str | Path, *, resume: bool, **settings: Any) -> Ru
             raise RunDirError(f"{root} holds a {saved.get('task')!r} run; cannot resume it as {settings['task']!r} "
                               "(leave out --task to resume it)")
         try:
-            check_setting_names(saved)
+            check_setting_names(upgraded(saved))
         except UnknownSettingError as exc:
             raise RunDirError(f"{saved_path}: {exc}") from None
         ctx = RunContext.from_json(saved, **settings)
@@ -137,7 +137,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     :mod:`contextevolve.timing`), ``llm`` (per usage role: ``calls``, ``seconds``, ``prompt``,
     ``completion``), ``seconds_per_iteration`` (median over the children), ``served_by`` (what answered
     the LLM calls at each start or resume, oldest first: :func:`contextevolve.llm.serving.recorded`),
-    ``workers`` (each worker's phase: :func:`_worker_phases`).
+    ``workers`` (each worker's phase: :func:`contextevolve.workers.worker_phases`).
 
     Raises:
         RunDirError: ``run_dir`` holds no run.
@@ -181,56 +181,20 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "llm": llm_by_role(c for r in records for c in r.llm_calls),
         "seconds_per_iteration": round(statistics.median(children), 1) if children else None,
         "served_by": serving.recorded(root),
-        "workers": _worker_phases(root),
+        "workers": worker_phases(root),
     }
 
 
-def _worker_phases(root: Path) -> dict[int, dict[str, Any]]:
-    """Per worker: ``next`` (the node it waits to run; empty once it stopped), ``child_id`` (the child in
-    progress), ``committed`` (children it committed) and ``stop_reason``; ``{}`` without checkpoints."""
-    try:
-        states = worker_states(root)
-    except RunDirError:
-        return {}
-    return {w: {"next": list(s.get("next") or ()), "child_id": s.get("child_id") if s.get("next") else None,
-                "committed": s.get("committed", 0), "stop_reason": s.get("stop_reason")}
-            for w, s in states.items()}
-
-
-
 def worker_states(run_dir: str | Path) -> dict[int, dict[str, Any]]:
-    """The latest checkpointed state of each worker's thread: worker index -> ``WorkerState`` fields as a
-    dict plus ``next``, the nodes it waits to run (``()`` when its thread ended). Read-only; loads no models.
-    The child a worker is making is ``child_id``; what became of the children it committed is in the
-    Evolve Buffer (``last_child_id``).
+    """The latest checkpointed state of each worker's thread (:func:`contextevolve.workers.checkpointed_states`).
 
     Raises:
         RunDirError: ``run_dir`` has no checkpoints.
     """
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    from contextevolve.graph.builder import build_graph
-
-    path = Path(run_dir) / CHECKPOINT_FILE
-    if not path.is_file():
-        raise RunDirError(f"{run_dir} has no checkpoints ({CHECKPOINT_FILE})")
-    threads = {}
-    if (Path(run_dir) / BUFFER_FILE).is_file():
-        buffer = EvolveBuffer(Path(run_dir) / BUFFER_FILE)
-        try:
-            threads = buffer.worker_threads()
-        finally:
-            buffer.close()
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
     try:
-        graph = build_graph(SqliteSaver(conn))
-        states = {}
-        for worker, thread in sorted(threads.items()):
-            snapshot = graph.get_state({"configurable": {"thread_id": thread}})
-            states[worker] = {**snapshot.values, "next": tuple(snapshot.next)}
-        return states
-    finally:
-        conn.close()
+        return checkpointed_states(Path(run_dir))
+    except FileNotFoundError:
+        raise RunDirError(f"{run_dir} has no checkpoints ({CHECKPOINT_FILE})") from None
 
 
 def thread_state(run_dir: str | Path, worker: int = 0) -> dict[str, Any]:
@@ -241,7 +205,9 @@ def thread_state(run_dir: str | Path, worker: int = 0) -> dict[str, Any]:
     """
     states = worker_states(run_dir)
     if worker not in states:
-        raise RunDirError(f"{run_dir} has no worker {worker} (workers: {sorted(states) or 'none'})")
+        older = " (a run from before workers keeps one thread, 'main': resume it once to go on with workers)" \
+            if not states else ""
+        raise RunDirError(f"{run_dir} has no worker {worker} (workers: {sorted(states) or 'none'}){older}")
     return states[worker]
 
 
@@ -317,6 +283,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
 
     from contextevolve.graph.builder import build_graph
     from contextevolve.llm import embedded, models
+    from contextevolve.nodes import behind
 
     source = _problem(problem, dict(program=program, evaluator=evaluator, config=config, description=description,
                                     minimize=minimize), settings)
@@ -354,7 +321,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     finals: list[dict] = []
     try:
         if own_server:  # start them all before the first node, side by side
-            embedded.start_shared_servers(models.embedded_server_keys(ctx), ctx.parallelism.workers)
+            embedded.start_shared_servers(models.embedded_server_keys(ctx), ctx.llm_slots)
         graph = build_graph(SqliteSaver(conn))
         run = Workers(graph, ctx, root, on_update=on_update, on_phase=on_phase, on_commit=on_commit)
         finals = run.drive(resume)
@@ -363,6 +330,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         close_memory(root)
         raise
     finally:
+        behind.drain(root)  # (a worker that failed may leave a child being summarized)
         conn.close()
         if own_server:
             embedded.stop_shared_server()

@@ -8,6 +8,7 @@ starts is handed to the caller's callbacks one at a time (they are called under 
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,10 @@ from contextevolve.memory.records import program_id
 from contextevolve.memory.store import open_memory
 from contextevolve.roles import total_tokens
 from contextevolve.timing import wall
+
+CHECKPOINT_FILE = "checkpoints.sqlite"
+"""The run directory's LangGraph checkpoints: one thread per worker (:func:`worker_thread`)."""
+
 
 class StaleCheckpointError(ValueError):
     """A worker's thread waits at a node this version's graph does not have."""
@@ -149,3 +154,61 @@ class Workers:
         elif node == "initialize" and not self.seeded:
             self.seeded = True
             on_commit(commit_report(self.ctx, program_id(0)))
+
+
+def _worker_threads(path: Path) -> dict[int, str]:
+    """Worker index -> LangGraph thread of the buffer at ``path``, read without writing (an older buffer is
+    not migrated by looking at it); ``{}`` when there is none, or it is from before workers (format 1)."""
+    if not path.is_file():
+        return {}
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return dict(db.execute("SELECT worker, thread_id FROM workers").fetchall())
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return {}
+
+
+def checkpointed_states(root: Path) -> dict[int, dict[str, Any]]:
+    """The latest checkpointed state of each worker's thread of the run in ``root``: worker index ->
+    ``WorkerState`` fields as a dict plus ``next``, the nodes it waits to run (``()`` once its thread ended).
+    Read-only; loads no models. The child a worker is making is ``child_id``; what became of the children it
+    committed is in the Evolve Buffer (``last_child_id``).
+
+    Raises:
+        FileNotFoundError: ``root`` has no checkpoints.
+    """
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    from contextevolve.graph.builder import build_graph
+    from contextevolve.memory.store import BUFFER_FILE
+
+    path = root / CHECKPOINT_FILE
+    if not path.is_file():
+        raise FileNotFoundError(path)
+    threads = _worker_threads(root / BUFFER_FILE)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        graph = build_graph(SqliteSaver(conn))
+        states = {}
+        for worker, thread in sorted(threads.items()):
+            snapshot = graph.get_state({"configurable": {"thread_id": thread}})
+            states[worker] = {**snapshot.values, "next": tuple(snapshot.next)}
+        return states
+    finally:
+        conn.close()
+
+
+def worker_phases(root: Path) -> dict[int, dict[str, Any]]:
+    """Per worker of the run in ``root``: ``next`` (the node it waits to run; empty once it stopped),
+    ``child_id`` (the child in progress), ``committed`` (children it committed) and ``stop_reason``; ``{}``
+    without checkpoints."""
+    try:
+        states = checkpointed_states(root)
+    except FileNotFoundError:
+        return {}
+    return {w: {"next": list(s.get("next") or ()), "child_id": s.get("child_id") if s.get("next") else None,
+                "committed": s.get("committed", 0), "stop_reason": s.get("stop_reason")}
+            for w, s in states.items()}

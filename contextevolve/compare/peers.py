@@ -61,6 +61,9 @@ class PeerSpec(BaseModel):
     """Completion-token cap of every request."""
     timeout_s: float = 600.0
     """Limit for one LLM request, seconds."""
+    workers: int = 1
+    """OpenEvolve's worker processes (its ``evaluator.parallel_evaluations``: each runs whole iterations,
+    the LLM request included)."""
     options: dict = {}
     """Entries merged into the system's own configuration (OpenEvolve's ``Config`` dict), e.g.
     ``{"diff_based_evolution": False}`` for the ``openevolve-full`` variant."""
@@ -141,7 +144,7 @@ def run_openevolve(spec: PeerSpec) -> None:
         "prompt": {"system_message": system_message(task)},
         "database": {"random_seed": spec.seed, "in_memory": True},
         "evaluator": {"timeout": int(task.timeout_s * 2 + 30), "cascade_evaluation": False,
-                      "parallel_evaluations": 1, "max_retries": 0},
+                      "parallel_evaluations": spec.workers, "max_retries": 0},
     })
     controller = OpenEvolve(initial_program_path=str(program), evaluation_file=str(evaluator), config=config,
                             output_dir=str(out))

@@ -4,7 +4,7 @@ Both run :meth:`Task.evaluate` (sandboxed child + trusted grader) for a task *na
 source string and return the :class:`~contextevolve.tasks.base.Evaluation` — plain data,
 so nothing of the candidate's crosses into the caller. At most ``workers`` evaluations run
 at once per executor; callers block in :meth:`Executor.evaluate` (the graph's parallel
-lanes each call it from their own thread) or submit many with :meth:`Executor.map`.
+workers each call it from their own thread) or submit many with :meth:`Executor.map`.
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ def _cached(kind: ExecutorKind, workers: int, address: str | None) -> Executor:
 
 
 def executor_for(kind: ExecutorKind = "local", workers: int = 1, address: str | None = None) -> Executor:
-    """The process-wide executor for these settings (created on first use, then shared by all lanes).
+    """The process-wide executor for these settings (created on first use, then shared by all workers).
 
     Raises:
         ValueError: unknown ``kind`` or ``workers`` < 1.

@@ -113,6 +113,20 @@ def flat_settings(data: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
+def upgraded(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Saved settings of an older run.json in today's names: runs before workers (buffer format 1) saved
+    ``lanes`` (L lanes per round), which becomes ``workers`` (L workers), flat or in ``parallelism``."""
+    data = dict(data)
+    if "lanes" in data:
+        data.setdefault("workers", data.pop("lanes"))
+    group = data.get("parallelism")
+    if isinstance(group, Mapping) and "lanes" in group:
+        group = dict(group)
+        group.setdefault("workers", group.pop("lanes"))
+        data["parallelism"] = group
+    return data
+
+
 def _group(name: str, value: Any, updates: dict[str, Any]) -> Any:
     """The ``name`` group from ``value`` (None, an instance, or a dict of its fields) with ``updates``.
 
@@ -164,7 +178,7 @@ class RunContext:
     worker that has spent its share of what was left asks for no second ask after a twin and no model repair
     (:func:`~contextevolve.nodes.stopping.worker_budget_spent`)."""
     time_budget_s: float | None = None
-    """Stop once the run's elapsed wall seconds (:func:`~contextevolve.nodes.stopping.elapsed_s`: the initial
+    """Stop once the run's elapsed wall seconds (:meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`: the initial
     program's evaluation plus the busiest worker's iterations, not the time the run was stopped) reach this.
     Checked when a worker claims its next iteration, so iterations in flight finish."""
 
@@ -234,7 +248,7 @@ class RunContext:
                 w < 0 for w in search.category_weights.values()):
             problems.append("category_weights takes non-negative weights for improvement, mixed, decline")
         where = self.parallelism
-        if where.workers < 1 or (where.eval_workers or 1) < 1 or (where.llm_concurrency or 1) < 1:
+        if where.workers < 1 or any(n is not None and n < 1 for n in (where.eval_workers, where.llm_concurrency)):
             problems.append("workers, eval_workers and llm_concurrency must be >= 1")
         if self.parallelism.executor not in ("local", "ray"):
             problems.append(f"executor must be local or ray, not {self.parallelism.executor!r}")
@@ -253,6 +267,13 @@ class RunContext:
     def eval_slots(self) -> int:
         """Evaluations at once: ``parallelism.eval_workers``, or one per worker when unset."""
         return self.parallelism.eval_workers or self.parallelism.workers
+
+    @property
+    def summarizes_behind(self) -> bool:
+        """Whether the Summarizer overlaps its worker's next iteration (``parallelism.summarize_behind``,
+        by default on with more than one worker)."""
+        behind = self.parallelism.summarize_behind
+        return self.parallelism.workers > 1 if behind is None else behind
 
     @property
     def llm_slots(self) -> int:
@@ -278,6 +299,7 @@ class RunContext:
             UnknownSettingError: ``data`` or ``overrides`` name an unknown setting.
             ValueError: a value out of range.
         """
+        data = upgraded(data)
         check_setting_names([*data, *overrides])
         merged = dict(data)
         merged.update({k: v for k, v in overrides.items() if v is not None})

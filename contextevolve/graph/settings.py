@@ -162,6 +162,10 @@ class Parallelism:
     sequential algorithm."""
     llm_concurrency: int | None = None
     """LLM requests in flight at once per endpoint, over all workers (None: one per worker)."""
+    summarize_behind: bool | None = None
+    """The Summarizer's call for a child overlaps its worker's next iteration: the child is committed when its
+    abstract arrives, and the next iteration reads the steps committed so far. None: on with more than one
+    worker (one worker keeps the paper's order, where the next iteration sees the child)."""
     eval_workers: int | None = None
     """Evaluations running at once (local processes, or Ray tasks in flight); None: one per worker."""
     executor: Literal["local", "ray"] = "local"

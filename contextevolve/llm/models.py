@@ -214,7 +214,7 @@ def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None 
     else:
         from contextevolve.llm import embedded
 
-        server = embedded.shared_server(embedded_server_key(role, ctx), ctx.parallelism.workers)
+        server = embedded.shared_server(embedded_server_key(role, ctx), ctx.llm_slots)
         base_url, api_key, model = server.base_url, "not-needed", embedded.MODEL_ALIAS
         top_p = embedded.TOP_P if ctx.llm.top_p is None else ctx.llm.top_p
         top_k = embedded.TOP_K if ctx.llm.top_k is None else ctx.llm.top_k

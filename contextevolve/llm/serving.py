@@ -116,8 +116,8 @@ def text(entry: dict[str, Any]) -> str:
     layout = "" if servers is None else (", one server" if servers == ["shared"] else f", servers {', '.join(servers)}")
     kind = KIND_NAMES.get(entry.get("server_kind"), "")
     n = entry.get("workers", entry.get("lanes", 1))  # (records before workers said "lanes")
-    lanes = f", {n} workers" if n != 1 else ""
+    workers = f", {n} workers" if n != 1 else ""
     drafts = f", drafts {entry['speculative']}" if entry.get("speculative", "none") != "none" else ""
     return (f"embedded model, llama.cpp {build_text(entry.get('llama_cpp_build', '(build not recorded)'))}"
-            + (f", {kind}" if kind else "") + lanes + drafts + (", prompt cache on" if entry.get("prompt_cache") else "")
+            + (f", {kind}" if kind else "") + workers + drafts + (", prompt cache on" if entry.get("prompt_cache") else "")
             + layout + (", every token's logits" if entry.get("logits_all", True) else ""))

@@ -8,7 +8,7 @@
 
 Unusable replies (empty, cut off, malformed) are written too, with their attempt number; a request
 that got no reply at all (endpoint down) is not. The API key is never part of a request's messages.
-Lanes write from several threads; a lock keeps lines whole.
+Workers write from several threads; a lock keeps lines whole.
 """
 
 from __future__ import annotations

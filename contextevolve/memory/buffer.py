@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS programs (
 );
 CREATE INDEX IF NOT EXISTS programs_committed ON programs(committed, combined_score);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS claims (iteration INTEGER PRIMARY KEY, worker INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS claims (iteration INTEGER PRIMARY KEY, worker INTEGER NOT NULL,
+                                   handed INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS workers (thread_id TEXT PRIMARY KEY, worker INTEGER NOT NULL UNIQUE);
 """
 
@@ -107,7 +108,7 @@ class EvolveBuffer:
                 record = ProgramRecord.model_validate_json(text)
                 self._db.execute("UPDATE programs SET tokens = ?, wall = ?, worker = ? WHERE id = ?",
                                  (total_tokens(record.tokens), wall(record.seconds), record.worker, record.id))
-            self._db.execute("INSERT OR IGNORE INTO claims SELECT iteration, worker FROM programs "
+            self._db.execute("INSERT OR IGNORE INTO claims SELECT iteration, worker, 0 FROM programs "
                              "WHERE committed = 1 AND iteration > 0")
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT),))
             self._db.execute("COMMIT")
@@ -120,9 +121,10 @@ class EvolveBuffer:
         two workers, even of two processes, never get the same one): the worker's own claim whose child is
         not committed yet if it has one (a worker killed mid-iteration resumes it); else one left by a
         worker the run no longer has (index >= ``workers``: a run resumed with fewer workers); else the next
-        number, unless ``limit`` iterations are claimed already (then None: the iteration budget is spent)."""
+        number, unless ``limit`` iterations are claimed already (then None: the iteration budget is spent). A
+        claim handed over (:meth:`hand_over`) is never given out again."""
         unfinished = ("SELECT c.iteration FROM claims c LEFT JOIN programs p ON p.iteration = c.iteration AND "
-                      "p.committed = 1 WHERE p.id IS NULL AND {} ORDER BY c.iteration LIMIT 1")
+                      "p.committed = 1 WHERE p.id IS NULL AND c.handed = 0 AND {} ORDER BY c.iteration LIMIT 1")
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -135,12 +137,28 @@ class EvolveBuffer:
                     count, top = self._db.execute("SELECT COUNT(*), MAX(iteration) FROM claims").fetchone()
                     if count < limit:
                         row = ((top or 0) + 1,)
-                        self._db.execute("INSERT INTO claims VALUES (?, ?)", (row[0], worker))
+                        self._db.execute("INSERT INTO claims VALUES (?, ?, 0)", (row[0], worker))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
         return None if row is None else row[0]
+
+    def hand_over(self, iteration: int) -> None:
+        """Mark ``iteration``'s claim as handed over: its worker is done with it and its commit is on its way
+        (the Summarizer behind the worker, :mod:`contextevolve.nodes.behind`), so the worker's next claim is a
+        new iteration, not this one."""
+        with self._lock:
+            self._db.execute("UPDATE claims SET handed = 1 WHERE iteration = ?", (iteration,))
+
+    def handed_over(self, worker: int) -> list[int]:
+        """``worker``'s handed-over claims whose child is not committed yet, in order."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT c.iteration FROM claims c LEFT JOIN programs p ON p.iteration = c.iteration AND "
+                "p.committed = 1 WHERE p.id IS NULL AND c.handed = 1 AND c.worker = ? ORDER BY c.iteration",
+                (worker,)).fetchall()
+        return [r[0] for r in rows]
 
     def claims(self) -> dict[int, int]:
         """Every claimed iteration -> the worker holding it."""

@@ -53,8 +53,7 @@ class RunMemory:
         the SQLite commit and the Chroma upsert). Returns how many were re-added."""
         indexed = self.index.ids()
         missing = [r for r in self.buffer.committed() if r.id not in indexed]
-        for record in missing:
-            self.index.add(record)
+        self.index.add_many(missing)
         return len(missing)
 
 

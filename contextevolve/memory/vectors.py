@@ -95,15 +95,20 @@ class AbstractIndex:
 
     def add(self, record: ProgramRecord) -> None:
         """Upsert ``record``'s abstract and metadata (idempotent by program id)."""
-        metadata = {
-            "iteration": record.iteration,
-            "parent_id": record.parent_id or "",
-            "status": record.status,
-            "combined_score": float(record.combined_score),
-        }
-        metadata.update({f"metric_{k}": float(v) for k, v in record.metrics.items()})
-        self._collection.upsert(ids=[record.id], documents=[record.abstract or "(no abstract)"],
-                                metadatas=[metadata])
+        self.add_many([record])
+
+    def add_many(self, records: list[ProgramRecord], batch: int = 256) -> None:
+        """Upsert the abstracts and metadata of ``records``, ``batch`` per Chroma call (embedded together)."""
+        for start in range(0, len(records), batch):
+            part = records[start:start + batch]
+            metadatas = []
+            for record in part:
+                metadata = {"iteration": record.iteration, "parent_id": record.parent_id or "",
+                            "status": record.status, "combined_score": float(record.combined_score)}
+                metadata.update({f"metric_{k}": float(v) for k, v in record.metrics.items()})
+                metadatas.append(metadata)
+            self._collection.upsert(ids=[r.id for r in part], documents=[r.abstract or "(no abstract)" for r in part],
+                                    metadatas=metadatas)
 
     def ids(self) -> set[str]:
         """All program ids in the index."""

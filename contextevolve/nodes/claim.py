@@ -18,8 +18,10 @@ from langgraph.types import Overwrite
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import ITERATION_FIELDS, WorkerState
 from contextevolve.memory.records import program_id
+from contextevolve.nodes.behind import settle
 from contextevolve.nodes.identity import check_identity
 from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.nodes.summarize import write_abstract
 from contextevolve.nodes.stopping import budget_spent_reason, stop_reason
 
 _FRESH = {f.name: f for f in fields(WorkerState) if f.name in ITERATION_FIELDS}
@@ -42,10 +44,12 @@ def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     check_identity(state.run_identity, ctx)
     task, memory = task_of(ctx), memory_of(ctx)
+    settle(ctx, state.worker, write_abstract)  # the children it handed over: errors raised, a killed run's finished
     reason = stop_reason(ctx, task, memory)
     workers = ctx.parallelism.workers
     number = None if reason else memory.buffer.claim(state.worker, workers, ctx.max_iterations)
     if number is None:
+        settle(ctx, state.worker, write_abstract, wait=True)  # a worker ends with its children committed
         return {"stop_reason": reason or budget_spent_reason(ctx)}  # the last iteration's ids stay readable
     tokens, _ = memory.buffer.spent()
     return {**fresh_iteration(), "iteration": number - 1, "child_id": program_id(number), "run_tokens": tokens,

@@ -16,6 +16,7 @@ from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import clip_to_sentence, ends_sentence, sentences
 from contextevolve.memory.records import ProgramRecord
+from contextevolve.nodes.behind import hand_over
 from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import summarizer as prompt
 from contextevolve.prompts.generator import without_docstrings
@@ -104,16 +105,16 @@ def repair_note(child: ProgramRecord) -> str:
     return f" Earlier versions failed ({len(repaired)} repaired): {errors}."
 
 
-def summarize(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Write z_c into the child's record.
+def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
+    """Write z_c into the record of ``child_id``; returns the tokens the Summarizer spent (``{}`` when it was not
+    asked).
 
     The Summarizer is called only for a child that ran to completion (ok, or invalid output);
     a child that failed or timed out gets :func:`failure_abstract` at no cost. Repaired failures
     are named at the end of the abstract (:func:`repair_note`), so the Sampler sees them.
     """
-    ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
-    child = memory.buffer.require(state.child_id)
+    child = memory.buffer.require(child_id)
     usage: TokenUsage = {}
     if child.status not in ("ok", "invalid") or not child.source:
         abstract = failure_abstract(child.status, child.reason, child.guidance)
@@ -122,4 +123,15 @@ def summarize(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         abstract, usage = abstract_for(ctx, task, child.source, parent.abstract, child.diagnostics)
     abstract += repair_note(child)
     memory.buffer.update(child.id, abstract=abstract)
-    return {"iteration_usage": usage}
+    return usage
+
+
+def summarize(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
+    """Phase 7: write z_c into the child's record (:func:`write_abstract`). With the Summarizer behind its
+    worker (``RunContext.summarizes_behind``) the child is handed over instead: its abstract is written, and
+    it is committed, while the worker goes on (:mod:`contextevolve.nodes.behind`)."""
+    ctx = runtime.context
+    if ctx.summarizes_behind:
+        hand_over(ctx, state, write_abstract)
+        return {}
+    return {"iteration_usage": write_abstract(ctx, state.child_id)}

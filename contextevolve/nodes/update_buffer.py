@@ -15,10 +15,13 @@ def update_buffer(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Commit the worker's child with the iteration's tokens, seconds and LLM calls: from now on it is a
     parent, an exemplar and a step the Navigator may be shown, for every worker.
 
-    Idempotent: replaying it after a crash rewrites the same record and yields the same counters.
+    Idempotent: replaying it after a crash rewrites the same record and yields the same counters. With the
+    Summarizer behind the worker (:mod:`contextevolve.nodes.behind`) the commit is the handed-over job's.
     """
     ctx = runtime.context
     check_identity(state.run_identity, ctx)
+    if ctx.summarizes_behind:  # summarize handed the child over: it is committed once its abstract is written
+        return {"committed": state.committed + 1, "last_child_id": state.child_id}
     memory = memory_of(ctx)
     child = memory.buffer.require(state.child_id)
     child.tokens = dict(state.iteration_usage)

@@ -40,8 +40,9 @@ def test_a_worker_pauses_before_generate_shows_the_guidance_and_resumes(tmp_path
     from contextevolve.graph.context import RunContext
     from contextevolve.memory.store import close_memory, open_memory
 
+    # (the Summarizer in the worker's order, so that what is committed when a worker pauses is exact)
     ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2 * workers, workers=workers, max_retries=0,
-                     repair_attempts=0)
+                     repair_attempts=0, summarize_behind=False)
     graph = build_graph(InMemorySaver())
     configs = [{"configurable": {"thread_id": f"t{i}"}} for i in range(workers)]
     try:

@@ -9,7 +9,8 @@ two modules that cannot be read, tested or changed apart). Layers, bottom to top
 3. executors (run a task's evaluation locally or on Ray)
 4. nodes (one per phase)
 5. the graph builder (and the ``contextevolve.graph`` package, which re-exports it)
-6. the Python API, baselines, reports, the comparison with OpenEvolve and GEPA
+6. the Python API and the workers it drives (one LangGraph thread of the graph each), baselines, reports,
+   the comparison with OpenEvolve and GEPA
 7. the command line
 """
 
@@ -30,7 +31,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (3, ("contextevolve.evaluation.executors",)),
     (4, ("contextevolve.nodes",)),
     (5, ("contextevolve.graph",)),
-    (6, ("contextevolve.api", "contextevolve.baselines", "contextevolve.report", "contextevolve.compare")),
+    (6, ("contextevolve.api", "contextevolve.workers", "contextevolve.baselines", "contextevolve.report", "contextevolve.compare")),
     (7, ("contextevolve.cli", "contextevolve.__main__", "contextevolve.flags", "contextevolve.display")),
 ]
 """Layer of each module: the longest matching prefix wins (``contextevolve.graph.state`` is 0,

@@ -13,8 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_notebook_walks_state_history_and_plots(tmp_path, models, monkeypatch):
-    """Two workers: the notebook walks both threads' histories and finds every committed child once."""
-    evolve("model_placement", iterations=3, run_dir=tmp_path / "run", max_retries=0, workers=2)
+    """Two workers, extended once (each worker's thread passes initialize again, with its last child's ids): the
+    notebook walks both threads' histories and finds every committed child once."""
+    evolve("model_placement", iterations=2, run_dir=tmp_path / "run", max_retries=0, workers=2)
+    evolve("model_placement", iterations=3, run_dir=tmp_path / "run", resume=True)
     monkeypatch.setenv("CONTEXTEVOLVE_RUN_DIR", str(tmp_path / "run"))
     nb = nbformat.read(ROOT / "notebooks" / "inspect_run.ipynb", as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3",

@@ -30,18 +30,31 @@ def test_settings_are_grouped_and_flat_names_reach_their_group():
 
     from contextevolve.graph.context import SearchSettings
 
-    flat = RunContext(lanes=2, repair_attempts=0, eval_memory_mb=512, base_url="http://h/v1", summarizer_enabled=False)
-    grouped = RunContext(parallelism={"lanes": 2}, search=SearchSettings(repair_attempts=0), sandbox={"memory_mb": 512},
+    flat = RunContext(workers=2, repair_attempts=0, eval_memory_mb=512, base_url="http://h/v1", summarizer_enabled=False)
+    grouped = RunContext(parallelism={"workers": 2}, search=SearchSettings(repair_attempts=0), sandbox={"memory_mb": 512},
                          llm={"base_url": "http://h/v1"}, ablations={"summarizer_enabled": False})
     assert flat == grouped
-    assert (flat.parallelism.lanes, flat.search.repair_attempts, flat.sandbox.memory_mb, flat.llm.base_url) == \
+    assert (flat.parallelism.workers, flat.search.repair_attempts, flat.sandbox.memory_mb, flat.llm.base_url) == \
         (2, 0, 512, "http://h/v1") and flat.ablations.summarizer_enabled is False
+    # concurrent LLM requests and evaluations default to one per worker
+    assert (flat.parallelism.llm_concurrency, flat.parallelism.eval_workers) == (None, None)
+    assert (flat.llm_slots, flat.eval_slots) == (2, 2)
+    assert (replace(flat, llm_concurrency=1, eval_workers=3).llm_slots,
+            replace(flat, llm_concurrency=1, eval_workers=3).eval_slots) == (1, 3)
     # a flat name overrides that field of a group given alongside; the group's other fields stay
     both = RunContext(search=SearchSettings(repair_attempts=0, num_exemplars=1), repair_attempts=3)
     assert (both.search.repair_attempts, both.search.num_exemplars) == (3, 1)
-    moved = replace(flat, lanes=3, seed=7)
-    assert (moved.parallelism.lanes, moved.search.repair_attempts, moved.seed) == (3, 0, 7)
-    assert flat.parallelism.lanes == 2  # replace copies, the original keeps its groups
+    moved = replace(flat, workers=3, seed=7)
+    assert (moved.parallelism.workers, moved.search.repair_attempts, moved.seed) == (3, 0, 7)
+    assert flat.parallelism.workers == 2  # replace copies, the original keeps its groups
+    # the setting of rounds of lanes is gone, and its name points to what replaced it
+    with pytest.raises(UnknownSettingError, match="the setting 'lanes' was replaced by 'workers'"):
+        RunContext(lanes=2)
+    with pytest.raises(ValueError, match="workers, eval_workers and llm_concurrency must be >= 1"):
+        RunContext(workers=0)
+    for group in ({"llm_concurrency": -1}, {"eval_workers": -1}):
+        with pytest.raises(ValueError, match="workers, eval_workers and llm_concurrency must be >= 1"):
+            RunContext(parallelism=group)
     with pytest.raises(UnknownSettingError, match=r"unknown search setting 'repair_attempt' \(did you mean 'repair_attempts'\?\)"):
         RunContext(search={"repair_attempt": 1})
     with pytest.raises(ValueError, match="invalid run settings: sandbox: .*memory_mb"):
@@ -55,16 +68,21 @@ def test_run_json_is_grouped_and_an_older_flat_one_still_loads():
 
     from contextevolve.graph.context import flat_settings
 
-    ctx = RunContext(task="eplb", lanes=2, repair_attempts=1, eval_timeout_s=9.0, api_key=API_KEY, max_iterations=4)
+    ctx = RunContext(task="eplb", workers=2, repair_attempts=1, eval_timeout_s=9.0, api_key=API_KEY, max_iterations=4)
     saved = ctx.to_json()
-    assert saved["parallelism"]["lanes"] == 2 and saved["search"]["repair_attempts"] == 1
-    assert saved["sandbox"]["wall_s"] == 9.0 and "api_key" not in saved["llm"] and "lanes" not in saved
+    assert saved["parallelism"]["workers"] == 2 and saved["search"]["repair_attempts"] == 1
+    assert saved["sandbox"]["wall_s"] == 9.0 and "api_key" not in saved["llm"] and "workers" not in saved
     assert RunContext.from_json(json.loads(json.dumps(saved))) == replace(ctx, api_key=None)
-    older = {"task": "eplb", "lanes": 2, "repair_attempts": 1, "eval_timeout_s": 9.0, "max_iterations": 4}
+    older = {"task": "eplb", "workers": 2, "repair_attempts": 1, "eval_timeout_s": 9.0, "max_iterations": 4}
     assert RunContext.from_json(older) == RunContext.from_json(saved)
-    assert RunContext.from_json(saved, lanes=3).parallelism.lanes == 3  # an override by flat name wins
-    assert flat_settings(saved)["lanes"] == 2 and flat_settings(older)["eval_timeout_s"] == 9.0
+    assert RunContext.from_json(saved, workers=3).parallelism.workers == 3  # an override by flat name wins
+    assert flat_settings(saved)["workers"] == 2 and flat_settings(older)["eval_timeout_s"] == 9.0
     assert "repair_restart" not in flat_settings(older)  # absent stays absent
+    # a run.json from before workers (L lanes per round, flat or grouped) loads as L workers
+    lanes = {k: v for k, v in older.items() if k != "workers"} | {"lanes": 2}
+    assert RunContext.from_json(lanes) == RunContext.from_json(saved)
+    grouped = {**saved, "parallelism": {"lanes": 2, "eval_workers": 1, "executor": "local", "ray_address": None}}
+    assert RunContext.from_json(grouped).parallelism == replace(ctx.parallelism, eval_workers=1)
 
 
 def test_context_schema_describes_every_setting_for_studio():
@@ -124,6 +142,11 @@ def test_resume_takes_task_and_settings_from_run_json(tmp_path):
         prepare_context(root, resume=True, task="model_placement")
     # a new run without a task keeps the default
     assert prepare_context(tmp_path / "new", resume=False, task=None).task == "model_placement"
+    # a run from before workers resumes with as many workers as it had lanes
+    saved = json.loads((root / "run.json").read_text())
+    saved["parallelism"] = {"lanes": 3, "eval_workers": 1, "executor": "local", "ray_address": None}
+    (root / "run.json").write_text(json.dumps(saved))
+    assert prepare_context(root, resume=True).parallelism.workers == 3
 
 
 def test_cli_resume_of_another_task_without_task_flag(tmp_path, models, capsys):

@@ -1,0 +1,168 @@
+"""An OpenAI-compatible endpoint on 127.0.0.1 that answers like a GPU server: a latency model, not a model.
+
+For ``benchmarks/throughput.py``: it shows how a system uses a fast endpoint that serves several requests at
+once (vLLM on a GPU, a hosted API), which this 2-core machine cannot run. Each ``POST .../chat/completions``
+waits for one of ``streams`` slots (requests beyond them queue, as at a saturated server), then holds it for
+``ttft_s + tpot_s × completion tokens`` (time to first token, time per output token) and answers.
+
+Replies, by role (the run is started with ``--model ctx --role-model generator=gen``; a peer names ``gen``;
+the Sampler is the request with a ``response_format``), drawn from one seeded RNG:
+
+* Generator: a valid Model Placement program different from every earlier one (the projected-KVPR rule with
+  a new weight and tie-break; 80 %), a broken one (a syntax error, or a placement that drops models; 10 %) or
+  a twin (the initial program or an earlier reply; 10 %), each a whole program in a fenced block, ~1,750
+  characters (~440 tokens at 4 characters per token);
+* Navigator and Summarizer: one of a few plausible replies of 40-80 words; Sampler: two picks as JSON.
+
+Usage is characters / 4 for both the prompt and the reply. Counters (thread-safe): ``busy_s`` (stream-seconds
+served), ``requests``, the in-flight integral for the mean requests in flight (queued ones included), and the
+window they are taken over (:meth:`LatencyEndpoint.figures`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import time
+
+from aiohttp import web
+
+from tests.fakes import BETTER_PROGRAM, INITIAL, INVALID_PROGRAM
+
+GENERATOR_REPLIES = {"valid": 0.8, "broken": 0.1, "twin": 0.1}
+"""Probability of each kind of Generator reply."""
+CONTEXT_REPLIES = (
+    "The parent places models greedily by the KV-cache pressure each GPU would have after the placement. "
+    "It sorts models by request rate over SLO, most demanding first, and skips GPUs without room. "
+    "Changed: the pressure is projected with the model's own demand rather than read before placing it.",
+    "Balance the projected pressure after each placement rather than the current pressure, and consider "
+    "placing the largest models first so that the small ones fill what is left; a tie-break on free memory "
+    "keeps the worst GPU from filling up early.",
+    "Steps that sorted by demand and projected the pressure improved the score; steps that packed GPUs by "
+    "memory alone declined. Keep the projection, try a second pass that moves one model off the worst GPU.",
+)
+
+
+def tokens(text: str) -> int:
+    """The token count this endpoint reports for ``text``: characters / 4 (at least 1)."""
+    return max(1, len(text) // 4)
+
+
+class LatencyEndpoint:
+    """See the module docstring. ``url`` is the OpenAI base URL; :meth:`figures` what it measured."""
+
+    def __init__(self, *, streams: int = 8, ttft_s: float = 0.3, tpot_s: float = 0.025, seed: int = 0):
+        self.streams, self.ttft_s, self.tpot_s = streams, ttft_s, tpot_s
+        self.rng = random.Random(seed)
+        self.lock = threading.Lock()
+        self.busy_s = 0.0
+        self.requests = 0
+        self.kinds: dict[str, int] = {}
+        self.children: list[str] = []
+        self.serial = 0
+        self._in_flight = 0
+        self._flight_area = 0.0  # integral of requests in flight over time
+        self._flight_at = time.monotonic()
+        self.first_at: float | None = None  # monotonic time of the first request, and of the last reply
+        self.last_at: float | None = None
+        self.loop = asyncio.new_event_loop()
+        started = threading.Event()
+        threading.Thread(target=self._serve, args=(started,), daemon=True).start()
+        started.wait(10)
+
+    # --- serving -------------------------------------------------------------------------------------
+    def _serve(self, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.slots = asyncio.Semaphore(self.streams)
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._answer)
+        runner = web.AppRunner(app, access_log=None)
+        self.loop.run_until_complete(runner.setup())
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        self.loop.run_until_complete(site.start())
+        self.port = site._server.sockets[0].getsockname()[1]
+        started.set()
+        self.loop.run_forever()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+    def _flight(self, change: int) -> None:
+        now = time.monotonic()
+        with self.lock:
+            self._flight_area += self._in_flight * (now - self._flight_at)
+            self._flight_at, self._in_flight = now, self._in_flight + change
+
+    async def _answer(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        with self.lock:
+            self.first_at = time.monotonic() if self.first_at is None else self.first_at
+        self._flight(+1)
+        try:
+            with self.lock:
+                kind, text = self._reply(body)
+            service = self.ttft_s + self.tpot_s * tokens(text)
+            async with self.slots:
+                await asyncio.sleep(service)
+            prompt = tokens("\n".join(str(m.get("content", "")) for m in body.get("messages", [])))
+            with self.lock:
+                self.busy_s += service
+                self.requests += 1
+                self.kinds[kind] = self.kinds.get(kind, 0) + 1
+                self.last_at = time.monotonic()
+            return web.json_response({
+                "id": f"lat-{self.requests}", "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model", "gen"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": tokens(text),
+                          "total_tokens": prompt + tokens(text)}})
+        finally:
+            self._flight(-1)
+
+    # --- replies -------------------------------------------------------------------------------------
+    def _draw(self) -> str:
+        x = self.rng.random()
+        for kind, p in GENERATOR_REPLIES.items():
+            if x < p:
+                return kind
+            x -= p
+        return "valid"
+
+    def _program(self) -> str:
+        self.serial += 1
+        weight = round(0.5 + self.serial * 0.01 + self.rng.random() * 0.001, 5)  # never the same twice
+        code = BETTER_PROGRAM.replace("model.req_rate / model.slo)", f"{weight} * model.req_rate / model.slo)", 1)
+        return code.replace("if kvpr < best_kvpr:", f"if kvpr < best_kvpr - {self.serial}e-12:")
+
+    def _reply(self, body: dict) -> tuple[str, str]:
+        if body.get("response_format"):
+            picks = sorted(self.rng.sample(range(1, 6), 2))
+            return "sampler", json.dumps({"exemplars": picks, "why": "one close to the parent, one far from it"})
+        if body.get("model") != "gen":
+            return "context", self.rng.choice(CONTEXT_REPLIES)
+        kind = self._draw()
+        if kind == "valid":
+            code = self._program()
+            self.children.append(code)
+        elif kind == "broken":
+            code = INVALID_PROGRAM if self.rng.random() < 0.5 else INITIAL[: len(INITIAL) // 2] + "\n    ((\n"
+        else:
+            code = self.rng.choice([INITIAL, *self.children[-5:]])
+        return f"generator-{kind}", f"Here is the new program.\n```python\n{code}```\n"
+
+    # --- measuring -----------------------------------------------------------------------------------
+    def figures(self) -> dict[str, float]:
+        """Over the window from the first request to the last reply: ``wall_s``, ``busy`` (busy stream-seconds
+        / (streams × wall)), ``in_flight`` (mean requests in flight, queued ones included), ``requests``."""
+        with self.lock:
+            if self.first_at is None or self.last_at is None:
+                return {"wall_s": 0.0, "busy": 0.0, "in_flight": 0.0, "requests": 0}
+            wall = max(self.last_at - self.first_at, 1e-9)
+            return {"wall_s": wall, "busy": self.busy_s / (self.streams * wall),
+                    "in_flight": self._flight_area / wall, "requests": self.requests}

@@ -1,0 +1,142 @@
+"""Throughput against a fast endpoint: ContextEvolve's workers beside OpenEvolve's, in one run.
+
+Each setting gets a fresh :class:`benchmarks.latency_endpoint.LatencyEndpoint` (``--streams`` requests at
+once, ``--ttft`` seconds to the first token, ``--tpot`` seconds per token; the same seeded mix of replies)
+and evolves ``--task`` for ``--iterations`` iterations: ContextEvolve in this process with W workers
+(``--workers 1,2,4,8``), OpenEvolve 0.4.1 asking for whole programs in its own process with N worker
+processes (``--openevolve 1,8``; its candidates are scored by our sandboxed evaluator into a ledger, as in
+``contextevolve compare``). Every figure is over the same window for every system: from the endpoint's first
+request to its last reply (a process's start-up is not counted).
+
+Printed per setting: iterations/min (children evaluated), valid children/min (ok and new code; a twin is not
+valid), speed-up in iterations/min over the same system with one worker, endpoint busy (busy stream-seconds /
+(streams × wall)) and mean requests in flight (queued ones included).
+
+Usage: python benchmarks/throughput.py [--iterations 24] [--workers 1,2,4,8] [--openevolve 1,8]
+           [--streams 8 --ttft 0.3 --tpot 0.025] [--task model_placement] [--seed 0] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.latency_endpoint import LatencyEndpoint  # noqa: E402
+
+
+def run_contextevolve(args: argparse.Namespace, workers: int, folder: Path) -> dict:
+    """One ContextEvolve run with ``workers`` workers; its figures."""
+    from contextevolve.api import evolve
+    from contextevolve.memory.buffer import EvolveBuffer
+
+    endpoint = LatencyEndpoint(streams=args.streams, ttft_s=args.ttft, tpot_s=args.tpot, seed=args.seed)
+    try:
+        evolve(args.task, iterations=args.iterations, run_dir=folder / "run", workers=workers,
+               base_url=endpoint.url, model="ctx", models={"generator": "gen"}, api_key="none",
+               max_retries=1, seed=args.seed)
+        figures = endpoint.figures()
+    finally:
+        endpoint.close()
+    buffer = EvolveBuffer(folder / "run" / "buffer.sqlite")
+    try:
+        children = [r for r in buffer.committed() if r.iteration > 0]
+    finally:
+        buffer.close()
+    return {"system": "ContextEvolve", "parallel": f"workers {workers}", "n": workers,
+            "iterations": len(children), "valid": sum(r.status == "ok" for r in children),
+            "replies": dict(endpoint.kinds), **figures}
+
+
+def run_openevolve(args: argparse.Namespace, workers: int, folder: Path) -> dict:
+    """One OpenEvolve run (whole programs) with ``workers`` worker processes; its figures."""
+    from contextevolve.compare import ledger
+    from contextevolve.compare.peers import PeerSpec
+    from contextevolve.tasks.registry import get_task
+
+    task = get_task(args.task)
+    endpoint = LatencyEndpoint(streams=args.streams, ttft_s=args.ttft, tpot_s=args.tpot, seed=args.seed)
+    ledger_path = folder / "ledger.jsonl"
+    ledger.evaluate(task, task.initial_program, ledger_path, initial=True)
+    spec = PeerSpec(system="openevolve", task=args.task, out_dir=str(folder / "run"), ledger=str(ledger_path),
+                    base_url=endpoint.url, model="gen", candidates=args.iterations, seed=args.seed,
+                    workers=workers, options={"diff_based_evolution": False})
+    (folder / "spec.json").write_text(spec.model_dump_json(indent=2))
+    try:
+        with open(folder / "system.log", "w") as log:
+            subprocess.run([sys.executable, "-m", "contextevolve.compare.peers", str(folder / "spec.json")],
+                           stdout=log, stderr=subprocess.STDOUT, cwd=folder, check=False, timeout=3600)
+        figures = endpoint.figures()
+    finally:
+        endpoint.close()
+    entries = [json.loads(line) for line in ledger_path.read_text().splitlines() if line.strip()]
+    candidates = [e for e in entries if e.get("candidate", True) and e["index"] > 0]
+    return {"system": "OpenEvolve 0.4.1 (whole programs)", "parallel": f"{workers} worker{'s' * (workers > 1)}",
+            "n": workers, "iterations": len(candidates),
+            "valid": sum(e["status"] == "ok" and e.get("changed") for e in candidates),
+            "replies": dict(endpoint.kinds), **figures}
+
+
+def per_minute(row: dict) -> dict:
+    """``row`` with its per-minute figures over the endpoint's window (first request to last reply)."""
+    minutes = max(row["wall_s"], 1e-9) / 60
+    return {**row, "iterations_per_min": row["iterations"] / minutes, "valid_per_min": row["valid"] / minutes}
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table, speed-up against the same system's one-worker row."""
+    base = {r["system"]: r["iterations_per_min"] for r in rows if r["n"] == 1}
+    lines = ["| system | parallel | iterations/min | valid children/min | speed-up over 1 | endpoint busy | "
+             "mean requests in flight | iterations | wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        speed = f"{r['iterations_per_min'] / base[r['system']]:.1f}×" if r["system"] in base else "–"
+        lines.append(f"| {r['system']} | {r['parallel']} | {r['iterations_per_min']:.2f} | {r['valid_per_min']:.2f} | "
+                     f"{speed} | {r['busy']:.0%} | {r['in_flight']:.2f} | {r['iterations']} | {r['wall_s']:.0f} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--iterations", type=int, default=24)
+    parser.add_argument("--workers", default="1,2,4,8", help="ContextEvolve worker counts, comma-separated")
+    parser.add_argument("--openevolve", default="1,8", help="OpenEvolve worker counts ('' for none)")
+    parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument("--ttft", type=float, default=0.3)
+    parser.add_argument("--tpot", type=float, default=0.025)
+    parser.add_argument("--task", default="model_placement")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="also write the rows here")
+    args = parser.parse_args()
+    settings = [("contextevolve", int(w)) for w in args.workers.split(",") if w.strip()]
+    settings += [("openevolve", int(w)) for w in args.openevolve.split(",") if w.strip()]
+    print(f"throughput: {args.task}, {args.iterations} iterations per setting, endpoint {args.streams} streams, "
+          f"{args.ttft} s to the first token, {args.tpot * 1000:.0f} ms per token", flush=True)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="ce-throughput-") as tmp:
+        for system, workers in settings:
+            folder = Path(tmp) / f"{system}-{workers}"
+            folder.mkdir()
+            began = time.perf_counter()
+            run = run_contextevolve if system == "contextevolve" else run_openevolve
+            row = per_minute(run(args, workers, folder))
+            rows.append(row)
+            print(f"{row['system']}, {row['parallel']}: {row['iterations_per_min']:.2f} iterations/min, "
+                  f"{row['valid_per_min']:.2f} valid/min, busy {row['busy']:.0%}, in flight {row['in_flight']:.2f} "
+                  f"({row['iterations']} iterations, {time.perf_counter() - began:.0f} s; replies {row['replies']})",
+                  flush=True)
+    print()
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
