@@ -51,7 +51,7 @@ def populate(run_dir: Path, n: int, source: str) -> None:
     records = []
     for i in range(n):
         if i:
-            assert memory.buffer.claim(0, 1, n - 1) == i
+            assert memory.buffer.claim(0, n - 1) == i
         ok = i == 0 or rng.random() < 0.7
         score = 21.9 + rng.random() * 2 if ok else 0.0
         record = ProgramRecord(

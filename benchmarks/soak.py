@@ -253,7 +253,7 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     from contextevolve.memory.buffer import EvolveBuffer
     from contextevolve.memory.records import program_id
     from contextevolve.memory.vectors import AbstractIndex
-    from contextevolve.roles import total_tokens
+    from contextevolve.roles import add_usage, total_tokens
     from contextevolve.tasks.registry import get_task
 
     run_dir: Path = ran["run_dir"]
@@ -323,10 +323,26 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     served = sum(s.tokens for s in ran["endpoint"].served)
     # each child's tokens as its worker checkpointed them when committing it, plus the initial program's
     # (spent by initialize, which keeps no tokens in the state)
+    # With the Summarizer behind its worker (the default with several workers) the Summarizer's call comes
+    # after the worker's commit checkpoint: the record adds exactly the summarizer calls it lists
     first = next((r for r in committed if r.iteration == 0), None)
+    by_id = {r.id: r for r in kids}
+
+    def expected(child: str, usage: dict) -> dict:
+        record = by_id.get(child)
+        if record is None or "summarizer" in usage:
+            return usage
+        calls = [c for c in record.llm_calls if c.role == "summarizer" and c.phase == "summarize"]
+        if not calls:
+            return usage
+        return add_usage(usage, {"summarizer": {"prompt": sum(c.prompt for c in calls),
+                                                "completion": sum(c.completion for c in calls)}})
+
     state_tokens = total_tokens(first.tokens if first else None) + sum(
-        total_tokens(usages[0]) for usages in state_usage.values())
-    disagree = sorted(r.id for r in kids if any(u != r.tokens for u in state_usage.get(r.id, [None])))
+        total_tokens(expected(child, usages[0])) for child, usages in state_usage.items())
+    disagree = sorted(r.id for r in kids if any(expected(r.id, u) != r.tokens
+                                                  for u in state_usage.get(r.id, [None]) if u is not None)
+                      or r.id not in state_usage)
     lost = served - in_buffer
     rows.append(("tokens in the buffer / in the workers' commit checkpoints (+ initial) / served by the endpoint",
                  f"{in_buffer:,} / {state_tokens:,} / {served:,}"

@@ -13,7 +13,8 @@ valid), speed-up in iterations/min over the same system with one worker, endpoin
 (streams × wall)) and mean requests in flight (queued ones included).
 
 Usage: python benchmarks/throughput.py [--iterations 24] [--workers 1,2,4,8] [--openevolve 1,8]
-           [--streams 8 --ttft 0.3 --tpot 0.025] [--task model_placement] [--seed 0] [--json FILE]
+           [--streams 8 --ttft 0.3 --tpot 0.025] [--task model_placement] [--seed 0]
+           [--summarize-behind on|off|default] [--json FILE]
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def run_contextevolve(args: argparse.Namespace, workers: int, folder: Path) -> d
 
     endpoint = LatencyEndpoint(streams=args.streams, ttft_s=args.ttft, tpot_s=args.tpot, seed=args.seed)
     try:
+        behind = {"on": True, "off": False}.get(args.summarize_behind)
         evolve(args.task, iterations=args.iterations, run_dir=folder / "run", workers=workers,
                base_url=endpoint.url, model="ctx", models={"generator": "gen"}, api_key="none",
-               max_retries=1, seed=args.seed)
+               max_retries=1, seed=args.seed, summarize_behind=behind)
         figures = endpoint.figures()
     finally:
         endpoint.close()
@@ -50,7 +52,8 @@ def run_contextevolve(args: argparse.Namespace, workers: int, folder: Path) -> d
         children = [r for r in buffer.committed() if r.iteration > 0]
     finally:
         buffer.close()
-    return {"system": "ContextEvolve", "parallel": f"workers {workers}", "n": workers,
+    label = {"on": ", Summarizer behind", "off": ", Summarizer in order"}.get(args.summarize_behind, "")
+    return {"system": "ContextEvolve", "parallel": f"workers {workers}{label}", "n": workers,
             "iterations": len(children), "valid": sum(r.status == "ok" for r in children),
             "replies": dict(endpoint.kinds), **figures}
 
@@ -112,6 +115,8 @@ def main() -> int:
     parser.add_argument("--tpot", type=float, default=0.025)
     parser.add_argument("--task", default="model_placement")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--summarize-behind", choices=["on", "off", "default"], default="default",
+                        help="ContextEvolve's Summarizer behind its worker (default: on with several workers)")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args()
     settings = [("contextevolve", int(w)) for w in args.workers.split(",") if w.strip()]

@@ -147,10 +147,10 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         raise RunDirError(f"{root} holds no run (no {BUFFER_FILE})")
     settings = json.loads((root / SETTINGS_FILE).read_text()) if (root / SETTINGS_FILE).exists() else {}
     task = get_task(staged_task(settings.get("task", DEFAULT_TASK), root))
-    buffer = EvolveBuffer(root / BUFFER_FILE)
+    buffer = EvolveBuffer(root / BUFFER_FILE, read_only=True)  # (an older run is read, not migrated)
     try:
         records = buffer.committed()
-        best = buffer.best(task.higher_is_better)
+        best = buffer.best_by(task.better)
         tokens = buffer.token_usage()
     finally:
         buffer.close()
@@ -197,6 +197,15 @@ def worker_states(run_dir: str | Path) -> dict[int, dict[str, Any]]:
         raise RunDirError(f"{run_dir} has no checkpoints ({CHECKPOINT_FILE})") from None
 
 
+def _format_of(root: Path) -> int:
+    """The buffer format of the run in ``root`` (read-only)."""
+    buffer = EvolveBuffer(root / BUFFER_FILE, read_only=True)
+    try:
+        return buffer.stored_format()
+    finally:
+        buffer.close()
+
+
 def thread_state(run_dir: str | Path, worker: int = 0) -> dict[str, Any]:
     """The latest checkpointed state of worker ``worker``'s thread (:func:`worker_states`).
 
@@ -206,7 +215,7 @@ def thread_state(run_dir: str | Path, worker: int = 0) -> dict[str, Any]:
     states = worker_states(run_dir)
     if worker not in states:
         older = " (a run from before workers keeps one thread, 'main': resume it once to go on with workers)" \
-            if not states else ""
+            if not states and (Path(run_dir) / BUFFER_FILE).is_file() and _format_of(Path(run_dir)) == 1 else ""
         raise RunDirError(f"{run_dir} has no worker {worker} (workers: {sorted(states) or 'none'}){older}")
     return states[worker]
 
@@ -327,6 +336,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         finals = run.drive(resume)
     except EndpointUnavailable as exc:
         exc.run_dir = root
+        behind.drain(root)
         close_memory(root)
         raise
     finally:
@@ -343,7 +353,7 @@ def _result(root: Path, ctx: RunContext, finals: list[dict], seconds: float) -> 
     buffer = EvolveBuffer(root / BUFFER_FILE)
     try:
         task = get_task(ctx.task)
-        best = buffer.best(task.higher_is_better)
+        best = buffer.best_by(task.better)
         initial = buffer.get(program_id(0))
         best_path = _export(root, buffer, best.id if best else None)
         reasons = [f.get("stop_reason") for f in finals if f.get("stop_reason")]

@@ -7,7 +7,7 @@ its flag is derived from that field here:
 
 * the name is ``--`` + the field's name with dashes, a trailing ``_s`` (seconds) dropped
   (``retry_wait_s`` → ``--retry-wait S``), except the few in :data:`RENAMED`;
-* a bool that is on by default gets ``--no-NAME``, one that is off ``--NAME``; a ``Literal`` gets its
+* a bool that is on by default gets ``--no-NAME``, one that is off ``--NAME``, one left to the run (None) both; a ``Literal`` gets its
   choices; ``int`` / ``float`` / ``str`` their type;
 * the help is the docstring's first sentence and the default.
 
@@ -92,6 +92,12 @@ def add_setting_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
         prop = _fields()[setting]
         kind, default = _kind(prop), prop.get("default")
         text = _first_sentence(prop.get("description", ""))
+        if kind.get("type") == "boolean" and default is None:  # unset: the run decides (both flags)
+            for flag, value in ((flag_name(setting), True), (flag_name(setting).replace("--", "--no-", 1), False)):
+                parser.add_argument(flag, dest=setting, action="store_const", const=value, default=None,
+                                    help=(f"on: {text}" if value else f"off (the default decides when neither is "
+                                          f"given): see {flag_name(setting)}") if text else None)
+            continue
         if kind.get("type") == "boolean":
             on = bool(default)
             parser.add_argument(flag_name(setting).replace("--", "--no-" if on else "--", 1), dest=setting,
@@ -115,7 +121,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL",
                         help="model for one role (summarizer, navigator, sampler, generator)")
     parser.add_argument("--time-budget", type=float, metavar="MINUTES",
-                        help="stop after this many minutes of the run's rounds (checked between rounds)")
+                        help="stop after this many minutes of the run (checked when a worker claims an iteration)")
     parser.add_argument("--disable", action="append", choices=list(AGENTS), help="ablate an agent (repeatable)")
     add_limit_flags(parser)
 

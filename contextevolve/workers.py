@@ -61,7 +61,7 @@ def commit_report(ctx: RunContext, child_id: str) -> dict:
 
     memory = open_memory(ctx.run_dir, chroma_url=ctx.chroma_url)
     record = memory.buffer.require(child_id)
-    best = memory.buffer.best(get_task(ctx.task).higher_is_better)
+    best = memory.buffer.best_by(get_task(ctx.task).better)
     return {"child_id": record.id, "worker": record.worker, "status": record.status,
             "score": record.combined_score, "reason": record.reason, "repairs": len(record.attempts),
             "usage": record.tokens, "tokens": total_tokens(record.tokens), "seconds": wall(record.seconds),
@@ -79,6 +79,7 @@ class Workers:
         self.lock = threading.Lock()
         self.abort = threading.Event()
         self.seeded = False
+        self.reported: set[str] = set()
         from contextevolve.graph.builder import ITERATION_NODES
 
         self.child_nodes = frozenset({*ITERATION_NODES, "update_buffer"})  # on_phase is given their child's id
@@ -98,6 +99,7 @@ class Workers:
             after the node they are in, everything done checkpointed.
         """
         workers = self.ctx.parallelism.workers
+        self.release_gone(workers)
         pending = {i: tuple(t.name for t in self.graph.get_state(self.config(i)).tasks) if resume else ()
                    for i in range(workers)}
         unknown = sorted({n for names in pending.values() for n in names} - set(self.graph.nodes))
@@ -105,7 +107,9 @@ class Workers:
             raise StaleCheckpointError(f"{self.root} was checkpointed by another version of the graph (pending "
                                        f"nodes {', '.join(unknown)}); it cannot be resumed: start a new run directory")
         if workers == 1:
-            return [self.one(0, bool(pending[0]))]
+            finals = [self.one(0, bool(pending[0]))]
+            self.final_reports()
+            return finals
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="worker") as pool:
             futures = [pool.submit(self.one, i, bool(pending[i])) for i in range(workers)]
             try:
@@ -116,7 +120,17 @@ class Workers:
         first = next((e for e in errors if e is not None), None)
         if first is not None:
             raise first
+        self.final_reports()
         return [f.result() for f in futures]
+
+    def release_gone(self, workers: int) -> None:
+        """Give back the unfinished claims of workers this run no longer has (resumed with fewer), and finish
+        their children that were handed over to the Summarizer behind them when the run stopped."""
+        from contextevolve.nodes.behind import finish
+        from contextevolve.nodes.summarize import write_abstract
+
+        for iteration in open_memory(self.ctx.run_dir, chroma_url=self.ctx.chroma_url).buffer.release_gone(workers):
+            finish(self.ctx, program_id(iteration), write_abstract)
 
     def one(self, worker: int, has_pending: bool) -> dict:
         """Stream worker ``worker``'s thread to its end (or until another worker failed); its final state.
@@ -148,12 +162,26 @@ class Workers:
         return dict(self.graph.get_state(config).values)
 
     def report(self, node: str, written: dict, on_commit: Callable[[dict], None]) -> None:
-        """Hand ``on_commit`` the report of a committed child, and of c_0 once per call."""
-        if node == "update_buffer" and written.get("last_child_id"):
-            on_commit(commit_report(self.ctx, written["last_child_id"]))
-        elif node == "initialize" and not self.seeded:
+        """Hand ``on_commit`` the report of c_0 once per call, then of every child committed since the last
+        report, when it is committed (with the Summarizer behind its worker, after the worker went on)."""
+        buffer = open_memory(self.ctx.run_dir, chroma_url=self.ctx.chroma_url).buffer
+        if node == "initialize" and not self.seeded:
             self.seeded = True
+            self.reported = set(buffer.committed_ids())  # (a resumed run's children are not news)
             on_commit(commit_report(self.ctx, program_id(0)))
+            return
+        if not self.seeded or node not in ("update_buffer", "claim") or buffer.count() == len(self.reported):
+            return
+        for child in buffer.committed_ids():
+            if child not in self.reported:
+                self.reported.add(child)
+                on_commit(commit_report(self.ctx, child))
+
+    def final_reports(self) -> None:
+        """Report the children committed after the workers' last events (the last Summarizer calls behind them)."""
+        if self.callbacks[2] is not None and self.seeded:
+            with self.lock:
+                self.report("claim", {}, self.callbacks[2])
 
 
 def _worker_threads(path: Path) -> dict[int, str]:

@@ -202,7 +202,7 @@ class RunContext:
     review_guidance: bool = False
     """Human in the loop: every iteration pauses in its ``review`` node, before ``generate``, with a LangGraph ``interrupt``
     showing its guidance; resume with ``Command(resume=text)`` to replace the guidance (an empty
-    text or None keeps it). Needs a checkpointer (``langgraph dev`` or ``build_graph(saver)``)."""
+    text keeps it; LangGraph 1.2 cannot resume with None). Needs a checkpointer (``langgraph dev`` or ``build_graph(saver)``)."""
 
     def __init__(self, **settings: Any) -> None:
         check_setting_names(settings)

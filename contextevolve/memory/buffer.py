@@ -11,6 +11,7 @@ import math
 import sqlite3
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from contextevolve.memory.records import ProgramRecord
@@ -64,23 +65,56 @@ def stored_run_id(path: str | Path) -> str | None:
     return row[0] if row else None
 
 
+def _elapsed(record: ProgramRecord) -> float:
+    """Wall seconds a program held its worker: its phases, less a Summarizer call made behind the worker
+    (``"summarize.behind"``, :mod:`contextevolve.nodes.behind`), which overlapped the worker's next iteration."""
+    return max(0.0, wall(record.seconds) - record.seconds.get("summarize.behind", 0.0))
+
+
 class EvolveBuffer:
     """Durable program store of one run (``RUN_DIR/buffer.sqlite``).
 
     Thread-safe; each method is one transaction.
     """
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, read_only: bool = False):
+        """Open (creating, or migrating an older format, unless ``read_only``) the buffer at ``path``.
+        Read-only, only the methods that read records work on an older format (``committed``, ``get``,
+        ``best``, ``best_by``, ``token_usage``, ``count``).
+
+        Raises:
+            BufferFormatError: the buffer is of a newer format than this version knows.
+        """
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._run_id: str | None = None
+        if read_only:
+            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+            self.stored_format()
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
-        self._run_id: str | None = None
         with self._lock:
             self._migrate()
+
+    def stored_format(self) -> int:
+        """The stored format number (1 when none is stored).
+
+        Raises:
+            BufferFormatError: it is newer than :data:`FORMAT`.
+        """
+        try:
+            row = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        except sqlite3.OperationalError:  # (read-only, a file with no meta table yet)
+            row = None
+        found = int(row[0]) if row else 1
+        if found > FORMAT:
+            raise BufferFormatError(f"{self.path} was written by a newer ContextEvolve (format {found}; this "
+                                    f"version reads up to {FORMAT}): upgrade contextevolve to read it")
+        return found
 
     def _migrate(self) -> None:
         """Bring an older buffer to :data:`FORMAT` (idempotent, in one transaction): format 1 gets the
@@ -91,11 +125,7 @@ class EvolveBuffer:
         Raises:
             BufferFormatError: the buffer's format is newer than this version knows.
         """
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
-        found = int(row[0]) if row else 1
-        if found > FORMAT:
-            raise BufferFormatError(f"{self.path} was written by a newer ContextEvolve (format {found}; this "
-                                    f"version reads up to {FORMAT}): upgrade contextevolve to read it")
+        found = self.stored_format()
         have = {r[1] for r in self._db.execute("PRAGMA table_info(programs)")}
         if found == FORMAT and all(name in have for name, _ in _COLUMNS):
             return
@@ -107,7 +137,7 @@ class EvolveBuffer:
             for (text,) in self._db.execute("SELECT record FROM programs").fetchall():
                 record = ProgramRecord.model_validate_json(text)
                 self._db.execute("UPDATE programs SET tokens = ?, wall = ?, worker = ? WHERE id = ?",
-                                 (total_tokens(record.tokens), wall(record.seconds), record.worker, record.id))
+                                 (total_tokens(record.tokens), _elapsed(record), record.worker, record.id))
             self._db.execute("INSERT OR IGNORE INTO claims SELECT iteration, worker, 0 FROM programs "
                              "WHERE committed = 1 AND iteration > 0")
             self._db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT),))
@@ -116,13 +146,13 @@ class EvolveBuffer:
             self._db.execute("ROLLBACK")
             raise
 
-    def claim(self, worker: int, workers: int, limit: int) -> int | None:
+    def claim(self, worker: int, limit: int) -> int | None:
         """The iteration number of ``worker``'s next child, claimed atomically (one SQLite transaction, so
         two workers, even of two processes, never get the same one): the worker's own claim whose child is
-        not committed yet if it has one (a worker killed mid-iteration resumes it); else one left by a
-        worker the run no longer has (index >= ``workers``: a run resumed with fewer workers); else the next
-        number, unless ``limit`` iterations are claimed already (then None: the iteration budget is spent). A
-        claim handed over (:meth:`hand_over`) is never given out again."""
+        not committed yet if it has one (a worker killed mid-iteration resumes it); else the lowest number
+        not claimed (a claim :meth:`release_gone` gave back, or the next one), unless ``limit`` iterations
+        are claimed already (then None: the iteration budget is spent). A claim handed over
+        (:meth:`hand_over`) is never given out again."""
         unfinished = ("SELECT c.iteration FROM claims c LEFT JOIN programs p ON p.iteration = c.iteration AND "
                       "p.committed = 1 WHERE p.id IS NULL AND c.handed = 0 AND {} ORDER BY c.iteration LIMIT 1")
         with self._lock:
@@ -130,19 +160,32 @@ class EvolveBuffer:
             try:
                 row = self._db.execute(unfinished.format("c.worker = ?"), (worker,)).fetchone()
                 if row is None:
-                    row = self._db.execute(unfinished.format("c.worker >= ?"), (workers,)).fetchone()
-                    if row is not None:
-                        self._db.execute("UPDATE claims SET worker = ? WHERE iteration = ?", (worker, row[0]))
-                if row is None:
                     count, top = self._db.execute("SELECT COUNT(*), MAX(iteration) FROM claims").fetchone()
                     if count < limit:
-                        row = ((top or 0) + 1,)
+                        gap = count < (top or 0)  # a claim was given back below the highest
+                        row = self._db.execute(
+                            "SELECT MIN(iteration) + 1 FROM claims WHERE iteration + 1 NOT IN "
+                            "(SELECT iteration FROM claims)").fetchone() if gap else ((top or 0) + 1,)
+                        if gap and not self._db.execute("SELECT 1 FROM claims WHERE iteration = 1").fetchone():
+                            row = (1,)
                         self._db.execute("INSERT INTO claims VALUES (?, ?, 0)", (row[0], worker))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
         return None if row is None else row[0]
+
+    def release_gone(self, workers: int) -> list[int]:
+        """Before a run goes on with ``workers`` workers: give back the unfinished claims of the workers it no
+        longer has (index >= ``workers``, a run resumed with fewer), so that they are made again, and return
+        their handed-over claims whose child is not committed yet (to be finished, not made again)."""
+        done = "SELECT iteration FROM programs WHERE committed = 1"
+        with self._lock:
+            self._db.execute(f"DELETE FROM claims WHERE worker >= ? AND handed = 0 AND iteration NOT IN ({done})",
+                             (workers,))
+            rows = self._db.execute(f"SELECT iteration FROM claims WHERE worker >= ? AND handed = 1 AND iteration "
+                                    f"NOT IN ({done}) ORDER BY iteration", (workers,)).fetchall()
+        return [r[0] for r in rows]
 
     def hand_over(self, iteration: int) -> None:
         """Mark ``iteration``'s claim as handed over: its worker is done with it and its commit is on its way
@@ -236,7 +279,7 @@ class EvolveBuffer:
                 "record, tokens, wall, worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record.id, record.iteration, record.parent_id, record.status, score,
                  int(record.committed), record.model_dump_json(), total_tokens(record.tokens),
-                 wall(record.seconds), record.worker),
+                 _elapsed(record), record.worker),
             )
 
     def get(self, program_id: str) -> ProgramRecord | None:
@@ -269,6 +312,25 @@ class EvolveBuffer:
         """Number of committed programs (failed ones included)."""
         with self._lock:
             return self._db.execute("SELECT COUNT(*) FROM programs WHERE committed = 1").fetchone()[0]
+
+    def best_by(self, better: Callable[[float, float | None], bool]) -> ProgramRecord | None:
+        """The committed ``ok`` program that is best by ``better`` (a task's :meth:`~contextevolve.tasks.base.Task.better`,
+        which leaves out differences within the task's score tolerance), taken in iteration order: a later
+        program is best only when better than every earlier one."""
+        best = None
+        with self._lock:
+            rows = self._db.execute("SELECT record FROM programs WHERE committed = 1 AND status = 'ok' "
+                                    "ORDER BY iteration").fetchall()
+        for (text,) in rows:
+            record = ProgramRecord.model_validate_json(text)
+            if best is None or better(record.combined_score, best.combined_score):
+                best = record
+        return best
+
+    def committed_ids(self) -> list[str]:
+        """Ids of the committed programs, in iteration order."""
+        with self._lock:
+            return [r[0] for r in self._db.execute("SELECT id FROM programs WHERE committed = 1 ORDER BY iteration")]
 
     def best(self, higher_is_better: bool = True) -> ProgramRecord | None:
         """Committed ``ok`` program with the best combined score (earliest on ties)."""

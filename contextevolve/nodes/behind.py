@@ -56,7 +56,8 @@ def finish(ctx: RunContext, child_id: str, write: Writer) -> None:
         usage = write(ctx, child_id)
     child = memory.buffer.require(child_id)
     child.tokens = add_usage(child.tokens, usage)
-    child.seconds = add_seconds(child.seconds, watch.seconds)
+    # "summarize.behind": of the phase, the seconds behind the worker (not its elapsed time: it went on)
+    child.seconds = add_seconds(child.seconds, {**watch.seconds, "summarize.behind": watch.seconds["summarize"]})
     child.llm_calls = [*child.llm_calls, *watch.calls]
     memory.commit(child)
 

@@ -47,7 +47,7 @@ def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     settle(ctx, state.worker, write_abstract)  # the children it handed over: errors raised, a killed run's finished
     reason = stop_reason(ctx, task, memory)
     workers = ctx.parallelism.workers
-    number = None if reason else memory.buffer.claim(state.worker, workers, ctx.max_iterations)
+    number = None if reason else memory.buffer.claim(state.worker, ctx.max_iterations)
     if number is None:
         settle(ctx, state.worker, write_abstract, wait=True)  # a worker ends with its children committed
         return {"stop_reason": reason or budget_spent_reason(ctx)}  # the last iteration's ids stay readable

@@ -104,7 +104,7 @@ def load_run(run_dir: str | Path) -> RunData:
     if not (root / BUFFER_FILE).is_file():
         raise ReportError(f"{root} is not a run directory: it has no {BUFFER_FILE}")
     settings = json.loads((root / "run.json").read_text()) if (root / "run.json").is_file() else {}
-    buffer = EvolveBuffer(root / BUFFER_FILE)
+    buffer = EvolveBuffer(root / BUFFER_FILE, read_only=True)
     try:
         programs = sorted(buffer.committed(), key=lambda p: p.iteration)
     finally:

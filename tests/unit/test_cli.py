@@ -149,7 +149,7 @@ def test_run_flags_and_run_settings_agree():
                   "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop", "--no-server-per-role", "--stale-after", "3", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
                   "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1", "--workers", "2",
-                  "--llm-concurrency", "3", "--eval-workers", "2", "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
+                  "--llm-concurrency", "3", "--no-summarize-behind", "--eval-workers", "2", "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
                   "--disable", "navigator", "--disable", "sampler", "--eval-cpu", "2", "--eval-memory-mb", "512", "--eval-max-processes", "8",
                   "--eval-output-kb", "8", "--eval-files-mb", "8", "--eval-allow-network"]
     settings = run_settings(build_parser().parse_args(everything))

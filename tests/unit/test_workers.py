@@ -24,7 +24,7 @@ def test_claims_from_many_threads_are_distinct_and_stop_at_the_budget(tmp_path):
 
     def worker(index: int) -> None:
         for _ in range(5):
-            number = buffer.claim(index, 8, limit=20)
+            number = buffer.claim(index, limit=20)
             with lock:
                 got.append(number)
             if number is not None:
@@ -41,19 +41,30 @@ def test_claims_from_many_threads_are_distinct_and_stop_at_the_budget(tmp_path):
     buffer.close()
 
 
-def test_a_worker_gets_its_unfinished_claim_back_and_a_gone_workers_claim_is_taken_up(tmp_path):
+def test_a_worker_gets_its_unfinished_claim_back_and_a_gone_workers_claim_is_made_again(tmp_path):
     buffer = EvolveBuffer(tmp_path / "b.sqlite")
-    assert [buffer.claim(w, 3, limit=10) for w in (0, 1, 2)] == [1, 2, 3]
-    assert buffer.claim(1, 3, limit=10) == 2  # killed before its checkpoint: the same child again
+    assert [buffer.claim(w, limit=10) for w in (0, 1, 2)] == [1, 2, 3]
+    assert buffer.claim(1, limit=10) == 2  # killed before its checkpoint: the same child again
     _commit(buffer, 2, worker=1)
-    assert buffer.claim(1, 3, limit=10) == 4
-    # resumed with two workers: worker 2's unfinished claim goes to whoever claims next
-    assert buffer.claim(0, 2, limit=10) == 1
+    assert buffer.claim(1, limit=10) == 4
+    # resumed with two workers: worker 2's unfinished claim is given back, and is the next one claimed
+    buffer.hand_over(4)  # (worker 1's: not given back, since its commit is on its way)
+    assert buffer.release_gone(2) == [] and sorted(buffer.claims()) == [1, 2, 4]
+    assert buffer.claim(0, limit=10) == 1
     _commit(buffer, 1)
-    assert buffer.claim(0, 2, limit=10) == 3 and buffer.claims()[3] == 0
-    assert buffer.claim(0, 2, limit=4) == 3  # (its own, even past a lowered budget)
+    assert buffer.claim(0, limit=10) == 3 and buffer.claims()[3] == 0
+    assert buffer.claim(0, limit=4) == 3  # (its own, even past a lowered budget)
     _commit(buffer, 3)
-    assert buffer.claim(0, 2, limit=4) is None  # four claimed: the budget is spent
+    assert buffer.claim(0, limit=4) is None  # four claimed: the budget is spent
+    assert buffer.handed_over(1) == [4]
+    buffer.close()
+
+
+def test_a_handed_over_claim_of_a_gone_worker_is_returned_to_be_finished(tmp_path):
+    buffer = EvolveBuffer(tmp_path / "b.sqlite")
+    assert [buffer.claim(w, limit=10) for w in (0, 1, 2)] == [1, 2, 3]
+    buffer.hand_over(3)
+    assert buffer.release_gone(2) == [3] and buffer.claims() == {1: 0, 2: 1, 3: 2}
     buffer.close()
 
 
@@ -66,6 +77,10 @@ def test_spent_counts_tokens_and_the_busiest_workers_seconds(tmp_path):
     _commit(buffer, 3, worker=0, wall=3.0)
     buffer.put(ProgramRecord(id=program_id(4), iteration=4, worker=1, seconds={"generate": 50.0}))  # pending
     assert buffer.spent() == (36, 8.0)  # 6 + 3 * 10 tokens; 2 s + worker 0's 6 s
+    # a Summarizer call behind its worker is the child's seconds, not its worker's elapsed time
+    buffer.put(ProgramRecord(id=program_id(5), iteration=5, worker=0, committed=True, status="ok",
+                             seconds={"generate": 1.0, "summarize": 2.0, "summarize.behind": 2.0}))
+    assert buffer.spent() == (36, 9.0)
     buffer.close()
 
 
@@ -106,7 +121,7 @@ def test_an_older_buffer_is_migrated_in_one_place(tmp_path):
     # the committed children are claimed by worker 0; the round's uncommitted child is made again
     assert buffer.claims() == {1: 0, 2: 0}
     assert buffer.spent() == (360, 7.5)
-    assert buffer.claim(0, 1, limit=10) == 3 and buffer.run_id() == "abc"
+    assert buffer.claim(0, limit=10) == 3 and buffer.run_id() == "abc"
     buffer.close()
     db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone() == (str(FORMAT),)
