@@ -12,7 +12,7 @@ Printed per setting: iterations/min (children evaluated), valid children/min (ok
 valid), speed-up in iterations/min over the same system with one worker, endpoint busy (busy stream-seconds /
 (streams × wall)) and mean requests in flight (queued ones included).
 
-Usage: python benchmarks/throughput.py [--iterations 24] [--workers 1,2,4,8] [--openevolve 1,8]
+Usage: python benchmarks/throughput.py [--iterations 24] [--per-worker 6] [--workers 1,2,4,8] [--openevolve 1,8]
            [--streams 8 --ttft 0.3 --tpot 0.025] [--task model_placement] [--seed 0]
            [--summarize-behind on|off|default] [--json FILE]
 """
@@ -33,17 +33,22 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.latency_endpoint import LatencyEndpoint  # noqa: E402
 
 
-def run_contextevolve(args: argparse.Namespace, workers: int, folder: Path) -> dict:
-    """One ContextEvolve run with ``workers`` workers; its figures."""
+def iterations_for(args: argparse.Namespace, workers: int) -> int:
+    """Iterations of a setting with ``workers`` workers: ``--iterations``, or ``--per-worker`` × workers if more."""
+    return max(args.iterations, args.per_worker * workers)
+
+
+def run_contextevolve(args: argparse.Namespace, workers: int, folder: Path, behind: str) -> dict:
+    """One ContextEvolve run with ``workers`` workers and the Summarizer behind them or not (``on``, ``off``,
+    ``default``: on with several workers); its figures."""
     from contextevolve.api import evolve
     from contextevolve.memory.buffer import EvolveBuffer
 
     endpoint = LatencyEndpoint(streams=args.streams, ttft_s=args.ttft, tpot_s=args.tpot, seed=args.seed)
     try:
-        behind = {"on": True, "off": False}.get(args.summarize_behind)
-        evolve(args.task, iterations=args.iterations, run_dir=folder / "run", workers=workers,
+        evolve(args.task, iterations=iterations_for(args, workers), run_dir=folder / "run", workers=workers,
                base_url=endpoint.url, model="ctx", models={"generator": "gen"}, api_key="none",
-               max_retries=1, seed=args.seed, summarize_behind=behind)
+               max_retries=1, seed=args.seed, summarize_behind={"on": True, "off": False}.get(behind))
         figures = endpoint.figures()
     finally:
         endpoint.close()
@@ -52,13 +57,13 @@ def run_contextevolve(args: argparse.Namespace, workers: int, folder: Path) -> d
         children = [r for r in buffer.committed() if r.iteration > 0]
     finally:
         buffer.close()
-    label = {"on": ", Summarizer behind", "off": ", Summarizer in order"}.get(args.summarize_behind, "")
+    label = {"on": ", Summarizer behind", "off": ", Summarizer in order"}.get(behind, "")
     return {"system": "ContextEvolve", "parallel": f"workers {workers}{label}", "n": workers,
             "iterations": len(children), "valid": sum(r.status == "ok" for r in children),
             "replies": dict(endpoint.kinds), **figures}
 
 
-def run_openevolve(args: argparse.Namespace, workers: int, folder: Path) -> dict:
+def run_openevolve(args: argparse.Namespace, workers: int, folder: Path, _behind: str = "") -> dict:
     """One OpenEvolve run (whole programs) with ``workers`` worker processes; its figures."""
     from contextevolve.compare import ledger
     from contextevolve.compare.peers import PeerSpec
@@ -69,7 +74,7 @@ def run_openevolve(args: argparse.Namespace, workers: int, folder: Path) -> dict
     ledger_path = folder / "ledger.jsonl"
     ledger.evaluate(task, task.initial_program, ledger_path, initial=True)
     spec = PeerSpec(system="openevolve", task=args.task, out_dir=str(folder / "run"), ledger=str(ledger_path),
-                    base_url=endpoint.url, model="gen", candidates=args.iterations, seed=args.seed,
+                    base_url=endpoint.url, model="gen", candidates=iterations_for(args, workers), seed=args.seed,
                     workers=workers, options={"diff_based_evolution": False})
     (folder / "spec.json").write_text(spec.model_dump_json(indent=2))
     try:
@@ -95,7 +100,10 @@ def per_minute(row: dict) -> dict:
 
 def table(rows: list[dict]) -> str:
     """The rows as a Markdown table, speed-up against the same system's one-worker row."""
-    base = {r["system"]: r["iterations_per_min"] for r in rows if r["n"] == 1}
+    base = {}
+    for r in rows:
+        if r["n"] == 1:
+            base.setdefault(r["system"], r["iterations_per_min"])
     lines = ["| system | parallel | iterations/min | valid children/min | speed-up over 1 | endpoint busy | "
              "mean requests in flight | iterations | wall s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -107,8 +115,14 @@ def table(rows: list[dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--iterations", type=int, default=24)
-    parser.add_argument("--workers", default="1,2,4,8", help="ContextEvolve worker counts, comma-separated")
+    parser.add_argument("--iterations", type=int, default=24, help="iterations per setting (at least)")
+    parser.add_argument("--per-worker", type=int, default=0,
+                        help="at least this many iterations per worker (a setting with many workers runs longer, "
+                             "so that its first and last iterations, when workers wait for c_0 or have no claim "
+                             "left, weigh as little as with one)")
+    parser.add_argument("--workers", default="1,2,4,8",
+                        help="ContextEvolve worker counts, comma-separated; W:on or W:off sets the Summarizer "
+                             "behind the workers for that row (default: --summarize-behind)")
     parser.add_argument("--openevolve", default="1,8", help="OpenEvolve worker counts ('' for none)")
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--ttft", type=float, default=0.3)
@@ -119,18 +133,20 @@ def main() -> int:
                         help="ContextEvolve's Summarizer behind its worker (default: on with several workers)")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args()
-    settings = [("contextevolve", int(w)) for w in args.workers.split(",") if w.strip()]
-    settings += [("openevolve", int(w)) for w in args.openevolve.split(",") if w.strip()]
-    print(f"throughput: {args.task}, {args.iterations} iterations per setting, endpoint {args.streams} streams, "
+    settings = [("contextevolve", int(w.partition(":")[0]), w.partition(":")[2] or args.summarize_behind)
+                for w in args.workers.split(",") if w.strip()]
+    settings += [("openevolve", int(w), "") for w in args.openevolve.split(",") if w.strip()]
+    print(f"throughput: {args.task}, {args.iterations} iterations per setting (at least {args.per_worker} per "
+          f"worker), endpoint {args.streams} streams, "
           f"{args.ttft} s to the first token, {args.tpot * 1000:.0f} ms per token", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ce-throughput-") as tmp:
-        for system, workers in settings:
-            folder = Path(tmp) / f"{system}-{workers}"
+        for n, (system, workers, behind) in enumerate(settings):
+            folder = Path(tmp) / f"{n}-{system}-{workers}"
             folder.mkdir()
             began = time.perf_counter()
             run = run_contextevolve if system == "contextevolve" else run_openevolve
-            row = per_minute(run(args, workers, folder))
+            row = per_minute(run(args, workers, folder, behind))
             rows.append(row)
             print(f"{row['system']}, {row['parallel']}: {row['iterations_per_min']:.2f} iterations/min, "
                   f"{row['valid_per_min']:.2f} valid/min, busy {row['busy']:.0%}, in flight {row['in_flight']:.2f} "

@@ -265,7 +265,11 @@ def test_sigkill_mid_iteration_with_two_workers_then_resume(tmp_path, models):
             break
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    assert run_status(run_dir)["iterations"] < 6
+    killed = run_status(run_dir)
+    assert killed["iterations"] < 6
+    # status says where each worker was: the node it waits to run and the child it was making
+    assert set(killed["workers"]) == {0, 1}
+    assert any(p["next"] and p["child_id"] and not p["stop_reason"] for p in killed["workers"].values())
     result = evolve("model_placement", iterations=6, run_dir=run_dir, resume=True)
     status = run_status(run_dir)
     assert result.iterations == 6 and status["iterations"] == 6 and status["programs"] == 7

@@ -215,3 +215,22 @@ def test_a_child_handed_over_when_the_run_died_is_finished_by_its_workers_next_c
         assert [r.id for r in buffer.committed()] == ["it00000", "it00001", "it00002"]
     finally:
         close_memory(ctx.run_dir)
+
+
+def test_a_run_resumed_with_fewer_workers_makes_a_gone_workers_child_under_its_id(tmp_path, models):
+    import json
+
+    from contextevolve.api import evolve
+
+    run = tmp_path / "r"
+    evolve("model_placement", iterations=2, run_dir=run, max_retries=0, repair_attempts=0)
+    buffer = EvolveBuffer(run / "buffer.sqlite")
+    assert buffer.claim(2, limit=10) == 3  # worker 2 of a larger run had claimed it00003 when the run stopped
+    buffer.close()
+    result = evolve("model_placement", iterations=4, run_dir=run, resume=True, workers=2)
+    assert result.iterations == 4
+    ids = [json.loads(line)["id"] for line in (run / "programs.jsonl").read_text().splitlines()]
+    assert ids == [program_id(n) for n in range(5)]
+    buffer = EvolveBuffer(run / "buffer.sqlite")
+    assert set(buffer.claims()) == {1, 2, 3, 4} and 2 not in buffer.claims().values()
+    buffer.close()
