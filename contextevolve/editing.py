@@ -351,7 +351,9 @@ def normalized_code(source: str, entry: str | None = None, *, annotations: bool 
     unused import once became a run's best).
 
     Cached (a pure function of its arguments): the twin check compares every child with every committed
-    program, so without it each Generator request would parse the whole Evolve Buffer again. A
+    program, so without it each Generator request would parse the whole Evolve Buffer again. The cache
+    holds 32,768 digests, two per program (with and without annotations): a scan of a buffer larger than
+    the cache would miss on every entry, as a least-recently-used cache does. A
     MemoryError or RecursionError anywhere in the digest (the parser's nesting limit, a deep tree, or
     a real out-of-memory, which is transient) gives None and is not remembered: such a source is parsed
     again at its next check, which costs time, never a wrong answer.
@@ -362,7 +364,7 @@ def normalized_code(source: str, entry: str | None = None, *, annotations: bool 
         return None
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=32768)
 def _digest(source: str, entry: str | None, annotations: bool = True) -> str | None:
     """:func:`normalized_code`'s cached part: None for a source that can never parse; a MemoryError or
     RecursionError propagates, so the cache never keeps it."""

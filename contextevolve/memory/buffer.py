@@ -317,15 +317,14 @@ class EvolveBuffer:
         """The committed ``ok`` program that is best by ``better`` (a task's :meth:`~contextevolve.tasks.base.Task.better`,
         which leaves out differences within the task's score tolerance), taken in iteration order: a later
         program is best only when better than every earlier one."""
-        best = None
-        with self._lock:
-            rows = self._db.execute("SELECT record FROM programs WHERE committed = 1 AND status = 'ok' "
-                                    "ORDER BY iteration").fetchall()
-        for (text,) in rows:
-            record = ProgramRecord.model_validate_json(text)
-            if best is None or better(record.combined_score, best.combined_score):
-                best = record
-        return best
+        best: tuple[str, float] | None = None
+        with self._lock:  # (scores only: a long run's records are not parsed for this)
+            rows = self._db.execute("SELECT id, combined_score FROM programs WHERE committed = 1 AND status = 'ok' "
+                                    "ORDER BY iteration, id").fetchall()
+        for program, score in rows:
+            if best is None or better(score, best[1]):
+                best = (program, score)
+        return self.get(best[0]) if best else None
 
     def committed_ids(self) -> list[str]:
         """Ids of the committed programs, in iteration order."""

@@ -17,8 +17,8 @@ def stop_reason(ctx: RunContext, task: Task, memory: RunMemory) -> str | None:
     the claim's own check (:meth:`~contextevolve.memory.buffer.EvolveBuffer.claim`), which counts the
     children in flight too: :func:`budget_spent_reason` words it."""
     buffer = memory.buffer
-    best = buffer.best_by(task.better)
-    if ctx.target_score is not None and best is not None and (
+    best = buffer.best_by(task.better) if ctx.target_score is not None else None
+    if best is not None and (
             best.combined_score == ctx.target_score or task.better(best.combined_score, ctx.target_score)):
         return f"target score reached ({best.combined_score:.6g})"
     tokens, elapsed = buffer.spent()

@@ -63,7 +63,7 @@ def test_two_real_iterations_on_model_placement(tmp_path, monkeypatch):
     seen = []  # at each node's start: how many servers carrying the mark ran? (0: the last check proves nothing)
     result = evolve("model_placement", iterations=2, run_dir=tmp_path / "run", seed=1,
                     on_phase=lambda node, child: seen.append(len(llama_servers(mark))))
-    # the Navigator's, the Generator's and the one the others share (one lane), all started before the first node
+    # the Navigator's, the Generator's and the one the others share (one worker), all started before the first node
     assert SERVERS == 3 and set(seen) == {SERVERS}, f"the run's {SERVERS} servers must carry the test's mark: {seen}"
     assert result.iterations == 2 and result.programs == 3
     assert result.initial_score == pytest.approx(21.8916, abs=1e-4)
@@ -113,9 +113,9 @@ def test_the_default_server_drafts_what_a_reply_copies_from_its_prompt(monkeypat
     assert "def compute_model_placement(gpu_num, models):" in text
 
 
-def test_two_lanes_decoded_together_by_llama_cpps_own_server(tmp_path, monkeypatch):
-    """``CONTEXTEVOLVE_LLAMA_SERVER=native`` and two lanes: one llama-server with two slots serves the run,
-    both lanes' requests are decoded at the same time, and both children are the evaluator's."""
+def test_two_workers_decoded_together_by_llama_cpps_own_server(tmp_path, monkeypatch):
+    """``CONTEXTEVOLVE_LLAMA_SERVER=native`` and two workers: one llama-server with two slots serves the run,
+    both workers' requests are decoded at the same time, and both children are the evaluator's."""
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
     try:
         server_flags.native_binary()
@@ -138,19 +138,20 @@ def test_two_lanes_decoded_together_by_llama_cpps_own_server(tmp_path, monkeypat
     watcher.start()
     servers = []
     try:
-        result = evolve("txn_scheduling", iterations=2, lanes=2, run_dir=tmp_path / "run", seed=1,
+        result = evolve("txn_scheduling", iterations=2, workers=2, run_dir=tmp_path / "run", seed=1,
                         on_phase=lambda node, child: servers.append(len(llama_servers(mark))))
     finally:
         done.set()
         watcher.join()
-    assert set(servers) == {1}, f"one llama-server must serve both lanes: {servers}"
-    assert max(busy, default=0) == 2, f"the two lanes' requests must be decoded together: {busy}"
+    assert set(servers) == {1}, f"one llama-server must serve both workers: {servers}"
+    assert max(busy, default=0) == 2, f"the two workers' requests must be decoded together: {busy}"
     task = get_task("txn_scheduling")
     buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite")
     records = buffer.committed()
     buffer.close()
     assert [r.id for r in records] == ["it00000", "it00001", "it00002"] and result.iterations == 2
-    for child in records[1:]:  # one round: both lanes start from the initial program
+    assert {r.worker for r in records[1:]} == {0, 1}  # one child each
+    for child in records[1:]:  # both workers' first children: c_0 was the only program to start from
         assert child.parent_id == "it00000"
         assert child.tokens["generator"]["prompt"] > 300 and child.tokens["generator"]["completion"] > 0
         if child.status == "ok":
