@@ -33,6 +33,8 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS claims (iteration INTEGER PRIMARY KEY, worker INTEGER NOT NULL,
                                    handed INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS workers (thread_id TEXT PRIMARY KEY, worker INTEGER NOT NULL UNIQUE);
+CREATE INDEX IF NOT EXISTS programs_iteration ON programs(iteration, committed);
+CREATE INDEX IF NOT EXISTS claims_worker ON claims(worker, handed);
 """
 
 FORMAT = 2

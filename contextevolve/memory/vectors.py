@@ -97,8 +97,9 @@ class AbstractIndex:
         """Upsert ``record``'s abstract and metadata (idempotent by program id)."""
         self.add_many([record])
 
-    def add_many(self, records: list[ProgramRecord], batch: int = 256) -> None:
-        """Upsert the abstracts and metadata of ``records``, ``batch`` per Chroma call (embedded together)."""
+    def add_many(self, records: list[ProgramRecord], batch: int = 256, embeddings: list | None = None) -> None:
+        """Upsert the abstracts and metadata of ``records``, ``batch`` per Chroma call (embedded together, or
+        given: ``embeddings``, one 384-d vector per record, e.g. a benchmark's stand-ins)."""
         for start in range(0, len(records), batch):
             part = records[start:start + batch]
             metadatas = []
@@ -107,8 +108,9 @@ class AbstractIndex:
                             "status": record.status, "combined_score": float(record.combined_score)}
                 metadata.update({f"metric_{k}": float(v) for k, v in record.metrics.items()})
                 metadatas.append(metadata)
+            given = {"embeddings": embeddings[start:start + batch]} if embeddings is not None else {}
             self._collection.upsert(ids=[r.id for r in part], documents=[r.abstract or "(no abstract)" for r in part],
-                                    metadatas=metadatas)
+                                    metadatas=metadatas, **given)
 
     def ids(self) -> set[str]:
         """All program ids in the index."""
