@@ -187,16 +187,20 @@ class Workers:
 def _worker_threads(path: Path) -> dict[int, str]:
     """Worker index -> LangGraph thread of the buffer at ``path``, read without writing (an older buffer is
     not migrated by looking at it); ``{}`` when there is none, or it is from before workers (format 1)."""
+    from contextevolve.memory.buffer import EvolveBuffer
+
     if not path.is_file():
         return {}
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            return dict(db.execute("SELECT worker, thread_id FROM workers").fetchall())
-        finally:
-            db.close()
+        buffer = EvolveBuffer(path, read_only=True)
     except sqlite3.Error:
         return {}
+    try:
+        return buffer.worker_threads()
+    except sqlite3.Error:  # (format 1: no workers table)
+        return {}
+    finally:
+        buffer.close()
 
 
 def checkpointed_states(root: Path) -> dict[int, dict[str, Any]]:

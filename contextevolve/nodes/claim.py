@@ -45,14 +45,14 @@ def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     check_identity(state.run_identity, ctx)
     task, memory = task_of(ctx), memory_of(ctx)
     settle(ctx, state.worker, write_abstract)  # the children it handed over: errors raised, a killed run's finished
-    reason = stop_reason(ctx, task, memory)
+    spent = memory.buffer.spent()
+    reason = stop_reason(ctx, task, memory, spent)
     workers = ctx.parallelism.workers
     number = None if reason else memory.buffer.claim(state.worker, ctx.max_iterations)
     if number is None:
         settle(ctx, state.worker, write_abstract, wait=True)  # a worker ends with its children committed
         return {"stop_reason": reason or budget_spent_reason(ctx)}  # the last iteration's ids stay readable
-    tokens, _ = memory.buffer.spent()
-    return {**fresh_iteration(), "iteration": number - 1, "child_id": program_id(number), "run_tokens": tokens,
+    return {**fresh_iteration(), "iteration": number - 1, "child_id": program_id(number), "run_tokens": spent[0],
             "workers": workers, "stop_reason": None}
 
 

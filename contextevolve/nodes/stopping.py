@@ -10,18 +10,19 @@ from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.base import Task
 
 
-def stop_reason(ctx: RunContext, task: Task, memory: RunMemory) -> str | None:
+def stop_reason(ctx: RunContext, task: Task, memory: RunMemory, spent: tuple[int, float] | None = None) -> str | None:
     """Why no worker should start another iteration now, or None: the target score (the buffer's best), the
     token budget (tokens of the committed programs) or the time budget
     (:meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`'s elapsed seconds). The iteration budget is
     the claim's own check (:meth:`~contextevolve.memory.buffer.EvolveBuffer.claim`), which counts the
-    children in flight too: :func:`budget_spent_reason` words it."""
+    children in flight too: :func:`budget_spent_reason` words it. ``spent``: the buffer's
+    :meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`, when the caller has read it already."""
     buffer = memory.buffer
     best = buffer.best_by(task.better) if ctx.target_score is not None else None
     if best is not None and (
             best.combined_score == ctx.target_score or task.better(best.combined_score, ctx.target_score)):
         return f"target score reached ({best.combined_score:.6g})"
-    tokens, elapsed = buffer.spent()
+    tokens, elapsed = spent if spent is not None else buffer.spent()
     if ctx.token_budget is not None and tokens >= ctx.token_budget:
         return f"token budget reached ({tokens}/{ctx.token_budget})"
     if ctx.time_budget_s is not None and elapsed >= ctx.time_budget_s:
