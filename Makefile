@@ -10,7 +10,7 @@ LLAMA_CMAKE_ARGS ?= $(or $(shell bash $(dir $(abspath $(lastword $(MAKEFILE_LIST
   $(error scripts/llama_cmake_args.sh printed no CMake arguments; set LLAMA_CMAKE_ARGS))
 RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: setup sandbox-tools report-tools native-server run test unit integration bench clean
+.PHONY: setup sandbox-tools report-tools native-server run test lint unit integration bench clean
 
 setup: sandbox-tools $(VENV)/.installed $(VENV)/.native-tried
 
@@ -58,8 +58,12 @@ run: setup
 	$(VENV)/bin/contextevolve run --task model_placement --iterations $(ITERATIONS) --run-dir $(RUN_DIR)
 	$(VENV)/bin/contextevolve status $(RUN_DIR)
 
-test: setup report-tools
+test: lint report-tools
 	$(PY) -m pytest -q -ra --durations=8
+
+# ruff (pyflakes, pycodestyle, import order, pydocstyle with the Google convention): pyproject.toml.
+lint: setup
+	$(PY) -m ruff check .
 
 unit: setup
 	$(PY) -m pytest -q -m "not integration"

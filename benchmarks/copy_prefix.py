@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.sampling import first_prompts  # noqa: E402
+from benchmarks.sampling import first_prompts
 
 SHARES = (0.5, 0.6, 0.75, 0.9)
 """Shares of a twin's code lines at which a stop is costed."""
@@ -35,9 +35,11 @@ CODE_BLOCK = re.compile(r"```(?:python)?\n(.*?)(?:```|$)", re.S)
 
 
 def code_lines(text: str) -> list[str]:
-    """The code lines of the first fenced block of ``text`` (or of ``text``, unfenced), in order:
-    stripped, whitespace collapsed, trailing ``  #`` comments cut; blank lines, comment lines and
-    triple-quoted strings that open a line (docstrings) left out. Works on a reply cut anywhere."""
+    """The code lines of the first fenced block of ``text`` (or of ``text``, unfenced), in order.
+
+    Each stripped, whitespace collapsed, trailing ``  #`` comments cut; blank lines, comment lines and
+    triple-quoted strings that open a line (docstrings) left out. Works on a reply cut anywhere.
+    """
     match = CODE_BLOCK.search(text)
     lines, quote = [], None
     for line in (match.group(1) if match else text).splitlines():
@@ -55,7 +57,7 @@ def code_lines(text: str) -> list[str]:
 
 
 def copied_prefix(parent: str, reply: str) -> int:
-    """Number of ``parent``'s code lines :func:`code_lines` finds repeated, in order, at the start of ``reply``."""
+    """Number of ``parent``'s code lines :func:`code_lines` finds repeated, in order, at ``reply``'s start."""
     ours, theirs = code_lines(parent), code_lines(reply)
     count = 0
     while count < min(len(ours), len(theirs)) and ours[count] == theirs[count]:
@@ -64,7 +66,7 @@ def copied_prefix(parent: str, reply: str) -> int:
 
 
 def decoded_share(reply: str, lines: int) -> float:
-    """Share of ``reply``'s characters decoded when its first ``lines`` code lines were complete (1.0 if never)."""
+    """Share of ``reply``'s characters decoded when its first ``lines`` code lines were whole (1.0: never)."""
     seen = ""
     for line in reply.splitlines(keepends=True):
         seen += line
@@ -74,6 +76,7 @@ def decoded_share(reply: str, lines: int) -> float:
 
 
 def main() -> int:
+    """Print the copied prefix of every stored whole-program reply and what a stop would leave undecoded."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("replies", type=Path, help="a benchmarks/sampling.py --out file")
     parser.add_argument("--runs-root", type=Path, default=Path("runs"), help="where the replayed runs are")
@@ -86,16 +89,19 @@ def main() -> int:
     for name, rows in results.items():
         for row in rows:
             if row.get("mode", "full") != "full" or "reply" not in row:
-                continue  # an edit form other than a whole program, or a file written before replies were kept
+                continue  # another edit form than a whole program, or a file from before replies were kept
             key = (row["run"], row["iteration"])
             if key not in parents:
-                parents.update({(p["run"], p["iteration"]): p["parent"] for p in first_prompts(args.runs_root / row["run"])})
+                parents.update({(p["run"], p["iteration"]): p["parent"]
+                                for p in first_prompts(args.runs_root / row["run"])})
             parent = parents[key]
             total = len(code_lines(parent))
-            shares = [f"{decoded_share(row['reply'], math.ceil(s * total)):.2f}" if row["outcome"] == "twin" else ""
+            twin = row["outcome"] == "twin"
+            shares = [f"{decoded_share(row['reply'], math.ceil(s * total)):.2f}" if twin else ""
                       for s in SHARES]
             print(f"| {name} | {row['run']} | {row['iteration']} | {row['sample']} | {row['outcome']} | "
-                  f"{copied_prefix(parent, row['reply'])}/{total} | {row['completion']} | " + " | ".join(shares) + " |")
+                  f"{copied_prefix(parent, row['reply'])}/{total} | {row['completion']} | "
+                  + " | ".join(shares) + " |")
     return 0
 
 

@@ -7,21 +7,22 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
 * repairs attempted / children they turned ``ok``, pre-check stops, duplicates;
 * improvements of the best (children that beat the best-so-far), initial vs best score;
 * tokens per iteration by role, completion tokens of the Generator and repairs per iteration
-  ("code tokens", what a generation mode costs), tokens per valid child;
+  ("code tokens", what an edit form costs), tokens per valid child;
 * seconds per iteration, from the end of ``initialize`` (LLM server up, c_0 scored) to the
   end of the run, and the median over children of their own seconds;
 * seconds per iteration by phase (``generate``, ``evaluate``, ``repair``, ...) with the part of each
   spent waiting for the LLM, and LLM seconds and generated tokens by role, from the children's
   records (:mod:`contextevolve.timing`).
 
-``--no-docstrings-shown`` shows the Generator programs without their docstrings (full mode).
+``--no-docstrings-shown`` shows the Generator programs without their docstrings (the ``full`` edit form).
+``--repair-attempts 0`` runs the paper's loop: no repair, and no import added without a model either.
 ``--no-stop``, ``--no-prompt-cache`` and ``--one-server`` switch off the stop at the end of the code
 block, the embedded server's prompt cache (off by default since it ran out of memory; the flag forces it
 off when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set) and the Navigator's and Generator's servers of their
 own; ``--logits-all`` has the servers keep every prompt token's logits, as llama-cpp-python's server does
-unless told otherwise. A run with ``--mode full --repair-attempts 2 --no-restart --no-stop --no-prompt-cache
---one-server --logits-all --max-tokens navigator=160`` measures the system as it was before them, beside one
-with the defaults;
+unless told otherwise. A run with ``--edit-form full --repair-attempts 2 --no-restart --no-stop
+--no-prompt-cache --one-server --logits-all --max-tokens navigator=160`` measures the system as it was before
+them, beside one with the defaults;
 ``PYTHONPATH=DIR`` with an AVX2 build of llama-cpp-python installed in DIR (``pip install --no-deps
 --target DIR``) adds the build it ran on then. The JSON records which build, prompt cache and servers
 served the run (``llama_cpp_build``, ``prompt_cache``, ``embedded_servers``, ``logits_all``).
@@ -39,7 +40,7 @@ markdown table over several such runs (no LLM needed).
 
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
-        [--repair-attempts R] [--no-restart] [--mode full|diff|functions] [--one-server] [--logits-all]
+        [--repair-attempts R] [--no-restart] [--edit-form full|diff|functions] [--one-server] [--logits-all]
         [--workers W] [--server native|python] [--no-speculative]
         [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
@@ -59,16 +60,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextevolve.llm import serving  # noqa: E402
-from contextevolve.memory.records import ProgramRecord  # noqa: E402
-from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens  # noqa: E402
-from contextevolve.tasks.registry import get_task  # noqa: E402
-from contextevolve.timing import LLMCall, add_seconds, llm_by_role, wall  # noqa: E402
+from contextevolve.llm import serving
+from contextevolve.memory.records import ProgramRecord
+from contextevolve.program.forms import EDIT_FORMS
+from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
+from contextevolve.tasks.registry import get_task
+from contextevolve.timing import LLMCall, add_seconds, llm_by_role, wall
 
 RESULT_FILE = "effectiveness.json"
-COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "pre-check stops", "duplicates",
-           "improvements", "initial", "best", "tokens/iter", "code tokens/iter", "median code tokens", "tokens/valid child",
-           "s/iter", "median s/iter")
+COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "pre-check stops",
+           "duplicates", "improvements", "initial", "best", "tokens/iter", "code tokens/iter",
+           "median code tokens", "tokens/valid child", "s/iter", "median s/iter")
 
 
 def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) -> dict:
@@ -90,7 +92,8 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
     return {
         "task": settings["task"], "repair_attempts": settings.get("repair_attempts"),
         "repair_restart": settings.get("repair_restart", False),  # runs before the setting only fixed
-        "mode": settings.get("generation_mode"), "seed": settings.get("seed"), "iterations": len(children),
+        "mode": settings.get("edit_form") or settings.get("generation_mode"), "seed": settings.get("seed"),
+        "iterations": len(children),
         "valid": valid, "valid_rate": valid / n,
         "repairs_attempted": sum(len(c.get("attempts", [])) for c in children),
         "repairs_succeeded": sum(1 for c in children if c.get("attempts") and c["status"] == "ok"),
@@ -111,7 +114,8 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
             for c in children]),
         "seconds_by_phase_per_iteration": {k: v / n for k, v in sorted(functools.reduce(
             add_seconds, (c.get("seconds", {}) for c in children), {}).items())},
-        "llm_by_role_per_iteration": {role: {k: v / n for k, v in row.items()} for role, row in _llm(children).items()},
+        "llm_by_role_per_iteration": {role: {k: v / n for k, v in row.items()}
+                                      for role, row in _llm(children).items()},
         "statuses": [c["status"] for c in children],
         "reasons": [c["reason"][:160] for c in children if c["status"] != "ok"],
     }
@@ -127,6 +131,7 @@ def _llm(records: list[dict]) -> dict[str, dict[str, float]]:
 
 
 def row(f: dict) -> list[str]:
+    """The table cells of one run's figures ``f``, in the order of :data:`COLUMNS`."""
     per_valid = f"{f['tokens_per_valid_child']:,.0f}" if f["tokens_per_valid_child"] else "-"
     secs = f"{f['seconds_per_iteration']:.0f}" if f["seconds_per_iteration"] else "-"
     code = f.get("generator_completion_per_iteration")
@@ -135,7 +140,8 @@ def row(f: dict) -> list[str]:
     return [f["task"], repairs, str(f["mode"]), str(f["iterations"]), str(f["valid"]),
             f"{100 * f['valid_rate']:.0f} %", f"{f['repairs_succeeded']}/{f['repairs_attempted']}",
             str(f["precheck_stops"]), str(f["duplicates"]), str(f["improvements"]), f"{f['initial']:.6g}",
-            f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}", "-" if code is None else f"{code:,.0f}",
+            f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}",
+            "-" if code is None else f"{code:,.0f}",
             _num(f.get("median_generated_tokens_per_iteration")), per_valid, secs,
             _num(f.get("median_seconds_per_iteration"))]
 
@@ -145,18 +151,21 @@ def _num(value: float | None) -> str:
 
 
 def table(results: list[dict]) -> str:
+    """A markdown table of the runs' figures, with the valid-child rate over them when there are several."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row(f)) + " |" for f in results]
     children = sum(f["iterations"] for f in results)
     valid = sum(f["valid"] for f in results)
     if len(results) > 1 and children:
-        better = sum(get_task(f["task"]).better(f["best"], f["initial"]) for f in results)  # with its tolerance
-        lines.append(f"\nover these runs: valid-child rate {100 * valid / children:.0f} % ({valid}/{children}); "
-                     f"best > initial in {better}/{len(results)} runs")
+        # with the task's tolerance
+        better = sum(get_task(f["task"]).better(f["best"], f["initial"]) for f in results)
+        lines.append(f"\nover these runs: valid-child rate {100 * valid / children:.0f} % "
+                     f"({valid}/{children}); best > initial in {better}/{len(results)} runs")
     return "\n".join(lines)
 
 
 def report(f: dict) -> str:
+    """The printed report of one run: its table, what served it, and its figures by role and phase."""
     roles = ", ".join(f"{role} {v:,.0f}" for role, v in f["tokens_per_iteration"].items())
     phases = ", ".join(f"{k} {v:.1f}" for k, v in f["seconds_by_phase_per_iteration"].items())
     llm = ", ".join(f"{role} {r['calls']:.2f} calls {r['seconds']:.1f} s {r['completion']:.0f} generated"
@@ -167,43 +176,51 @@ def report(f: dict) -> str:
 
 
 def main() -> int:
+    """Run the search with the options given and print its figures, or ``--table`` over finished runs."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="model_placement")
     parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repair-attempts", type=int, default=None, help="default: RunContext's")
-    parser.add_argument("--mode", choices=["full", "diff", "functions"], default=None, help="default: RunContext's")
+    parser.add_argument("--repair-attempts", type=int, default=None,
+                        help="default: RunContext's; 0: the paper's loop (no import fixes either)")
+    parser.add_argument("--edit-form", choices=tuple(EDIT_FORMS), default=None, help="default: RunContext's")
     parser.add_argument("--no-restart", action="store_true",
                         help="every repair fixes the failing program (SearchSettings.repair_restart = False)")
     parser.add_argument("--no-stop", action="store_true",
-                        help="let the Generator write past the end of its code block (SearchSettings.stop_at_code_end)")
+                        help="let the Generator write past the end of its code block "
+                             "(SearchSettings.stop_at_code_end)")
     parser.add_argument("--no-docstrings-shown", action="store_true",
-                        help="full mode shows the Generator programs without docstrings and puts the parent's back "
-                             "into the child (SearchSettings.docstrings_shown = False)")
+                        help="the full edit form shows the Generator programs without docstrings and puts "
+                             "the parent's back into the child (SearchSettings.docstrings_shown = False)")
     parser.add_argument("--stale-after", type=int, default=None,
-                        help="leave out of parent selection a parent whose last N children were twins; 0: never "
-                             "(SearchSettings.stale_after; default: RunContext's)")
+                        help="leave out of parent selection a parent whose last N children were twins; "
+                             "0: never (SearchSettings.stale_after; default: RunContext's)")
     parser.add_argument("--unguided-hotter", type=float, default=None,
                         help="temperature added to a first ask without guidance; 0: none "
                              "(SearchSettings.unguided_hotter; default: RunContext's)")
     parser.add_argument("--no-prompt-cache", action="store_true",
-                        help="start the embedded server without its prompt cache (CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")
+                        help="start the embedded server without its prompt cache "
+                             "(CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")
     parser.add_argument("--one-server", action="store_true",
-                        help="one embedded server for every agent (ModelSettings.embedded_server_per_role = False)")
+                        help="one embedded server for every agent "
+                             "(ModelSettings.embedded_server_per_role = False)")
     parser.add_argument("--logits-all", action="store_true",
-                        help="the embedded servers keep every prompt token's logits, llama-cpp-python's default "
-                             "(CONTEXTEVOLVE_LOGITS_ALL=1)")
+                        help="the embedded servers keep every prompt token's logits, llama-cpp-python's "
+                             "default (CONTEXTEVOLVE_LOGITS_ALL=1)")
     parser.add_argument("--workers", type=int, default=1, metavar="W",
-                        help="workers producing children side by side (Parallelism.workers); seconds per iteration "
-                             "are then the run's seconds over its iterations")
+                        help="workers producing children side by side (Parallelism.workers); seconds per "
+                             "iteration are then the run's seconds over its iterations")
     parser.add_argument("--server", choices=["native", "python"],
-                        help="the embedded server: llama.cpp's own (one slot per worker, drafts from the prompt) or "
-                             "llama-cpp-python's (CONTEXTEVOLVE_LLAMA_SERVER); default: native where installed")
+                        help="the embedded server: llama.cpp's own (one slot per worker, drafts from the "
+                             "prompt) or llama-cpp-python's (CONTEXTEVOLVE_LLAMA_SERVER); default: native "
+                             "where installed")
     parser.add_argument("--no-speculative", action="store_true",
                         help="the native server drafts no tokens (CONTEXTEVOLVE_SPECULATIVE=none)")
     parser.add_argument("--max-tokens", action="append", default=[], metavar="ROLE=N",
-                        help="completion-token cap of one role (e.g. navigator=160, the cap before it was lowered)")
-    parser.add_argument("--log-prompts", action="store_true", help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
+                        help="completion-token cap of one role (e.g. navigator=160, the cap before it was "
+                             "lowered)")
+    parser.add_argument("--log-prompts", action="store_true",
+                        help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--run-dir", help="default runs/eff-TASK-R-MODE-seedS")
@@ -215,7 +232,7 @@ def main() -> int:
         return 0
 
     from contextevolve.api import evolve
-    from contextevolve.graph.context import SearchSettings, flat_settings
+    from contextevolve.graph.context import SearchSettings, flat_settings, upgraded
     from contextevolve.graph.settings import DEFAULT_MAX_TOKENS
 
     caps = {role: int(n) for role, _, n in (pair.partition("=") for pair in args.max_tokens)}
@@ -228,14 +245,15 @@ def main() -> int:
     if args.no_speculative:
         os.environ["CONTEXTEVOLVE_SPECULATIVE"] = "none"
     repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
-    mode = args.mode or SearchSettings.generation_mode
+    mode = args.edit_form or SearchSettings.edit_form
     fix_only = "-fixonly" if args.no_restart else ""
-    old = ("-nostop" if args.no_stop else "") + ("-nocache" if args.no_prompt_cache else "") + (
-        "-oneserver" if args.one_server else "") + ("-logitsall" if args.logits_all else "") + (
-        "-nodoc" if args.no_docstrings_shown else "") + (f"-workers{args.workers}" if args.workers != 1 else "") + (
-        f"-{args.server}" if args.server else "") + ("-nospec" if args.no_speculative else "") + (
-        f"-stale{args.stale_after}" if args.stale_after is not None else "") + (
-        f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "")
+    old = "".join([
+        "-nostop" if args.no_stop else "", "-nocache" if args.no_prompt_cache else "",
+        "-oneserver" if args.one_server else "", "-logitsall" if args.logits_all else "",
+        "-nodoc" if args.no_docstrings_shown else "", f"-workers{args.workers}" if args.workers != 1 else "",
+        f"-{args.server}" if args.server else "", "-nospec" if args.no_speculative else "",
+        f"-stale{args.stale_after}" if args.stale_after is not None else "",
+        f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else ""])
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
@@ -247,15 +265,18 @@ def main() -> int:
 
     search = {k: v for k, v in (("stale_after", args.stale_after), ("unguided_hotter", args.unguided_hotter))
               if v is not None}
+    # repair_attempts 0 is the paper's loop: no import is added without a model either
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
-           generation_mode=mode, repair_restart=not args.no_restart, base_url=args.base_url, model=args.model,
-           log_prompts=args.log_prompts or None, on_update=on_update, stop_at_code_end=not args.no_stop,
-           max_tokens={**DEFAULT_MAX_TOKENS, **caps}, embedded_server_per_role=not args.one_server,
+           import_fixes=repair > 0, edit_form=mode, repair_restart=not args.no_restart,
+           base_url=args.base_url, model=args.model, log_prompts=args.log_prompts or None,
+           on_update=on_update, stop_at_code_end=not args.no_stop, max_tokens={**DEFAULT_MAX_TOKENS, **caps},
+           embedded_server_per_role=False if args.one_server else None,
            docstrings_shown=not args.no_docstrings_shown, workers=args.workers, **search)
-    settings = flat_settings(json.loads((run_dir / "run.json").read_text()))
+    settings = flat_settings(upgraded(json.loads((run_dir / "run.json").read_text())))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
-    result = {**figures(run_dir, per_iteration, settings), "commit": commit, "stop_at_code_end": not args.no_stop,
-              "docstrings_shown": not args.no_docstrings_shown,
+    result = {**figures(run_dir, per_iteration, settings), "commit": commit,
+              "stop_at_code_end": not args.no_stop, "docstrings_shown": not args.no_docstrings_shown,
+              "import_fixes": settings.get("import_fixes"),
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
               **{k: v for k, v in serving.recorded(run_dir)[-1].items() if k not in ("at", "resumed")}}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))

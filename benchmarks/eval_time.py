@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextevolve.tasks.registry import get_task, task_names  # noqa: E402
+from contextevolve.tasks.registry import get_task, task_names
 
 LIMITS_S = {"model_placement": 1, "txn_scheduling": 3, "eplb": 10, "llm_sql": 20, "sparse_attention": 20}
 """Per-task evaluation time limits on a 2-core machine."""
@@ -45,11 +45,13 @@ def build_data(name: str) -> None:
 
 
 def main() -> int:
+    """Print each task's data-build seconds and its initial program's evaluation seconds."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", nargs="*", default=task_names())
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    print(f"{'task':18} {'data s':>8} {'median s':>9} {'min s':>7} {'max s':>7} {'limit s':>8}  status / score")
+    print(f"{'task':18} {'data s':>8} {'median s':>9} {'min s':>7} {'max s':>7} {'limit s':>8}"
+          "  status / score")
     worst_ratio = 0.0
     for name in args.tasks:
         task = get_task(name)

@@ -88,9 +88,11 @@ class LatencyEndpoint:
 
     @property
     def url(self) -> str:
+        """The endpoint's OpenAI base URL."""
         return f"http://127.0.0.1:{self.port}/v1"
 
     def close(self) -> None:
+        """Stop the endpoint's event loop: no request is answered after it."""
         self.loop.call_soon_threadsafe(self.loop.stop)
 
     def _flight(self, change: int) -> None:
@@ -119,7 +121,8 @@ class LatencyEndpoint:
             return web.json_response({
                 "id": f"lat-{self.requests}", "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model", "gen"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                             "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": prompt, "completion_tokens": tokens(text),
                           "total_tokens": prompt + tokens(text)}})
         finally:
@@ -137,13 +140,15 @@ class LatencyEndpoint:
     def _program(self) -> str:
         self.serial += 1
         weight = round(0.5 + self.serial * 0.01 + self.rng.random() * 0.001, 5)  # never the same twice
-        code = BETTER_PROGRAM.replace("model.req_rate / model.slo)", f"{weight} * model.req_rate / model.slo)", 1)
+        rule = f"{weight} * model.req_rate / model.slo)"
+        code = BETTER_PROGRAM.replace("model.req_rate / model.slo)", rule, 1)
         return code.replace("if kvpr < best_kvpr:", f"if kvpr < best_kvpr - {self.serial}e-12:")
 
     def _reply(self, body: dict) -> tuple[str, str]:
         if body.get("response_format"):
             picks = sorted(self.rng.sample(range(1, 6), 2))
-            return "sampler", json.dumps({"exemplars": picks, "why": "one close to the parent, one far from it"})
+            why = "one close to the parent, one far from it"
+            return "sampler", json.dumps({"exemplars": picks, "why": why})
         if body.get("model") != "gen":
             return "context", self.rng.choice(CONTEXT_REPLIES)
         kind = self._draw()
@@ -158,8 +163,11 @@ class LatencyEndpoint:
 
     # --- measuring -----------------------------------------------------------------------------------
     def figures(self) -> dict[str, float]:
-        """Over the window from the first request to the last reply: ``wall_s``, ``busy`` (busy stream-seconds
-        / (streams × wall)), ``in_flight`` (mean requests in flight, queued ones included), ``requests``."""
+        """The figures over the window from the first request to the last reply.
+
+        They are ``wall_s``, ``busy`` (busy stream-seconds / (streams × wall)), ``in_flight`` (mean requests
+        in flight, queued ones included) and ``requests``.
+        """
         with self.lock:
             if self.first_at is None or self.last_at is None:
                 return {"wall_s": 0.0, "busy": 0.0, "in_flight": 0.0, "requests": 0}

@@ -26,18 +26,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import AIMessage  # noqa: E402
-from langgraph.checkpoint.sqlite import SqliteSaver  # noqa: E402
+import numpy as np
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langgraph.checkpoint.sqlite import SqliteSaver
 
-from contextevolve.graph.builder import RECURSION_LIMIT, build_graph  # noqa: E402
-from contextevolve.graph.context import RunContext  # noqa: E402
-from contextevolve.llm.models import use_chat_models  # noqa: E402
-from contextevolve.memory.records import ProgramRecord, program_id  # noqa: E402
-from contextevolve.memory.store import close_memory, open_memory  # noqa: E402
-from contextevolve.tasks.base import Evaluation  # noqa: E402
-from contextevolve.tasks.registry import get_task  # noqa: E402
+from contextevolve.graph.builder import RECURSION_LIMIT, build_graph
+from contextevolve.graph.context import RunContext
+from contextevolve.llm.models import use_chat_models
+from contextevolve.memory.records import ProgramRecord, program_id
+from contextevolve.memory.store import close_memory, open_memory
+from contextevolve.tasks.base import Evaluation
+from contextevolve.tasks.registry import get_task
 
 IDEAS = ["greedy by req_rate/slo", "sort by model size", "binary search on a KVPR threshold",
          "local search swapping pairs", "projected-pressure greedy", "round robin", "largest-first packing",
@@ -45,8 +45,11 @@ IDEAS = ["greedy by req_rate/slo", "sort by model size", "binary search on a KVP
 
 
 def populate(run_dir: Path, n: int, source: str) -> None:
-    """Commit ``n`` programs (c_0 and ``n - 1`` children), each child's iteration claimed first as a run's
-    worker claims it, so that the run's next claim is iteration ``n``; the abstracts are indexed in batches."""
+    """Commit ``n`` programs (c_0 and ``n - 1`` children), the abstracts indexed in batches.
+
+    Each child's iteration is claimed first, as a run's worker claims it, so that the run's next claim is
+    iteration ``n``.
+    """
     memory = open_memory(run_dir)
     rng = random.Random(n)
     records = []
@@ -72,6 +75,7 @@ def populate(run_dir: Path, n: int, source: str) -> None:
 
 
 def instant_models(source: str) -> dict:
+    """Scripted chat models by role that answer at once: the Generator a new copy of ``source`` each time."""
     counter = itertools.count()
 
     class Gen(GenericFakeChatModel):
@@ -95,8 +99,10 @@ def checkpoint_bytes(conn: sqlite3.Connection) -> int:
 
 
 def measure(n: int, iterations: int) -> tuple[float, dict[str, float], float]:
-    """Median seconds per iteration and per node over ``iterations`` iterations on a buffer of ``n`` programs,
-    and the checkpoint bytes the run stored per iteration."""
+    """Seconds per iteration and per node, and checkpoint bytes per iteration, on a buffer of ``n`` programs.
+
+    The seconds are medians over ``iterations`` iterations; the bytes are what the run stored per iteration.
+    """
     task = get_task("model_placement")
     source = task.initial_program
     with tempfile.TemporaryDirectory() as tmp:
@@ -133,11 +139,13 @@ def measure(n: int, iterations: int) -> tuple[float, dict[str, float], float]:
 
 
 def main() -> None:
+    """Print the overhead per iteration for each buffer size (and the checkpoint bytes, if asked)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--iterations", type=int, default=7)
     parser.add_argument("--checkpoint-iterations", type=int, nargs="*", default=[],
-                        help="also run this many iterations from 10 programs and print checkpoint bytes per iteration")
+                        help="also run this many iterations from 10 programs and print checkpoint bytes per "
+                             "iteration")
     args = parser.parse_args()
     print(f"{'programs':>9} {'s/iteration':>12} {'ckpt B/it':>10}  per node (median ms)")
     for n in args.sizes:

@@ -30,13 +30,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextevolve.evaluation.executors import LocalExecutor  # noqa: E402
-from contextevolve.tasks.registry import get_task  # noqa: E402
+from contextevolve.evaluation.executors import LocalExecutor
+from contextevolve.tasks.registry import get_task
 
 
 def evals_per_minute(task_name: str, workers: int, n: int, repeats: int) -> tuple[float, list[str]]:
-    """Median evaluations per minute of ``n`` baseline programs with ``workers`` evaluation workers, and their
-    statuses."""
+    """Median evaluations per minute of ``n`` baseline programs with ``workers`` evaluation workers.
+
+    Also the statuses of the last batch.
+    """
     task = get_task(task_name)
     sources = list(itertools.islice(itertools.cycle(task.baselines().values()), n))
     executor = LocalExecutor(workers)
@@ -50,8 +52,9 @@ def evals_per_minute(task_name: str, workers: int, n: int, repeats: int) -> tupl
     return statistics.median(rates), statuses
 
 
-def iterations_per_hour(task_name: str, workers: int, iterations: int, seed: int) -> tuple[float, float, dict]:
-    """Iterations per hour of a fresh embedded-LLM run with ``workers`` workers; also seconds and the run status."""
+def iterations_per_hour(task_name: str, workers: int, iterations: int,
+                        seed: int) -> tuple[float, float, dict]:
+    """Iterations per hour of a fresh embedded-LLM run with ``workers`` workers, its seconds and status."""
     from contextevolve.api import evolve, run_status
 
     marks: dict[str, float] = {}
@@ -71,7 +74,9 @@ def iterations_per_hour(task_name: str, workers: int, iterations: int, seed: int
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Print evaluations per minute with 1 and 2 evaluation workers, then iterations per hour with 1 and 2."""
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="txn_scheduling", help="task for the evaluation-pool part")
     parser.add_argument("--evals", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
@@ -91,14 +96,15 @@ def main() -> None:
     print(f"ratio 2/1: {two / one:8.2f}")
     if args.skip_llm:
         return
-    print(f"\n== iterations per hour: {args.iterations} iterations of {args.llm_task}, embedded LLM, seed {args.seed}")
+    print(f"\n== iterations per hour: {args.iterations} iterations of {args.llm_task}, embedded LLM, "
+          f"seed {args.seed}")
     rows = {}
     for workers in (1, 2):
         rate, seconds, status = iterations_per_hour(args.llm_task, workers, args.iterations, args.seed)
         rows[workers] = rate
-        print(f"workers={workers}: {rate:8.1f} iterations/hour ({args.iterations} iterations in {seconds:.0f} s; "
-              f"statuses {status['statuses']}, best {status['best_score']:.4f}, tokens {status['total_tokens']})",
-              flush=True)
+        print(f"workers={workers}: {rate:8.1f} iterations/hour ({args.iterations} iterations in "
+              f"{seconds:.0f} s; statuses {status['statuses']}, best {status['best_score']:.4f}, "
+              f"tokens {status['total_tokens']})", flush=True)
     print(f"ratio 2/1: {rows[2] / rows[1]:8.2f}")
 
 

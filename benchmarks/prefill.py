@@ -1,5 +1,7 @@
-"""What the embedded server's prompt cache, one server per agent, or keeping only the last token's logits
-saves in prompt reading: a replay of stored requests.
+"""What a prompt cache, a server per agent or only the last token's logits save in prompt reading: a replay.
+
+It measures the embedded server's prompt cache, one server per agent, and keeping only the last token's logits
+on stored requests.
 
 Reads the requests of runs recorded with ``--log-prompts`` (``RUN_DIR/prompts.jsonl``: every role's,
 in the order the run sent them) and sends them again, in that order, to fresh embedded servers once per
@@ -44,17 +46,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from openai import OpenAI  # noqa: E402
+from openai import OpenAI
 
-from contextevolve.graph.context import RunContext  # noqa: E402
-from contextevolve.llm import embedded, models, transcript  # noqa: E402
+from contextevolve.graph.context import RunContext
+from contextevolve.llm import embedded, models, transcript
 
 ROLES = {"system": "system", "human": "user", "ai": "assistant"}
 
 
 def stored_requests(run_dir: Path, limit: int | None = None) -> list[dict]:
-    """The requests of ``run_dir/prompts.jsonl`` in the order sent: ``{"run", "role", "messages"}``
-    with OpenAI-style messages (``role``/``content``).
+    """The requests of ``run_dir/prompts.jsonl`` in the order sent.
+
+    Each is ``{"run", "role", "messages"}`` with OpenAI-style messages (``role``/``content``).
 
     Raises:
         SystemExit: the run has no ``prompts.jsonl`` (it was not recorded with ``--log-prompts``).
@@ -71,8 +74,10 @@ def stored_requests(run_dir: Path, limit: int | None = None) -> list[dict]:
 
 
 def memory_mb(pid: int) -> dict[str, float]:
-    """``{"peak_rss_mb", "anon_mb"}`` of process ``pid`` (``VmHWM`` and ``RssAnon`` of
-    ``/proc/PID/status``, MB); 0 where unknown."""
+    """``{"peak_rss_mb", "anon_mb"}`` of process ``pid``, in MB; 0 where unknown.
+
+    They are ``VmHWM`` and ``RssAnon`` of ``/proc/PID/status``.
+    """
     fields = {"VmHWM:": "peak_rss_mb", "RssAnon:": "anon_mb"}
     found = dict.fromkeys(fields.values(), 0.0)
     try:
@@ -94,10 +99,11 @@ a run's servers keep) or every prompt token's (llama-cpp-python's default)."""
 
 
 def replay(requests: list[dict], cache_mb: int, layout: str = "shared", logits: str = "last") -> dict:
-    """Send ``requests`` in order to fresh embedded servers with a ``cache_mb`` prompt cache: one for
-    all (``layout="shared"``) or a default run's (``"per_role"``, each request to its role's server,
-    :func:`contextevolve.llm.models.embedded_server_key`), keeping the ``logits`` of the last token
-    (``"last"``) or of every token (``"all"``).
+    """Send ``requests`` in order to fresh embedded servers with a ``cache_mb`` prompt cache.
+
+    The servers are one for all (``layout="shared"``) or a default run's (``"per_role"``, each request to
+    its role's server, :func:`contextevolve.llm.models.embedded_server_key`), keeping the ``logits`` of the
+    last token (``"last"``) or of every token (``"all"``).
 
     Returns ``{"cache_mb", "layout", "logits", "peak_rss_mb", "anon_mb", "rows": [{"run", "role",
     "prompt_tokens", "seconds"}]}``; the memory figures are sums over the servers. The servers read
@@ -109,8 +115,8 @@ def replay(requests: list[dict], cache_mb: int, layout: str = "shared", logits: 
     key_of = {role: models.embedded_server_key(role, run) for role in {r["role"] for r in requests}}
     servers = {key: embedded.EmbeddedServer() for key in sorted(set(key_of.values()))}
     rows, memory = [], {"peak_rss_mb": 0.0, "anon_mb": 0.0}
-    settings = {"CONTEXTEVOLVE_PROMPT_CACHE_MB": str(cache_mb), "CONTEXTEVOLVE_LOGITS_ALL": LOGITS_SETTINGS[logits],
-                "CONTEXTEVOLVE_LLAMA_SERVER": "python"}
+    settings = {"CONTEXTEVOLVE_PROMPT_CACHE_MB": str(cache_mb),
+                "CONTEXTEVOLVE_LOGITS_ALL": LOGITS_SETTINGS[logits], "CONTEXTEVOLVE_LLAMA_SERVER": "python"}
     before = {name: os.environ.get(name) for name in settings}
     try:
         os.environ.update(settings)
@@ -133,8 +139,9 @@ def replay(requests: list[dict], cache_mb: int, layout: str = "shared", logits: 
             seconds = time.perf_counter() - start
             rows.append({"run": request["run"], "role": request["role"],
                          "prompt_tokens": reply.usage.prompt_tokens, "seconds": seconds})
-            print(f"cache {cache_mb:>4} MB {layout:>8} logits {logits:>4} {request['run']} {request['role']:>10}: "
-                  f"{reply.usage.prompt_tokens:>5} prompt tokens, {seconds:5.1f} s", flush=True)
+            print(f"cache {cache_mb:>4} MB {layout:>8} logits {logits:>4} {request['run']} "
+                  f"{request['role']:>10}: {reply.usage.prompt_tokens:>5} prompt tokens, {seconds:5.1f} s",
+                  flush=True)
         for server in servers.values():
             for name, value in memory_mb(server.pid).items():
                 memory[name] += value
@@ -145,8 +152,7 @@ def replay(requests: list[dict], cache_mb: int, layout: str = "shared", logits: 
 
 
 def table(results: list[dict]) -> str:
-    """Markdown: seconds by role per cache size, layout and logits setting, and the saving against the
-    first replay."""
+    """Markdown: seconds by role per cache size, layout and logits setting; the saving against the first."""
     roles = sorted({row["role"] for row in results[0]["rows"]})
     base = results[0]
     lines = ["| cache MB | layout | logits | peak RSS MB (sum) | anonymous MB (sum) | " + " | ".join(roles)
@@ -158,14 +164,15 @@ def table(results: list[dict]) -> str:
             mine = [r for r in result["rows"] if r["role"] == role]
             cells.append(f"{len(mine)}× {sum(r['seconds'] for r in mine):.0f} s")
         total = sum(r["seconds"] for r in result["rows"])
-        lines.append(f"| {result['cache_mb']} | {result.get('layout', 'shared')} | {result.get('logits', 'all')} | "
-                     f"{result['peak_rss_mb']:.0f} | "
+        lines.append(f"| {result['cache_mb']} | {result.get('layout', 'shared')} | "
+                     f"{result.get('logits', 'all')} | {result['peak_rss_mb']:.0f} | "
                      f"{result.get('anon_mb', 0):.0f} | " + " | ".join(cells)
                      + f" | {total:.0f} s | {100 * (1 - total / base_total):.0f} % |")
     return "\n".join(lines)
 
 
 def main() -> int:
+    """Replay the stored requests under each cache size, layout and logits setting asked; print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--cache-mb", default="0,100", help="comma-separated cache caps in MB (0: none)")
@@ -182,7 +189,8 @@ def main() -> int:
         parser.error(f"--cache-mb must be comma-separated whole numbers, not {args.cache_mb!r}")
     layouts = args.layouts.split(",")
     if not set(layouts) <= set(LAYOUTS):
-        parser.error(f"--layouts must be comma-separated names among {', '.join(LAYOUTS)}, not {args.layouts!r}")
+        parser.error(f"--layouts must be comma-separated names among {', '.join(LAYOUTS)}, "
+                     f"not {args.layouts!r}")
     logits = args.logits.split(",")
     if not set(logits) <= set(LOGITS_SETTINGS):
         parser.error(f"--logits must be comma-separated names among {', '.join(LOGITS_SETTINGS)}, "
@@ -204,9 +212,8 @@ def main() -> int:
         seconds = sum(r["seconds"] for r in result["rows"])
         reused = result["cache_mb"] or result["layout"] != "shared"
         note = " (reused prefixes are not read again: not a reading speed)" if reused else ""
-        print(f"cache {result['cache_mb']} MB, {result['layout']}, logits {result['logits']}: {tokens} prompt "
-              f"tokens in {seconds:.0f} s = "
-              f"{tokens / seconds:.0f} prompt tokens/s{note}")
+        print(f"cache {result['cache_mb']} MB, {result['layout']}, logits {result['logits']}: "
+              f"{tokens} prompt tokens in {seconds:.0f} s = {tokens / seconds:.0f} prompt tokens/s{note}")
     return 0
 
 

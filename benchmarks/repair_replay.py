@@ -1,6 +1,6 @@
 """Repair success on real failures, without whole runs: replay stored failed children through one repair.
 
-A full effectiveness run (``benchmarks/effectiveness.py``) takes 15-25 minutes on 2 cores, and
+A full effectiveness run (``benchmarks/effectiveness.py``) takes a long time on 2 cores, and
 only a few of its children fail in a way a repair could fix, so it says little about a repair
 setting. This script takes the failures the Generator actually produced in finished runs — the
 first version of every child that went to repair, as stored in its ``attempts`` — scores each
@@ -11,12 +11,12 @@ ends ``ok``.
 
 Printed per generator temperature: cases, fixes that became valid, fixes that were not programs
 (edits not applicable / no code), mean completion tokens, seconds per repair. A NameError the
-mechanical import fix handles (:mod:`contextevolve.fixes`) is left out: the import is added first, without
-the model.
+mechanical import fix handles (:mod:`contextevolve.program.fixes`) is left out: the import is added first,
+without the model.
 
 Usage:
     python benchmarks/repair_replay.py runs/eff-* [--temperatures 0.2,0.8] [--samples 2]
-        [--mode full|diff|functions] [--base-url URL --model NAME] [--limit N]
+        [--edit-form full|diff|functions] [--base-url URL --model NAME] [--limit N]
 """
 
 from __future__ import annotations
@@ -31,17 +31,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import contextevolve.graph  # noqa: E402,F401  (import order: the graph before the nodes)
-from contextevolve.editing import EditError, build_child  # noqa: E402
-from contextevolve.fixes import missing_import  # noqa: E402
-from contextevolve.graph.context import RunContext  # noqa: E402
-from contextevolve.llm.calls import MalformedReply, call_role  # noqa: E402
-from contextevolve.nodes.evaluate import run_evaluation  # noqa: E402
-from contextevolve.nodes.ask import whole_program  # noqa: E402
-from contextevolve.prompts import repair as prompt  # noqa: E402
-from contextevolve.tasks.base import Evaluation  # noqa: E402
-from contextevolve.tasks.prechecks import precheck  # noqa: E402
-from contextevolve.tasks.registry import get_task  # noqa: E402
+from contextevolve.graph.context import RunContext
+from contextevolve.llm.calls import MalformedReply, call_role
+from contextevolve.loop.generation import whole_program
+from contextevolve.nodes.evaluate import run_evaluation
+from contextevolve.program.fixes import missing_import
+from contextevolve.program.forms import EDIT_FORMS, edit_form
+from contextevolve.program.replies import EditError
+from contextevolve.prompts import repair as prompt
+from contextevolve.tasks.base import Evaluation
+from contextevolve.tasks.prechecks import precheck
+from contextevolve.tasks.registry import get_task
 
 
 @dataclass
@@ -77,31 +77,35 @@ def score(ctx: RunContext, source: str) -> Evaluation:
     return precheck(get_task(ctx.task), source, ctx.sandbox) or run_evaluation(ctx, source)
 
 
-def repair_once(ctx: RunContext, case: Case, failure: Evaluation, mode: str) -> tuple[str, int, float]:
-    """One repair of ``case``: (outcome, completion tokens, seconds); outcome is ``ok``, a failed
-    status, or ``no program``."""
-    task = get_task(case.task)
-    messages = prompt.messages(task.description, case.source, failure.reason, failure.traceback, mode)
+def repair_once(ctx: RunContext, case: Case, failure: Evaluation, form_name: str) -> tuple[str, int, float]:
+    """One repair of ``case`` in edit form ``form_name``: (outcome, completion tokens, seconds).
+
+    The outcome is ``ok``, a failed status, or ``no program``.
+    """
+    task, form = get_task(case.task), edit_form(form_name)
+    messages = prompt.messages(task.description, case.source, failure.reason, failure.traceback, form)
     start = time.perf_counter()
     try:
-        reply = call_role("generator", messages, ctx, check=whole_program(case.source, mode))
+        reply = call_role("generator", messages, ctx, check=whole_program(case.source, form))
     except MalformedReply as exc:
-        return "no program", sum(u.get("completion", 0) for u in exc.usage.values()), time.perf_counter() - start
+        tokens = sum(u.get("completion", 0) for u in exc.usage.values())
+        return "no program", tokens, time.perf_counter() - start
     seconds = time.perf_counter() - start
     tokens = sum(u.get("completion", 0) for u in reply.usage.values())
     try:
-        fixed = build_child(case.source, reply.text, mode, truncated=reply.truncated)
+        fixed = form.build(case.source, reply.text, truncated=reply.truncated)
     except EditError:
         return "no program", tokens, seconds
     return score(ctx, fixed).status, tokens, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Replay every stored failure through one repair per temperature and sample; print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, help="run directories of finished runs")
     parser.add_argument("--temperatures", default="0.2,0.8", help="generator temperatures to compare")
     parser.add_argument("--samples", type=int, default=2, help="repairs per case and temperature (seeds 0..)")
-    parser.add_argument("--mode", choices=("full", "diff", "functions"), default="full")
+    parser.add_argument("--edit-form", choices=tuple(EDIT_FORMS), default="full")
     parser.add_argument("--limit", type=int, default=None, help="at most this many cases")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
@@ -125,14 +129,14 @@ def main(argv: list[str] | None = None) -> int:
                 for sample in range(args.samples):
                     ctx = RunContext(task=case.task, base_url=args.base_url, model=args.model, seed=sample,
                                      temperatures={"generator": temperature})
-                    outcome = repair_once(ctx, case, failure, args.mode)
+                    outcome = repair_once(ctx, case, failure, args.edit_form)
                     rows[temperature].append(outcome)
                     print(line, f"-> T={temperature} seed={sample}: {outcome[0]} ({outcome[1]} tok, "
                           f"{outcome[2]:.0f} s)", flush=True)
     finally:
         embedded.stop_shared_server()
-    print(f"\n{replayed} failures replayed ({len(chosen)} found), {args.samples} repairs each per temperature, "
-          f"mode {args.mode}\n")
+    print(f"\n{replayed} failures replayed ({len(chosen)} found), {args.samples} repairs each per "
+          f"temperature, edit form {args.edit_form}\n")
     print("| temperature | repairs | valid | not a program | completion tokens (mean) | s/repair (median) |")
     print("|---|---|---|---|---|---|")
     for temperature, outcomes in rows.items():
@@ -141,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         valid = sum(o[0] == "ok" for o in outcomes)
         broken = sum(o[0] == "no program" for o in outcomes)
         print(f"| {temperature} | {len(outcomes)} | {valid} ({valid / len(outcomes):.0%}) | {broken} | "
-              f"{statistics.mean(o[1] for o in outcomes):.0f} | {statistics.median(o[2] for o in outcomes):.0f} |")
+              f"{statistics.mean(o[1] for o in outcomes):.0f} | "
+              f"{statistics.median(o[2] for o in outcomes):.0f} |")
     return 0
 
 

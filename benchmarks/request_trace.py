@@ -42,7 +42,8 @@ from tests.fakes import BETTER_PROGRAM, INITIAL  # noqa: E402
 #: The parts of a request that decide its reply (and that a refactoring must keep).
 KEYS = ("model", "messages", "temperature", "seed", "stop", "max_tokens", "max_completion_tokens", "top_p",
         "response_format")
-MISSING_IMPORT = BETTER_PROGRAM.replace("    ordered = sorted(", "    heapq.heapify([])\n    ordered = sorted(")
+MISSING_IMPORT = BETTER_PROGRAM.replace("    ordered = sorted(",
+                                        "    heapq.heapify([])\n    ordered = sorted(")
 BROKEN = INITIAL[: len(INITIAL) // 2] + "\n    ((\n"
 
 
@@ -57,7 +58,8 @@ def reply_for(body: dict) -> tuple[str, str]:
         kind = h % 12
         weight = 0.05 + (h >> 8) % 300 / 100
         if kind < 5:
-            code = BETTER_PROGRAM.replace("model.req_rate / model.slo", f"{weight:.2f} * model.req_rate / model.slo")
+            code = BETTER_PROGRAM.replace("model.req_rate / model.slo",
+                                          f"{weight:.2f} * model.req_rate / model.slo")
         elif kind == 5:
             code = MISSING_IMPORT
         elif kind == 6:
@@ -72,28 +74,33 @@ def reply_for(body: dict) -> tuple[str, str]:
             return f"Here is the new program.\n```python\n{INITIAL[:300]}", "length"
         return f"Here is the new program.\n```python\n{code}```\n", "stop"
     if body.get("response_format"):
-        return json.dumps({"exemplars": sorted({1 + h % 5, 1 + (h >> 4) % 5}), "why": "diverse ideas"}), "stop"
-    return ["Greedy placement by KV-cache pressure; sorts models by request rate over SLO.",
-            "Balance projected pressure after placing each model rather than the current pressure.",
-            "Try placing the largest models first, then fill the GPUs with the most free memory."][h % 3], "stop"
+        picks = sorted({1 + h % 5, 1 + (h >> 4) % 5})
+        return json.dumps({"exemplars": picks, "why": "diverse ideas"}), "stop"
+    replies = ["Greedy placement by KV-cache pressure; sorts models by request rate over SLO.",
+               "Balance projected pressure after placing each model rather than the current pressure.",
+               "Try placing the largest models first, then fill the GPUs with the most free memory."]
+    return replies[h % 3], "stop"
 
 
 class TraceEndpoint:
-    """OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1 answering :func:`reply_for`; ``requests``
-    holds every request's :data:`KEYS` in arrival order."""
+    """OpenAI-compatible ``/v1/chat/completions`` on 127.0.0.1 answering :func:`reply_for`.
+
+    ``requests`` holds every request's :data:`KEYS` in arrival order.
+    """
 
     def __init__(self):
         self.requests: list[dict] = []
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 endpoint.requests.append({k: body.get(k) for k in KEYS})
                 text, finish = reply_for(body)
                 words = len(text.split())
                 prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
-                raw = json.dumps({"id": "trace", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                raw = json.dumps({"id": "trace", "object": "chat.completion", "created": 0,
+                                  "model": body.get("model"),
                                   "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                                "finish_reason": finish}],
                                   "usage": {"prompt_tokens": prompt, "completion_tokens": words,
@@ -112,22 +119,41 @@ class TraceEndpoint:
 
     @property
     def url(self) -> str:
+        """The endpoint's OpenAI base URL."""
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
 
-def trace(endpoint: TraceEndpoint, tree: Path, iterations: int, seed: int, mode: str,
-          extra: list[str]) -> tuple[list[dict], list[dict]]:
-    """Run ``tree``'s ``contextevolve run`` against ``endpoint`` (the same one for every tree: its URL
-    reaches the prompts, in the reasons of endpoint faults); returns the run's requests and program
-    records (``extra``: more ``run`` flags)."""
+def run_flags(tree: Path, form: str, repair_attempts: int | None, no_repair_restart: bool) -> list[str]:
+    """The ``run`` flags that ask ``tree`` for edit form ``form`` and these repair settings, in its names.
+
+    A tree from before ``generation_mode`` became ``edit_form`` (its flags module maps ``generation_mode``
+    to ``mode``) takes ``--mode`` and adds no import without a model with ``repair_attempts`` 0; a newer tree
+    takes ``--edit-form`` and is then told ``--no-import-fixes``, so that both run the same loop.
+    """
+    flags = tree / "contextevolve" / "flags.py"
+    old = flags.exists() and '"generation_mode": "mode"' in flags.read_text()
+    out = ["--mode" if old else "--edit-form", form]
+    if repair_attempts is not None:
+        out += ["--repair-attempts", str(repair_attempts)]
+        out += [] if old or repair_attempts else ["--no-import-fixes"]
+    return out + (["--no-repair-restart"] if no_repair_restart else [])
+
+
+def trace(endpoint: TraceEndpoint, tree: Path, iterations: int, seed: int,
+          flags: list[str]) -> tuple[list[dict], list[dict]]:
+    """Run ``tree``'s ``contextevolve run`` against ``endpoint``; the run's requests and program records.
+
+    ``endpoint`` is the same one for every tree (its URL reaches the prompts, in the reasons of endpoint
+    faults); ``flags`` are more ``run`` flags (:func:`run_flags`).
+    """
     endpoint.requests = []
     with tempfile.TemporaryDirectory(prefix="ce-trace-") as tmp:
         run_dir = Path(tmp) / "run"  # the same path name for every tree
         env = {**os.environ, "PYTHONPATH": str(tree)}
         done = subprocess.run([sys.executable, "-m", "contextevolve.cli", "run", "--task", "model_placement",
-                               "--iterations", str(iterations), "--seed", str(seed), "--mode", mode,
+                               "--iterations", str(iterations), "--seed", str(seed),
                                "--run-dir", str(run_dir), "--base-url", endpoint.url, "--model", "ctx",
-                               "--role-model", "generator=gen", "--max-retries", "0", "--no-report", *extra],
+                               "--role-model", "generator=gen", "--max-retries", "0", "--no-report", *flags],
                               env=env, cwd=tmp, capture_output=True, text=True, timeout=1800)
         if done.returncode:
             raise SystemExit(f"{tree}: run failed ({done.returncode}): {done.stderr[-1500:]}")
@@ -136,6 +162,7 @@ def trace(endpoint: TraceEndpoint, tree: Path, iterations: int, seed: int, mode:
 
 
 def summary(requests: list[dict], records: list[dict]) -> dict:
+    """What one tree's run asked and made: requests by model, the children's outcomes, and digests of both."""
     by_model: dict[str, int] = {}
     for r in requests:
         by_model[r["model"]] = by_model.get(r["model"], 0) + 1
@@ -150,20 +177,22 @@ def summary(requests: list[dict], records: list[dict]) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Trace every tree's run and compare each trace with the first tree's; 1 when they differ."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trees", nargs="+", type=Path, default=[ROOT], help="source trees to compare")
     parser.add_argument("--iterations", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--mode", choices=("full", "diff", "functions"), default="full")
-    parser.add_argument("--repair-attempts", type=int, help="passed on to run (default: run's)")
+    parser.add_argument("--edit-form", choices=("full", "diff", "functions"), default="full",
+                        help="passed on to run (as --mode to a tree older than the flag)")
+    parser.add_argument("--repair-attempts", type=int,
+                        help="passed on to run (default: run's); 0: no import fixes either, in every tree")
     parser.add_argument("--no-repair-restart", action="store_true", help="passed on to run")
     args = parser.parse_args(argv)
-    extra = ([] if args.repair_attempts is None else ["--repair-attempts", str(args.repair_attempts)]) + (
-        ["--no-repair-restart"] if args.no_repair_restart else [])
     traces, summaries = [], []
     endpoint = TraceEndpoint()
     for tree in args.trees:
-        requests, records = trace(endpoint, tree.resolve(), args.iterations, args.seed, args.mode, extra)
+        flags = run_flags(tree.resolve(), args.edit_form, args.repair_attempts, args.no_repair_restart)
+        requests, records = trace(endpoint, tree.resolve(), args.iterations, args.seed, flags)
         traces.append(requests)
         summaries.append(summary(requests, records))
         print(f"{tree}: {json.dumps(summaries[-1])}", flush=True)

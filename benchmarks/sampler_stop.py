@@ -26,13 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import convert_to_messages  # noqa: E402
+from langchain_core.messages import convert_to_messages
 
-from benchmarks import replay  # noqa: E402
-from contextevolve.graph.context import RunContext  # noqa: E402
-from contextevolve.llm import transcript  # noqa: E402
-from contextevolve.llm.calls import call_role  # noqa: E402
-from contextevolve.nodes.sample import STOP_AFTER_PICKS, parse_choice  # noqa: E402
+from benchmarks import replay
+from contextevolve.graph.context import RunContext
+from contextevolve.llm import transcript
+from contextevolve.llm.calls import call_role
+from contextevolve.nodes.sample import STOP_AFTER_PICKS, parse_choice
 
 
 def sampler_requests(run_dir: Path) -> list[dict]:
@@ -52,8 +52,11 @@ def sampler_requests(run_dir: Path) -> list[dict]:
 
 
 def ask(messages: list, seed: int, stop: list[str] | None) -> dict:
-    """One Sampler request as a run sends it (``call_role``: JSON mode, a reply cut at the cap kept), to the
-    embedded model or the endpoint the environment names, after :func:`~benchmarks.replay.flush`."""
+    """One Sampler request as a run sends it (``call_role``: JSON mode, a reply cut at the cap kept).
+
+    It goes to the embedded model or the endpoint the environment names, after
+    :func:`~benchmarks.replay.flush`.
+    """
     replay.flush("sampler")
     start = time.perf_counter()
     reply = call_role("sampler", messages, RunContext(seed=seed, max_retries=0), json_mode=True, stop=stop)
@@ -62,6 +65,7 @@ def ask(messages: list, seed: int, stop: list[str] | None) -> dict:
 
 
 def main() -> int:
+    """Send every stored Sampler request with and without the stop, and print the paired figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--limit", type=int, help="first N Sampler requests of each run")
@@ -80,9 +84,10 @@ def main() -> int:
                 pair[form] = ask(messages, seed=n, stop=stop)
                 pair[form]["picks"] = parse_choice(pair[form]["text"], request["candidates"], request["k"])
             pairs.append(pair)
-            print(f"{pair['run']} #{n}: whole {pair['whole']['picks']} {pair['whole']['completion']} tokens "
-                  f"{pair['whole']['seconds']:.1f} s | cut {pair['cut']['picks']} {pair['cut']['completion']} tokens "
-                  f"{pair['cut']['seconds']:.1f} s {pair['cut']['text']!r}", flush=True)
+            whole, cut = pair["whole"], pair["cut"]
+            print(f"{pair['run']} #{n}: whole {whole['picks']} {whole['completion']} tokens "
+                  f"{whole['seconds']:.1f} s | cut {cut['picks']} {cut['completion']} tokens "
+                  f"{cut['seconds']:.1f} s {cut['text']!r}", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(pairs, indent=2))
     print("\n| form | requests | completion tokens / request | s / request (median) | s in all |")
@@ -90,9 +95,9 @@ def main() -> int:
     for form in ("whole", "cut"):
         seconds = [p[form]["seconds"] for p in pairs]
         tokens = [p[form]["completion"] for p in pairs]
+        median = statistics.median(seconds) if seconds else 0
         print(f"| {form} | {len(pairs)} | {sum(tokens) / max(len(pairs), 1):.0f} | "
-              f"{sum(seconds) / max(len(pairs), 1):.1f} ({statistics.median(seconds) if seconds else 0:.1f}) | "
-              f"{sum(seconds):.0f} |")
+              f"{sum(seconds) / max(len(pairs), 1):.1f} ({median:.1f}) | {sum(seconds):.0f} |")
     same = sum(p["whole"]["picks"] == p["cut"]["picks"] for p in pairs)
     print(f"same picks in {same} of {len(pairs)} pairs")
     return 0

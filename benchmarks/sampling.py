@@ -3,7 +3,7 @@
 Takes the first Generator prompt of every iteration of runs recorded with ``--log-prompts``
 (``RUN_DIR/prompts.jsonl``; each iteration's parent from ``programs.jsonl``), asks the model
 again under each sampling configuration with the same seeds, and judges every reply as a run
-would: turned into a child (``editing.build_child``), compared with its parent (normalised code),
+would: turned into a child (``program.forms.build_child``), compared with its parent (normalised code),
 pre-checked, and evaluated in full. No repair, no context agents: only the Generator's first
 version, which is where the embedded model's children fail. Configurations alternate
 prompt by prompt, so a noisy machine slows them alike.
@@ -36,10 +36,10 @@ top_k 20; ``top_p=0.95,top_k=40`` are llama-cpp-python's server defaults) or ``N
 one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, iteration)``) and ``direction``
 (0: the stored request without its ``## Direction`` section, the Navigator's guidance: what the Generator is
 sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``) and ``nodoc`` (1: every
-```python block of the request shown without its docstrings, :func:`prompts.generator.without_docstrings`)
-and ``paragraph`` (1: the ``## Direction`` section holding what the Navigator would have said had it been asked
-with a stop at its first paragraph break, :func:`paragraph_guidance`; the replay then keeps only the iterations
-whose guidance that changes, and prints the Navigator tokens the stop would have saved there).
+```python block of the request shown without its docstrings, :func:`program.docstrings.without_docstrings`)
+and ``paragraph`` (1: the ``## Direction`` section holding what the Navigator would have said had it been
+asked with a stop at its first paragraph break, :func:`paragraph_guidance`; the replay then keeps only the
+iterations whose guidance that changes, and prints the Navigator tokens the stop would have saved there).
 """
 
 from __future__ import annotations
@@ -53,32 +53,36 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import AIMessage, HumanMessage, convert_to_messages  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, convert_to_messages
 
-from benchmarks import replay  # noqa: E402
-from contextevolve.editing import EditError, build_child, normalized_code  # noqa: E402
-from contextevolve.evaluation.limits import SandboxLimits  # noqa: E402
-from contextevolve.graph.context import RunContext, flat_settings  # noqa: E402
-from contextevolve.llm import transcript  # noqa: E402
-from contextevolve.llm.parsing import clip_to_sentence  # noqa: E402
-from contextevolve.nodes.ask import REASK_HOTTER  # noqa: E402
-from contextevolve.nodes.navigate import GUIDANCE_CHARS  # noqa: E402
-from contextevolve.prompts.generator import (  # noqa: E402
-    edit_format, mutation_for, reask_messages, without_docstrings)
-from contextevolve.tasks.prechecks import precheck  # noqa: E402
-from contextevolve.tasks.registry import get_task  # noqa: E402
+from benchmarks import replay
+from contextevolve.evaluation.limits import SandboxLimits
+from contextevolve.graph.context import RunContext, flat_settings, upgraded
+from contextevolve.llm import transcript
+from contextevolve.llm.parsing import clip_to_sentence
+from contextevolve.loop.policy import REASK_HOTTER
+from contextevolve.nodes.navigate import GUIDANCE_CHARS
+from contextevolve.program.docstrings import without_docstrings
+from contextevolve.program.forms import build_child, edit_form, edit_format
+from contextevolve.program.replies import EditError
+from contextevolve.program.twins import normalized_code
+from contextevolve.prompts.generator import mutation_for, reask_messages
+from contextevolve.tasks.prechecks import precheck
+from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
         "direction": int, "nodoc": int, "paragraph": int}
 REASKS = ("fresh", "edits", "followup")
 FIRSTS = ("stored", "fresh", "guided")
 REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes")
-"""Text only a second ask after a twin holds: the follow-up prompts runs sent before, and :data:`REASKS` ``fresh``."""
+"""Text only a second ask after a twin holds: the follow-up prompts runs sent before, and :data:`REASKS`
+``fresh``."""
 
 
 def named_step(mutation: str) -> str:
     """The sentence ``mutation=1`` appends to the request (tried for the first ask; not adopted)."""
-    return f"Make the direction concrete with one change of this kind: {mutation}. Keep the rest of the program as it is."
+    return (f"Make the direction concrete with one change of this kind: {mutation}. Keep the rest of the "
+            "program as it is.")
 
 
 def parse_config(text: str) -> tuple[str, dict]:
@@ -101,12 +105,13 @@ def parse_config(text: str) -> tuple[str, dict]:
 
 
 def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | None]]:
-    """Every first-attempt Generator request of a one-worker run as ``(iteration, n, row, parent, navigator)``:
-    ``n`` counts the iteration's Generator requests from 0, ``row`` is the transcript row, ``parent``
-    the child's parent record, ``navigator`` the iteration's last Navigator row (the reply its guidance came
-    from; None where the Navigator was not asked). An iteration starts at its Navigator request (runs with the Navigator
-    on); the first iteration, whose Navigator has no step to be asked about and is not asked, at the run's
-    first Generator request. The transcript's rows come in request order.
+    """Every first-attempt Generator request of a one-worker run: ``(iteration, n, row, parent, navigator)``.
+
+    ``n`` counts the iteration's Generator requests from 0, ``row`` is the transcript row, ``parent`` the
+    child's parent record, ``navigator`` the iteration's last Navigator row (the reply its guidance came from;
+    None where the Navigator was not asked). An iteration starts at its Navigator request (runs with the
+    Navigator on); the first iteration, whose Navigator has no step to be asked about and is not asked, at
+    the run's first Generator request. The transcript's rows come in request order.
 
     Raises:
         SystemExit: the run has no transcript (it was not recorded with ``--log-prompts``).
@@ -115,11 +120,13 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
         rows = transcript.read(run_dir)
     except FileNotFoundError as exc:
         raise SystemExit(str(exc)) from None
-    records = {r["iteration"]: r for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
+    lines = (run_dir / "programs.jsonl").read_text().splitlines()
+    records = {r["iteration"]: r for r in map(json.loads, lines)}
     by_id = {r["id"]: r for r in records.values()}
     asks, iteration, n, navigator = [], 0, 0, None
     for row in rows:
-        if row["attempt"] == 1 and (row["role"] == "navigator" or (row["role"] == "generator" and iteration == 0)):
+        starts = row["role"] == "navigator" or (row["role"] == "generator" and iteration == 0)
+        if row["attempt"] == 1 and starts:
             iteration, n, navigator = iteration + 1, 0, None
         if row["role"] == "navigator":
             navigator = row  # a retry's reply replaces the first attempt's
@@ -130,9 +137,11 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
 
 
 def first_prompts(run_dir: Path) -> list[dict]:
-    """Per iteration of a one-worker run: its first Generator messages, parent source and score, the
-    Navigator's guidance of that iteration, and the Navigator reply it came from with its completion tokens
-    (``""`` and 0 where the Navigator was not asked)."""
+    """Per iteration of a one-worker run: its first Generator messages, parent source and score, and guidance.
+
+    The guidance is the Navigator's of that iteration, with the Navigator reply it came from and that
+    reply's completion tokens (``""`` and 0 where the Navigator was not asked).
+    """
     guidance = {r["iteration"]: r.get("guidance", "")
                 for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
     return [{"run": run_dir.name, "iteration": iteration, "messages": row["messages"],
@@ -145,18 +154,21 @@ def first_prompts(run_dir: Path) -> list[dict]:
 
 
 def _messages(stored: list[dict]) -> list:
+    """Stored messages (as the transcript keeps them) as LangChain messages."""
     return convert_to_messages(stored)
 
 
 def reask_prompts(run_dir: Path) -> list[dict]:
-    """Per iteration of a one-worker run whose first version was a twin: the first ask and its reply,
-    the parent's source and score, and the iteration (the row after the first ask whose request holds
-    one of :data:`REASK_MARKERS`)."""
+    """Per iteration of a one-worker run whose first version was a twin: its first ask, reply and parent.
+
+    Each holds the first ask and its reply, the parent's source and score, and the iteration (the row after
+    the first ask whose request holds one of :data:`REASK_MARKERS`).
+    """
     prompts, firsts = [], {}
     for iteration, n, row, parent, _ in _generator_asks(run_dir):
         if n == 0:
             firsts[iteration] = row
-        elif iteration in firsts and any(marker in row["messages"][-1]["content"] for marker in REASK_MARKERS):
+        elif iteration in firsts and any(m in row["messages"][-1]["content"] for m in REASK_MARKERS):
             first = firsts.pop(iteration)  # one re-ask per iteration
             prompts.append({"run": run_dir.name, "iteration": iteration, "first": first["messages"],
                             "first_reply": first["reply"], "parent": parent["source"],
@@ -165,12 +177,14 @@ def reask_prompts(run_dir: Path) -> list[dict]:
 
 
 def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str, list]:
-    """Mode and messages of a second ask of ``kind`` (one of :data:`REASKS`) for a stored twin."""
+    """Edit form name and messages of a second ask of ``kind`` (one of :data:`REASKS`) for a stored twin."""
     mutation = mutation_for(seed, prompt["iteration"] - 1)
     if kind == "fresh":
-        return "full", reask_messages(task.description, prompt["parent"], mutation, task.higher_is_better)
-    told = ("That program is the same as its parent apart from comments, docstrings, unused imports and uncalled "
-            f"helpers, so it would teach the search nothing. Change how the program computes its result: {mutation}. ")
+        return "full", reask_messages(task.description, prompt["parent"], mutation, task.higher_is_better,
+                                      edit_form("full"))
+    told = ("That program is the same as its parent apart from comments, docstrings, unused imports and "
+            "uncalled helpers, so it would teach the search nothing. Change how the program computes its "
+            f"result: {mutation}. ")
     conversation = [*_messages(prompt["first"]), AIMessage(prompt["first_reply"])]
     if kind == "edits":
         return "diff", [*conversation, HumanMessage(told + "Reply with one or more SEARCH/REPLACE edits. "
@@ -182,24 +196,29 @@ def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str, list]:
 def first_messages(kind: str, prompt: dict, task, sample: int, mode: str) -> list:
     """A first ask of ``kind`` (``fresh`` or ``guided``, see the module doc) in place of the stored request.
 
+    It is written as a second ask of the run's edit form ``mode`` is (:attr:`EditForm.second_ask`).
+
     Raises:
         SystemExit: ``guided`` for an iteration that stored no guidance (a run without the Navigator).
     """
     guidance = prompt.get("guidance", "").strip().rstrip(".")
     if kind == "guided" and not guidance:
-        raise SystemExit(f"first=guided: {prompt.get('run')} iteration {prompt['iteration']} has no Navigator guidance")
+        raise SystemExit(f"first=guided: {prompt.get('run')} iteration {prompt['iteration']} has no "
+                         "Navigator guidance")
     change = guidance if kind == "guided" else mutation_for(sample, prompt["iteration"])
-    return reask_messages(task.description, prompt["parent"], change, task.higher_is_better, mode)
+    return reask_messages(task.description, prompt["parent"], change, task.higher_is_better,
+                          edit_form(edit_form(mode).second_ask))
 
 
 DIRECTION = re.compile(r"(## Direction\n)[^\n]*(\n\n(?=## ))")
-"""The one-line ``## Direction`` section of a stored Generator request (heading and closing break in groups)."""
+"""The one-line ``## Direction`` section of a stored Generator request (heading, closing break in groups)."""
 
 
 def without_direction(messages: list) -> list:
-    """``messages`` with the ``## Direction`` section taken out of the last one (the guidance is one line,
-    whitespace collapsed by ``llm.parsing.clip_to_sentence``), as ``prompts.generator.messages`` renders a
-    request with no guidance.
+    """``messages`` with the ``## Direction`` section taken out of the last one.
+
+    The guidance is one line (whitespace collapsed by ``llm.parsing.clip_to_sentence``); without it the
+    request is what ``prompts.generator.GeneratorPrompt.text`` renders with no guidance.
 
     Raises:
         SystemExit: the request has no such section.
@@ -211,41 +230,49 @@ def without_direction(messages: list) -> list:
 
 
 PARAGRAPH_STOP = "\n\n"
-"""The stop sequence ``paragraph=1`` emulates on the Navigator: its reply would end at its first paragraph break."""
+"""The stop sequence ``paragraph=1`` emulates on the Navigator: its reply would end at its first paragraph
+break."""
 
 
 def _before_break(reply: str) -> str | None:
-    """``reply``'s text before its first :data:`PARAGRAPH_STOP`; None when it has none (the stop never fires)."""
+    """``reply``'s text before its first :data:`PARAGRAPH_STOP`; None without one (the stop never fires)."""
     return reply.split(PARAGRAPH_STOP, 1)[0] if PARAGRAPH_STOP in reply else None
 
 
 def paragraph_guidance(prompt: dict) -> str:
-    """The guidance a Navigator asked with the stop :data:`PARAGRAPH_STOP` would have given ``prompt``'s
-    iteration, from its stored reply: the same seed decodes the same tokens up to the stop, so the reply
-    stopped there is the stored reply's text before its first paragraph break, clipped as ``nodes/navigate.py``
-    clips guidance (the stop ends a reply before the token cap, so it is not cut off). Empty when the reply
-    starts with the break; the stored guidance when the reply has no break (the stop never fires)."""
+    """The guidance a Navigator stopped at :data:`PARAGRAPH_STOP` would have given ``prompt``'s iteration.
+
+    It comes from the stored reply: the same seed decodes the same tokens up to the stop, so the reply stopped
+    there is the stored reply's text before its first paragraph break, clipped as ``nodes/navigate.py`` clips
+    guidance (the stop ends a reply before the token cap, so it is not cut off). Empty when the reply starts
+    with the break; the stored guidance when the reply has no break (the stop never fires).
+    """
     kept = _before_break(prompt.get("navigator_reply", ""))
     return prompt.get("guidance", "") if kept is None else clip_to_sentence(kept, GUIDANCE_CHARS)
 
 
 def paragraph_changes(prompt: dict) -> bool:
-    """Whether ``paragraph=1`` gives ``prompt``'s iteration other guidance than the stored one (an iteration
-    without guidance keeps none)."""
+    """Whether ``paragraph=1`` gives ``prompt``'s iteration other guidance than the stored one.
+
+    An iteration without guidance keeps none.
+    """
     return bool(prompt.get("guidance")) and paragraph_guidance(prompt) != prompt["guidance"]
 
 
 def paragraph_tokens_saved(prompt: dict) -> float:
-    """Navigator completion tokens the stop would not have decoded for ``prompt``'s iteration, estimated
-    as the share of the stored reply's characters after the break times its completion tokens."""
+    """Navigator completion tokens the stop would not have decoded for ``prompt``'s iteration.
+
+    Estimated as the share of the stored reply's characters after the break times its completion tokens.
+    """
     reply = prompt.get("navigator_reply", "")
     kept = _before_break(reply)
     return 0.0 if kept is None else prompt.get("navigator_completion", 0) * (1 - len(kept) / len(reply))
 
 
 def with_direction(messages: list, guidance: str) -> list:
-    """``messages`` with the one-line ``## Direction`` section of the last one holding ``guidance`` instead
-    (taken out, :func:`without_direction`, when ``guidance`` is empty: a run sends no section then).
+    """``messages`` with the one-line ``## Direction`` section of the last one holding ``guidance`` instead.
+
+    The section is taken out (:func:`without_direction`) when ``guidance`` is empty: a run sends none then.
 
     Raises:
         SystemExit: the request has no such section.
@@ -263,16 +290,22 @@ def without_docstring_blocks(messages: list) -> list:
     def strip(match: re.Match) -> str:
         return f"```python\n{without_docstrings(match.group(1))}```"
 
-    return [*messages[:-1], HumanMessage(re.sub(r"```python\n(.*?)```", strip, messages[-1].content, flags=re.S))]
+    content = re.sub(r"```python\n(.*?)```", strip, messages[-1].content, flags=re.S)
+    return [*messages[:-1], HumanMessage(content)]
 
 
 def _temperature(values: dict) -> float:
+    """The Generator's temperature under configuration ``values`` (the run's default unless it sets one)."""
     return values.get("temperature", RunContext().llm.temperature_for("generator"))
 
 
-def first_request(values: dict, prompt: dict, task, sample: int, n: int, mode: str) -> tuple[str, int, float, list]:
-    """``(mode, seed, temperature, messages)`` of a first ask under configuration ``values``: the stored
-    request (or ``first=``'s form in its place, optionally naming a mutation), seeded by prompt and sample."""
+def first_request(values: dict, prompt: dict, task, sample: int, n: int,
+                  mode: str) -> tuple[str, int, float, list]:
+    """``(mode, seed, temperature, messages)`` of a first ask under configuration ``values``.
+
+    The messages are the stored request (or ``first=``'s form in its place, optionally naming a mutation),
+    seeded by prompt and sample; ``mode`` is the run's edit form.
+    """
     messages = _messages(prompt["messages"])
     if values.get("first", "stored") != "stored":
         messages = first_messages(values["first"], prompt, task, sample, mode)
@@ -288,9 +321,13 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int, mode: s
     return mode, 1000 * sample + n, _temperature(values), messages
 
 
-def reask_request(values: dict, prompt: dict, task, sample: int, run_seed: int) -> tuple[str, int, float, list]:
-    """``(mode, seed, temperature, messages)`` of a second ask as a run makes it (``nodes/ask.py``): the
-    run's seed plus the iteration, :data:`REASK_HOTTER` hotter than the first ask."""
+def reask_request(values: dict, prompt: dict, task, sample: int,
+                  run_seed: int) -> tuple[str, int, float, list]:
+    """``(mode, seed, temperature, messages)`` of a second ask as a run makes it.
+
+    As ``loop.policy.SearchPolicy.second_ask`` samples it: the run's seed plus the iteration,
+    :data:`REASK_HOTTER` hotter than the first ask.
+    """
     seed = run_seed + 1000 * sample
     mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed)
     return mode, seed + prompt["iteration"], _temperature(values) + REASK_HOTTER, messages
@@ -316,20 +353,26 @@ def judge(task, mode: str, prompt: dict, text: str, truncated: bool) -> dict:
 
 
 def summary(rows: list[dict]) -> dict:
+    """One configuration's figures over its replies ``rows``: outcomes counted, tokens, seconds per reply."""
     n = max(len(rows), 1)
     count = lambda outcome: sum(r["outcome"] == outcome for r in rows)  # noqa: E731
     return {"replies": len(rows), "built": len(rows) - count("not built"), "twins": count("twin"),
-            "pre-check": count("pre-check"), "valid": count("ok"), "better": sum(bool(r.get("better")) for r in rows),
-            "completion/reply": sum(r["completion"] for r in rows) / n, "s/reply": sum(r["seconds"] for r in rows) / n}
+            "pre-check": count("pre-check"), "valid": count("ok"),
+            "better": sum(bool(r.get("better")) for r in rows),
+            "completion/reply": sum(r["completion"] for r in rows) / n,
+            "s/reply": sum(r["seconds"] for r in rows) / n}
 
 
 def main() -> int:
+    """Replay the stored asks under every configuration and print the table and the paired comparison."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
-    parser.add_argument("--config", action="append", required=True, help="NAME=key=value,... (see module doc)")
+    parser.add_argument("--config", action="append", required=True,
+                        help="NAME=key=value,... (see module doc)")
     parser.add_argument("--samples", type=int, default=1, help="replies per prompt and configuration")
     parser.add_argument("--limit", type=int, help="first N iterations of each run")
-    parser.add_argument("--reask", action="store_true", help="replay the second ask after a twin, not the first ask")
+    parser.add_argument("--reask", action="store_true",
+                        help="replay the second ask after a twin, not the first ask")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--out", type=Path, default=Path("runs/sampling.json"))
@@ -338,25 +381,26 @@ def main() -> int:
     if args.reask and any(v.get("first", "stored") != "stored" for v in configs.values()):
         parser.error("first= replaces the first ask; --reask replays the second")
     if args.reask and any(v.get("paragraph") for v in configs.values()):
-        parser.error("paragraph= changes the first ask's guidance; --reask replays the second ask, which has none")
+        parser.error("paragraph= changes the first ask's guidance; --reask replays the second ask, "
+                     "which has none")
     from contextevolve.llm.models import create_chat_model
 
     results: dict[str, list[dict]] = {name: [] for name in configs}
     for run_dir in args.runs:
-        saved = json.loads((run_dir / "run.json").read_text())
-        settings = flat_settings(saved)
-        # (runs before workers said "lanes", flat or in their parallelism group)
-        workers = settings.get("workers") or settings.get("lanes") or (saved.get("parallelism") or {}).get("lanes") or 1
+        # older runs' names in today's (``lanes`` before workers, ``generation_mode`` before ``edit_form``)
+        settings = flat_settings(upgraded(json.loads((run_dir / "run.json").read_text())))
+        workers = settings.get("workers") or 1
         if workers > 1:
-            parser.error(f"{run_dir}: its {workers} workers' requests interleave in its transcript, which is read "
-                         "iteration after iteration: replay runs of one worker")
-        task, first_mode = get_task(settings["task"]), settings.get("generation_mode") or "full"
+            parser.error(f"{run_dir}: its {workers} workers' requests interleave in its transcript, which is "
+                         "read iteration after iteration: replay runs of one worker")
+        task = get_task(settings["task"])
+        first_mode = settings.get("edit_form") or settings.get("generation_mode") or "full"
         asks = (reask_prompts(run_dir) if args.reask else first_prompts(run_dir))[:args.limit]
         if any(v.get("paragraph") for v in configs.values()):
             kept = [p for p in asks if paragraph_changes(p)]
             saved = sum(map(paragraph_tokens_saved, asks))
-            print(f"{run_dir.name}: paragraph=1 changes the guidance of {len(kept)} of {len(asks)} iterations "
-                  f"(replayed: those), saving ~{saved:.0f} Navigator completion tokens of "
+            print(f"{run_dir.name}: paragraph=1 changes the guidance of {len(kept)} of {len(asks)} "
+                  f"iterations (replayed: those), saving ~{saved:.0f} Navigator completion tokens of "
                   f"{sum(p['navigator_completion'] for p in asks)}", flush=True)
             asks = kept
         for n, prompt in enumerate(asks):
@@ -366,7 +410,8 @@ def main() -> int:
                         mode, seed, temperature, messages = reask_request(values, prompt, task, sample,
                                                                           settings.get("seed", 0))
                     else:
-                        mode, seed, temperature, messages = first_request(values, prompt, task, sample, n, first_mode)
+                        mode, seed, temperature, messages = first_request(values, prompt, task, sample, n,
+                                                                          first_mode)
                     ctx = RunContext(base_url=args.base_url, model=args.model, seed=seed,
                                      top_p=values.get("top_p"), top_k=values.get("top_k"),
                                      temperatures={**RunContext().llm.temperatures, "generator": temperature})
@@ -375,7 +420,8 @@ def main() -> int:
                     seconds = time.perf_counter() - start
                     truncated = reply.response_metadata.get("finish_reason") == "length"
                     row = {"run": prompt["run"], "iteration": prompt["iteration"], "sample": sample,
-                           "completion": (reply.usage_metadata or {}).get("output_tokens", 0), "seconds": seconds,
+                           "completion": (reply.usage_metadata or {}).get("output_tokens", 0),
+                           "seconds": seconds,
                            "mode": mode, "reply": str(reply.content),
                            **judge(task, mode, prompt, str(reply.content), truncated)}
                     results[name].append(row)
@@ -383,19 +429,21 @@ def main() -> int:
                           f" {row.get('score', row.get('reason', ''))} ({seconds:.0f} s)", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"configs": configs, "results": results}, indent=2))
-    print("\n| config | settings | replies | built | twins | pre-check | valid | better | completion/reply | s/reply |")
+    print("\n| config | settings | replies | built | twins | pre-check | valid | better | completion/reply "
+          "| s/reply |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, rows in results.items():
         s = summary(rows)
         print(f"| {name} | {configs[name] or 'defaults'} | {s['replies']} | {s['built']} | {s['twins']} | "
-              f"{s['pre-check']} | {s['valid']} | {s['better']} | {s['completion/reply']:.0f} | {s['s/reply']:.0f} |")
+              f"{s['pre-check']} | {s['valid']} | {s['better']} | {s['completion/reply']:.0f} | "
+              f"{s['s/reply']:.0f} |")
     names = list(results)
     for name in names[1:]:  # paired by prompt and sample against the first configuration
         pairs = list(zip(results[names[0]], results[name]))
         gained = sum(b["outcome"] == "ok" and a["outcome"] != "ok" for a, b in pairs)
         lost = sum(a["outcome"] == "ok" and b["outcome"] != "ok" for a, b in pairs)
-        print(f"paired, {name} against {names[0]}: {gained} replies valid only in {name}, {lost} only in {names[0]} "
-              f"({len(pairs)} pairs)")
+        print(f"paired, {name} against {names[0]}: {gained} replies valid only in {name}, "
+              f"{lost} only in {names[0]} ({len(pairs)} pairs)")
     return 0
 
 

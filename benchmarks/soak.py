@@ -79,6 +79,7 @@ def descendants(root: int) -> list[int]:
 
 
 def rss_bytes(pids: list[int]) -> int:
+    """Resident bytes of the processes ``pids`` together (one that is gone counts 0)."""
     total = 0
     for pid in pids:
         try:
@@ -100,6 +101,7 @@ def reap_orphans(keep: int | None) -> None:
 
 
 def cmdline(pid: int) -> str:
+    """The command line of process ``pid`` (its first 160 characters; ``?`` when it is gone)."""
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:160]
     except OSError:
@@ -120,6 +122,7 @@ def cgroup_entries() -> set[str]:
 
 
 def shm_entries() -> set[str]:
+    """The names in ``/dev/shm``."""
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
@@ -155,13 +158,16 @@ class Monitor(threading.Thread):
             return None
 
     def uncommitted_since(self, launched: float) -> float:
-        """The earliest moment the work of some worker that was uncommitted at a kill can have started:
-        every worker's node in flight started after that worker's latest commit and after the launch, so
+        """The earliest moment the work of some worker that was uncommitted at a kill can have started.
+
+        Every worker's node in flight started after that worker's latest commit and after the launch, so
         after the earliest of those (a worker that committed nothing since the launch counts from the
-        launch; one that has stopped only widens the window)."""
+        launch; one that has stopped only widens the window).
+        """
         return min(max(launched, self.commit_seen_before.get(worker, 0.0)) for worker in range(self.workers))
 
     def run(self) -> None:
+        """Poll every half second until :attr:`stop` is set."""
         previous_poll = time.monotonic()
         while not self.stop.wait(0.5):
             counts = self._counts()
@@ -177,10 +183,12 @@ class Monitor(threading.Thread):
 
 
 def run_command(args: argparse.Namespace, run_dir: Path, url: str) -> list[str]:
+    """The command that starts the run against the endpoint at ``url``, or resumes it once it has started."""
     if (run_dir / "run.json").exists():
         return [sys.executable, "-m", "contextevolve.cli", "run", "--resume", "--run-dir", str(run_dir)]
-    return [sys.executable, "-m", "contextevolve.cli", "run", "--task", TASK, "--iterations", str(args.iterations),
-            "--run-dir", str(run_dir), "--base-url", url, "--model", "ctx", "--role-model", "generator=gen",
+    return [sys.executable, "-m", "contextevolve.cli", "run", "--task", TASK,
+            "--iterations", str(args.iterations), "--run-dir", str(run_dir), "--base-url", url,
+            "--model", "ctx", "--role-model", "generator=gen",
             "--max-retries", "2", "--retry-wait", "0.05", "--request-timeout", str(REQUEST_TIMEOUT_S),
             "--seed", str(args.seed), "--workers", str(args.workers), "--executor", args.executor,
             "--eval-timeout", "10", "--no-report"]
@@ -240,7 +248,8 @@ def soak(args: argparse.Namespace) -> dict:
     reap_orphans(None)
     endpoint.close()
     return dict(run_dir=run_dir, tmp=tmp, endpoint=endpoint, kills=kills, stops=stops, launches=launches,
-                at_risk=at_risk, in_flight_at_kills=in_flight_at_kills, wall_s=wall, peak_rss=monitor.peak_rss)
+                at_risk=at_risk, in_flight_at_kills=in_flight_at_kills, wall_s=wall,
+                peak_rss=monitor.peak_rss)
 
 
 # --------------------------------------------------------------------------- the audit
@@ -267,7 +276,8 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     with sqlite3.connect(f"file:{run_dir / 'buffer.sqlite'}?mode=ro", uri=True) as db:
         uncommitted = db.execute("SELECT count(*) FROM programs WHERE committed = 0").fetchone()[0]
     rows.append(("programs in the Evolve Buffer (committed; uncommitted)",
-                 f"{len(ids)} ({len(set(ids))} distinct); {uncommitted}", len(ids) == len(set(ids)) == args.iterations + 1))
+                 f"{len(ids)} ({len(set(ids))} distinct); {uncommitted}",
+                 len(ids) == len(set(ids)) == args.iterations + 1))
     claims = buffer.claims()
     made_by = {r.iteration: r.worker for r in kids}
     rows.append(("iterations claimed (each once) / by the worker that committed the child",
@@ -279,7 +289,8 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     # checkpoints whose last committed child is the child in progress (written by update_buffer; they stay
     # equal until the worker's next claim, and after a stop, so a child is seen in several: counted once)
     threads = buffer.worker_threads()
-    conn = sqlite3.connect(f"file:{run_dir / 'checkpoints.sqlite'}?mode=ro", uri=True, check_same_thread=False)
+    conn = sqlite3.connect(f"file:{run_dir / 'checkpoints.sqlite'}?mode=ro", uri=True,
+                           check_same_thread=False)
     graph = build_graph(SqliteSaver(conn))
     in_history: dict[int, set[str]] = {}  # worker -> children committed in its thread
     state_usage: dict[str, list] = {}  # child -> its iteration's tokens in each commit checkpoint of it
@@ -297,7 +308,8 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
                 in_history[worker].add(child)
                 state_usage.setdefault(child, []).append(values.get("iteration_usage") or {})
         latest = graph.get_state(config)
-        finals[worker] = (tuple(latest.next), latest.values.get("stop_reason"), latest.values.get("committed", 0))
+        finals[worker] = (tuple(latest.next), latest.values.get("stop_reason"),
+                          latest.values.get("committed", 0))
     conn.close()
     rows.append(("worker threads (bound in the buffer) / workers asked", f"{len(threads)} / {args.workers}",
                  sorted(threads) == list(range(args.workers))))
@@ -306,7 +318,8 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     rows.append(("programs in the checkpointed state (children each worker committed, initial)",
                  f"{len(in_state)} in {checkpoints} checkpoints; in two workers' histories: "
                  f"{len(everywhere) - len(set(everywhere))}",
-                 in_state == set(ids) and len(everywhere) == len(set(everywhere)) and initial_ids == {program_id(0)}))
+                 in_state == set(ids) and len(everywhere) == len(set(everywhere))
+                 and initial_ids == {program_id(0)}))
     astray = sorted(r.id for r in kids if r.id not in in_history.get(r.worker, ()))
     miscounted = sorted(w for w, (_, _, n) in finals.items() if n != len(in_history[w]) or
                         n != sum(r.worker == w for r in kids))
@@ -344,11 +357,13 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
                                                   for u in state_usage.get(r.id, [None]) if u is not None)
                       or r.id not in state_usage)
     lost = served - in_buffer
-    rows.append(("tokens in the buffer / in the workers' commit checkpoints (+ initial) / served by the endpoint",
+    rows.append(("tokens in the buffer / in the workers' commit checkpoints (+ initial) / served by the "
+                 "endpoint",
                  f"{in_buffer:,} / {state_tokens:,} / {served:,}"
                  + (f"; differ for {disagree[:3]}" if disagree else ""),
                  in_buffer == state_tokens and not disagree))
-    rows.append(("served but not in the buffer / served while some worker's iteration was uncommitted at a kill",
+    rows.append(("served but not in the buffer / served while some worker's iteration was uncommitted at a "
+                 "kill",
                  f"{lost:,} / {ran['at_risk']:,}", 0 <= lost <= ran["at_risk"]))
     rows.append(("requests in flight at the kills", str(ran["in_flight_at_kills"]), True))
 
@@ -364,11 +379,12 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     # (torchinductor_<user>, one, reused) and Ray's session folders (ray/session_*, its logs)
     kept = {n for n in os.listdir(ran["tmp"]) if n.startswith("torchinductor_") or n == "ray"}
     tmp_left = sorted(set(os.listdir(ran["tmp"])) - kept)
-    rows.append(("temporary files left (the run's TMPDIR)", f"{len(tmp_left)} {tmp_left[:3]}" if tmp_left else "0",
-                 not tmp_left))
+    rows.append(("temporary files left (the run's TMPDIR)",
+                 f"{len(tmp_left)} {tmp_left[:3]}" if tmp_left else "0", not tmp_left))
     if (ran["tmp"] / "ray").is_dir():
         sessions = len(list((ran["tmp"] / "ray").glob("session_2*")))
-        ray_bytes = sum(p.stat().st_size for p in (ran["tmp"] / "ray").rglob("*") if p.is_file() and not p.is_symlink())
+        ray_bytes = sum(p.stat().st_size for p in (ran["tmp"] / "ray").rglob("*")
+                        if p.is_file() and not p.is_symlink())
         rows.append(("Ray's own session folders (its logs, kept by Ray)",
                      f"{sessions} sessions, {ray_bytes / 2**20:.1f} MiB", True))
     from contextevolve.leftovers import orphaned
@@ -378,7 +394,8 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     rows.append(("control groups left", str(len(groups)), not groups))
     shm_new = shm_entries() - before["shm"]
     ipc = sysv_ipc() - before["ipc"]
-    rows.append(("SysV IPC objects / /dev/shm entries left", f"{ipc} / {len(shm_new)}", ipc <= 0 and not shm_new))
+    rows.append(("SysV IPC objects / /dev/shm entries left", f"{ipc} / {len(shm_new)}",
+                 ipc <= 0 and not shm_new))
     # only now: an evaluation in this process first removes what killed evaluations left (the
     # checks above would not see it)
     task = get_task(TASK)
@@ -386,11 +403,13 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
     fresh = task.evaluate(best.source)
     rows.append(("best score stored / recomputed by a fresh evaluation",
                  f"{best.combined_score:.6f} / {fresh.combined_score:.6f}",
-                 fresh.status == "ok" and abs(fresh.combined_score - best.combined_score) <= task.score_tolerance))
+                 fresh.status == "ok"
+                 and abs(fresh.combined_score - best.combined_score) <= task.score_tolerance))
     buffer.close()
     size = sum(p.stat().st_size for p in run_dir.rglob("*") if p.is_file())
     rows.append(("run directory size", f"{size / 2**20:.1f} MiB", True))
-    rss = ", ".join(f"{100 * b + 1}-{100 * b + 100}: {v / 2**20:.0f} MiB" for b, v in sorted(ran["peak_rss"].items()))
+    rss = ", ".join(f"{100 * b + 1}-{100 * b + 100}: {v / 2**20:.0f} MiB"
+                    for b, v in sorted(ran["peak_rss"].items()))
     rows.append(("peak RSS per 100 iterations (run + sandbox)", rss, True))
     kinds = ", ".join(f"{k} {v}" for k, v in sorted(ran["endpoint"].kinds.items()))
     rows.append(("endpoint replies", kinds, True))
@@ -401,6 +420,7 @@ def audit(args: argparse.Namespace, ran: dict, before: dict) -> list[tuple[str, 
 
 
 def main() -> int:
+    """Run the soak, audit what it left and print the table; 1 when a check fails."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--workers", type=int, default=1, metavar="W",
@@ -419,8 +439,8 @@ def main() -> int:
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
         parser.error("cannot become a child subreaper (prctl)")
     before = {"shm": shm_entries(), "ipc": sysv_ipc(), "cgroups": cgroup_entries()}
-    print(f"soak: {args.iterations} iterations, {args.workers} workers, {args.executor} executor, seed {args.seed}, "
-          f"kills every {args.kill_min:g}-{args.kill_max:g} s, in {args.out}", flush=True)
+    print(f"soak: {args.iterations} iterations, {args.workers} workers, {args.executor} executor, "
+          f"seed {args.seed}, kills every {args.kill_min:g}-{args.kill_max:g} s, in {args.out}", flush=True)
     ran = soak(args)
     rows = audit(args, ran, before)
     width = max(len(r[0]) for r in rows)
@@ -428,7 +448,8 @@ def main() -> int:
     for what, value, ok in rows:
         print(f"| {what.ljust(width)} | {value} | {'yes' if ok else 'NO'} |")
     if args.json:
-        Path(args.json).write_text(json.dumps([{"check": w, "measured": v, "ok": ok} for w, v, ok in rows], indent=1))
+        table = [{"check": w, "measured": v, "ok": ok} for w, v, ok in rows]
+        Path(args.json).write_text(json.dumps(table, indent=1))
     if all(ok for *_, ok in rows):
         shutil.rmtree(ran["tmp"], ignore_errors=True)
     return 0 if all(ok for *_, ok in rows) else 1

@@ -52,6 +52,7 @@ class Served:
 
     @property
     def tokens(self) -> int:
+        """Prompt plus completion tokens of the reply."""
         return self.prompt + self.completion
 
 
@@ -68,9 +69,11 @@ def _completion(content: str, prompt: int, finish: str = "stop") -> dict:
 
 
 class ScriptedEndpoint:
-    """See the module docstring. ``url`` is the OpenAI base URL; ``hang_s`` must exceed the
-    client's request timeout. Thread-safe counters: ``served``, ``kinds`` (replies by kind),
-    ``in_flight`` (requests being answered now)."""
+    """The scripted endpoint the module docstring describes, on 127.0.0.1.
+
+    ``url`` is the OpenAI base URL; ``hang_s`` must exceed the client's request timeout. Thread-safe
+    counters: ``served``, ``kinds`` (replies by kind), ``in_flight`` (requests being answered now).
+    """
 
     def __init__(self, seed: int, hang_s: float):
         self.rng = random.Random(seed)
@@ -83,7 +86,7 @@ class ScriptedEndpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with endpoint.lock:
                     endpoint.in_flight += 1
@@ -98,13 +101,16 @@ class ScriptedEndpoint:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
 
     @property
     def url(self) -> str:
+        """The endpoint's OpenAI base URL."""
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def close(self) -> None:
+        """Stop serving and close the listening socket."""
         self.server.shutdown()
         self.server.server_close()
 
@@ -125,7 +131,8 @@ class ScriptedEndpoint:
         kind = self._draw(CHILDREN) or "valid"
         if kind == "valid":
             weight = round(self.rng.uniform(0.05, 3.0), 3)
-            code = BETTER_PROGRAM.replace("model.req_rate / model.slo", f"{weight} * model.req_rate / model.slo")
+            code = BETTER_PROGRAM.replace("model.req_rate / model.slo",
+                                          f"{weight} * model.req_rate / model.slo")
             self.children.append(code)
         elif kind == "broken":
             code = INVALID_PROGRAM if self.rng.random() < 0.5 else INITIAL[: len(INITIAL) // 2] + "\n    ((\n"
@@ -181,4 +188,5 @@ class ScriptedEndpoint:
             self.kinds[label] = self.kinds.get(label, 0) + 1
             if status == 200 and payload is not None:
                 usage = payload["usage"]
-                self.served.append(Served(time.monotonic(), usage["prompt_tokens"], usage["completion_tokens"]))
+                self.served.append(Served(time.monotonic(), usage["prompt_tokens"],
+                                          usage["completion_tokens"]))

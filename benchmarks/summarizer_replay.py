@@ -1,17 +1,17 @@
 """What the Summarizer's prompt and cap cost and give: a paired replay of stored Summarizer requests.
 
-Takes the first-attempt Summarizer requests of runs recorded with ``--log-prompts`` (``RUN_DIR/prompts.jsonl``)
-and asks the model again under each configuration with the same seed per request; the configurations
-alternate request by request, so a noisy machine slows them alike. Each reply becomes an abstract as a run
-makes it (``nodes.summarize.finish_abstract``: the parent's sentences it repeats dropped, clipped at its last
-whole sentence).
+Takes the first-attempt Summarizer requests of runs recorded with ``--log-prompts``
+(``RUN_DIR/prompts.jsonl``) and asks the model again under each configuration with the same seed per
+request; the configurations alternate request by request, so a noisy machine slows them alike. Each reply
+becomes an abstract as a run makes it (``nodes.summarize.finish_abstract``: the parent's sentences it repeats
+dropped, clipped at its last whole sentence).
 
 A configuration is ``NAME=`` (the stored request, byte for byte, with today's cap) or ``NAME=key=value,...``:
 
 * ``prompt``: ``stored`` (default) or ``current``: the request rendered again from its parts (task title,
   parent abstract, program, feedback) by today's :func:`contextevolve.prompts.summarizer.messages`, which
   measures a change to the prompt against the runs recorded before it;
-* ``nodoc``: 1 shows the program without its docstrings (:func:`prompts.generator.without_docstrings`). A run
+* ``nodoc``: 1 shows the program without its docstrings (:func:`program.docstrings.without_docstrings`). A run
   now always does (``nodes.summarize.abstract_for``), so ``prompt=current,nodoc=1`` is what a run sends
   today; in transcripts recorded since then the programs have no docstrings left to drop;
 * ``cap``: the completion-token cap (default: today's ``DEFAULT_MAX_TOKENS["summarizer"]``).
@@ -38,23 +38,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from langchain_core.messages import HumanMessage, convert_to_messages  # noqa: E402
+from langchain_core.messages import HumanMessage, convert_to_messages
 
-from benchmarks import replay  # noqa: E402
-from contextevolve.graph.context import RunContext  # noqa: E402
-from contextevolve.graph.settings import DEFAULT_MAX_TOKENS  # noqa: E402
-from contextevolve.llm import transcript  # noqa: E402
-from contextevolve.llm.calls import MalformedReply, call_role  # noqa: E402
-from contextevolve.llm.parsing import sentences  # noqa: E402
-from contextevolve.nodes.summarize import finish_abstract  # noqa: E402
-from contextevolve.prompts import summarizer  # noqa: E402
-from contextevolve.prompts.generator import without_docstrings  # noqa: E402
+from benchmarks import replay
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.settings import DEFAULT_MAX_TOKENS
+from contextevolve.llm import transcript
+from contextevolve.llm.calls import MalformedReply, call_role
+from contextevolve.llm.parsing import sentences
+from contextevolve.nodes.summarize import finish_abstract
+from contextevolve.program.docstrings import without_docstrings
+from contextevolve.prompts import summarizer
 
 KEYS = {"prompt": str, "nodoc": int, "cap": int}
 PROMPTS = ("stored", "current")
 REQUEST = re.compile(
     r"Task: (?P<title>.*?)\.\n\n(?:Parent abstract: (?P<parent>.*?)\n\nNew program:|Program:)\n```python\n"
-    r"(?P<code>.*?)```\n\n(?:Evaluator's feedback on it:\n(?P<feedback>.*?)\n\n)?(?P<instruction>[^\n]*)\Z", re.S)
+    r"(?P<code>.*?)```\n\n(?:Evaluator's feedback on it:\n(?P<feedback>.*?)\n\n)?(?P<instruction>[^\n]*)\Z",
+    re.S)
 """The parts of a stored Summarizer request (the layout of ``prompts.summarizer.messages``)."""
 
 
@@ -71,8 +72,10 @@ def parse_config(text: str) -> tuple[str, dict]:
 
 
 def summarizer_requests(run_dir: Path) -> list[dict]:
-    """The first-attempt Summarizer requests of a run, each with its parts (``title``, ``parent`` abstract or
-    None, ``code``, ``feedback``, ``novel_only``) and its stored ``messages``.
+    """The first-attempt Summarizer requests of a run, each with its parts and its stored ``messages``.
+
+    The parts are ``title``, ``parent`` (the parent's abstract, or None), ``code``, ``feedback`` and
+    ``novel_only``.
 
     Raises:
         FileNotFoundError: the run has no transcript.
@@ -86,8 +89,8 @@ def summarizer_requests(run_dir: Path) -> list[dict]:
         if not match:
             raise ValueError(f"{run_dir}: a Summarizer request this benchmark cannot read")
         requests.append({"run": run_dir.name, "messages": row["messages"], "title": match["title"],
-                         "parent": match["parent"], "code": match["code"], "feedback": match["feedback"] or "",
-                         "novel_only": "ONLY" in match["instruction"]})
+                         "parent": match["parent"], "code": match["code"],
+                         "feedback": match["feedback"] or "", "novel_only": "ONLY" in match["instruction"]})
     return requests
 
 
@@ -95,8 +98,8 @@ def messages_for(request: dict, values: dict) -> list:
     """The request under configuration ``values`` (stored bytes, or rendered again; docstrings optional)."""
     if values.get("prompt", "stored") == "current":
         code = without_docstrings(request["code"]) if values.get("nodoc") else request["code"]
-        return summarizer.messages(request["title"], code, request["parent"],
-                                   "novel_only" if request["novel_only"] else "inherited", request["feedback"])
+        novelty = "novel_only" if request["novel_only"] else "inherited"
+        return summarizer.messages(request["title"], code, request["parent"], novelty, request["feedback"])
     stored = convert_to_messages(request["messages"])
     if values.get("nodoc"):
         text = stored[-1].content.replace(request["code"], without_docstrings(request["code"]), 1)
@@ -105,15 +108,19 @@ def messages_for(request: dict, values: dict) -> list:
 
 
 def ask(messages: list, seed: int, cap: int) -> dict:
-    """One Summarizer request as a run sends it (``call_role``), to the embedded model or the environment's
-    endpoint, after :func:`~benchmarks.replay.flush`: its reply, tokens, seconds and whether the cap cut it."""
+    """One Summarizer request as a run sends it (``call_role``), after :func:`~benchmarks.replay.flush`.
+
+    It goes to the embedded model or the environment's endpoint; returns its reply, tokens, seconds and
+    whether the cap cut it.
+    """
     replay.flush("summarizer")
     start = time.perf_counter()
     try:
-        reply = call_role("summarizer", messages, RunContext(seed=seed, max_retries=0, max_tokens={"summarizer": cap}))
+        ctx = RunContext(seed=seed, max_retries=0, max_tokens={"summarizer": cap})
+        reply = call_role("summarizer", messages, ctx)
     except MalformedReply as exc:
-        return {"seconds": time.perf_counter() - start, "text": "", "truncated": False, "garbled": str(exc)[:200],
-                "prompt": 0, "completion": 0}
+        return {"seconds": time.perf_counter() - start, "text": "", "truncated": False,
+                "garbled": str(exc)[:200], "prompt": 0, "completion": 0}
     usage = reply.usage.get("summarizer", {})
     return {"seconds": time.perf_counter() - start, "text": reply.text, "truncated": reply.truncated,
             "prompt": usage.get("prompt", 0), "completion": usage.get("completion", 0)}
@@ -130,6 +137,7 @@ def _median(values: list[float]) -> float:
 
 
 def main() -> int:
+    """Replay every stored Summarizer request under each configuration, and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--config", action="append", required=True, metavar="NAME=key=value,...")
@@ -150,24 +158,27 @@ def main() -> int:
     for n, request in enumerate(requests):
         row = {"run": request["run"], "n": n, "parent": request["parent"]}
         for name, values in configs.items():
-            out = ask(messages_for(request, values), seed=n, cap=values.get("cap", DEFAULT_MAX_TOKENS["summarizer"]))
+            cap = values.get("cap", DEFAULT_MAX_TOKENS["summarizer"])
+            out = ask(messages_for(request, values), seed=n, cap=cap)
             out["abstract"] = finish_abstract(out["text"], request["parent"], out["truncated"])
             out["echo"] = echoes(out["text"], request["parent"])
             row[name] = out
             args.out.write_text(json.dumps([*rows, row], indent=2))  # what was measured survives a crash
-            print(f"{request['run']} #{n} {name}: {out['prompt']}+{out['completion']} tokens {out['seconds']:.1f} s"
-                  f"{' echo' if out['echo'] else ''}{' cut' if out['truncated'] else ''}: {out['abstract']!r}",
-                  flush=True)
+            print(f"{request['run']} #{n} {name}: {out['prompt']}+{out['completion']} tokens "
+                  f"{out['seconds']:.1f} s{' echo' if out['echo'] else ''}"
+                  f"{' cut' if out['truncated'] else ''}: {out['abstract']!r}", flush=True)
         rows.append(row)
     print("\n| configuration | requests | prompt tokens / request | completion tokens / request (median) | "
-          "s / request (median) | cut at the cap | began with the parent's abstract | words / abstract | garbled |")
+          "s / request (median) | cut at the cap | began with the parent's abstract | words / abstract | "
+          "garbled |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name in configs:
         got = [r[name] for r in rows]
         n = max(len(got), 1)
         seconds = [g["seconds"] for g in got]
         print(f"| {name} | {len(got)} | {sum(g['prompt'] for g in got) / n:.0f} | "
-              f"{sum(g['completion'] for g in got) / n:.0f} ({_median([g['completion'] for g in got]):.0f}) | "
+              f"{sum(g['completion'] for g in got) / n:.0f} "
+              f"({_median([g['completion'] for g in got]):.0f}) | "
               f"{sum(seconds) / n:.1f} ({_median(seconds):.1f}) | {sum(g['truncated'] for g in got)} | "
               f"{sum(g['echo'] for g in got)} | {sum(len(g['abstract'].split()) for g in got) / n:.0f} | "
               f"{sum('garbled' in g for g in got)} |")

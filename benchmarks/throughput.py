@@ -12,8 +12,8 @@ Printed per setting: iterations/min (children evaluated), valid children/min (ok
 valid), speed-up in iterations/min over the same system with one worker, endpoint busy (busy stream-seconds /
 (streams × wall)) and mean requests in flight (queued ones included).
 
-Usage: python benchmarks/throughput.py [--iterations 24] [--per-worker 6] [--workers 1,2,4,8] [--openevolve 1,8]
-           [--streams 8 --ttft 0.3 --tpot 0.025] [--task model_placement] [--seed 0]
+Usage: python benchmarks/throughput.py [--iterations 24] [--per-worker 6] [--workers 1,2,4,8]
+           [--openevolve 1,8] [--streams 8 --ttft 0.3 --tpot 0.025] [--task model_placement] [--seed 0]
            [--summarize-behind on|off|default] [--json FILE]
 """
 
@@ -34,13 +34,16 @@ from benchmarks.latency_endpoint import LatencyEndpoint  # noqa: E402
 
 
 def iterations_for(args: argparse.Namespace, workers: int) -> int:
-    """Iterations of a setting with ``workers`` workers: ``--iterations``, or ``--per-worker`` × workers if more."""
+    """Iterations with ``workers`` workers: ``--iterations``, or ``--per-worker`` × ``workers`` if more."""
     return max(args.iterations, args.per_worker * workers)
 
 
 def run_contextevolve(args: argparse.Namespace, workers: int, folder: Path, behind: str) -> dict:
-    """One ContextEvolve run with ``workers`` workers and the Summarizer behind them or not (``on``, ``off``,
-    ``default``: on with several workers); its figures."""
+    """The figures of one ContextEvolve run with ``workers`` workers.
+
+    ``behind`` puts the Summarizer behind the workers or not: ``on``, ``off``, or ``default`` (on with
+    several workers).
+    """
     from contextevolve.api import evolve
     from contextevolve.memory.buffer import EvolveBuffer
 
@@ -74,8 +77,8 @@ def run_openevolve(args: argparse.Namespace, workers: int, folder: Path, _behind
     ledger_path = folder / "ledger.jsonl"
     ledger.evaluate(task, task.initial_program, ledger_path, initial=True)
     spec = PeerSpec(system="openevolve", task=args.task, out_dir=str(folder / "run"), ledger=str(ledger_path),
-                    base_url=endpoint.url, model="gen", candidates=iterations_for(args, workers), seed=args.seed,
-                    workers=workers, options={"diff_based_evolution": False})
+                    base_url=endpoint.url, model="gen", candidates=iterations_for(args, workers),
+                    seed=args.seed, workers=workers, options={"diff_based_evolution": False})
     (folder / "spec.json").write_text(spec.model_dump_json(indent=2))
     try:
         with open(folder / "system.log", "w") as log:
@@ -86,8 +89,8 @@ def run_openevolve(args: argparse.Namespace, workers: int, folder: Path, _behind
         endpoint.close()
     entries = [json.loads(line) for line in ledger_path.read_text().splitlines() if line.strip()]
     candidates = [e for e in entries if e.get("candidate", True) and e["index"] > 0]
-    return {"system": "OpenEvolve 0.4.1 (whole programs)", "parallel": f"{workers} worker{'s' * (workers > 1)}",
-            "n": workers, "iterations": len(candidates),
+    return {"system": "OpenEvolve 0.4.1 (whole programs)",
+            "parallel": f"{workers} worker{'s' * (workers > 1)}", "n": workers, "iterations": len(candidates),
             "valid": sum(e["status"] == "ok" and e.get("changed") for e in candidates),
             "replies": dict(endpoint.kinds), **figures}
 
@@ -108,21 +111,23 @@ def table(rows: list[dict]) -> str:
              "mean requests in flight | iterations | wall s |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         speed = f"{r['iterations_per_min'] / base[r['system']]:.1f}×" if r["system"] in base else "–"
-        lines.append(f"| {r['system']} | {r['parallel']} | {r['iterations_per_min']:.2f} | {r['valid_per_min']:.2f} | "
-                     f"{speed} | {r['busy']:.0%} | {r['in_flight']:.2f} | {r['iterations']} | {r['wall_s']:.0f} |")
+        lines.append(f"| {r['system']} | {r['parallel']} | {r['iterations_per_min']:.2f} | "
+                     f"{r['valid_per_min']:.2f} | {speed} | {r['busy']:.0%} | {r['in_flight']:.2f} | "
+                     f"{r['iterations']} | {r['wall_s']:.0f} |")
     return "\n".join(lines)
 
 
 def main() -> int:
+    """Run every setting against its own latency endpoint and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--iterations", type=int, default=24, help="iterations per setting (at least)")
     parser.add_argument("--per-worker", type=int, default=0,
-                        help="at least this many iterations per worker (a setting with many workers runs longer, "
-                             "so that its first and last iterations, when workers wait for c_0 or have no claim "
-                             "left, weigh as little as with one)")
+                        help="at least this many iterations per worker (a setting with many workers runs "
+                             "longer, so that its first and last iterations, when workers wait for c_0 or "
+                             "have no claim left, weigh as little as with one)")
     parser.add_argument("--workers", default="1,2,4,8",
-                        help="ContextEvolve worker counts, comma-separated; W:on or W:off sets the Summarizer "
-                             "behind the workers for that row (default: --summarize-behind)")
+                        help="ContextEvolve worker counts, comma-separated; W:on or W:off sets the "
+                             "Summarizer behind the workers for that row (default: --summarize-behind)")
     parser.add_argument("--openevolve", default="1,8", help="OpenEvolve worker counts ('' for none)")
     parser.add_argument("--streams", type=int, default=8)
     parser.add_argument("--ttft", type=float, default=0.3)
@@ -130,14 +135,15 @@ def main() -> int:
     parser.add_argument("--task", default="model_placement")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--summarize-behind", choices=["on", "off", "default"], default="default",
-                        help="ContextEvolve's Summarizer behind its worker (default: on with several workers)")
+                        help="ContextEvolve's Summarizer behind its worker (default: on with several "
+                             "workers)")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args()
     settings = [("contextevolve", int(w.partition(":")[0]), w.partition(":")[2] or args.summarize_behind)
                 for w in args.workers.split(",") if w.strip()]
     settings += [("openevolve", int(w), "") for w in args.openevolve.split(",") if w.strip()]
-    print(f"throughput: {args.task}, {args.iterations} iterations per setting (at least {args.per_worker} per "
-          f"worker), endpoint {args.streams} streams, "
+    print(f"throughput: {args.task}, {args.iterations} iterations per setting (at least "
+          f"{args.per_worker} per worker), endpoint {args.streams} streams, "
           f"{args.ttft} s to the first token, {args.tpot * 1000:.0f} ms per token", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ce-throughput-") as tmp:
@@ -149,9 +155,9 @@ def main() -> int:
             row = per_minute(run(args, workers, folder, behind))
             rows.append(row)
             print(f"{row['system']}, {row['parallel']}: {row['iterations_per_min']:.2f} iterations/min, "
-                  f"{row['valid_per_min']:.2f} valid/min, busy {row['busy']:.0%}, in flight {row['in_flight']:.2f} "
-                  f"({row['iterations']} iterations, {time.perf_counter() - began:.0f} s; replies {row['replies']})",
-                  flush=True)
+                  f"{row['valid_per_min']:.2f} valid/min, busy {row['busy']:.0%}, "
+                  f"in flight {row['in_flight']:.2f} ({row['iterations']} iterations, "
+                  f"{time.perf_counter() - began:.0f} s; replies {row['replies']})", flush=True)
     print()
     print(table(rows))
     if args.json:

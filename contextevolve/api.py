@@ -17,14 +17,20 @@ import json
 import sqlite3
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from contextevolve.evaluation.executors import executor_for
-from contextevolve.graph.context import (DEFAULT_TASK, RunContext, UnknownSettingError, check_setting_names,
-                                         upgraded)
+from contextevolve.graph.context import (
+    DEFAULT_TASK,
+    RunContext,
+    UnknownSettingError,
+    check_setting_names,
+    upgraded,
+)
 from contextevolve.llm import serving
 from contextevolve.llm.faults import EndpointUnavailable
 from contextevolve.memory.buffer import EvolveBuffer
@@ -62,6 +68,7 @@ class RunResult:
 
     @property
     def total_tokens(self) -> int:
+        """Prompt plus completion tokens over all roles."""
         return total_tokens(self.tokens)
 
 
@@ -100,8 +107,8 @@ def prepare_context(run_dir: str | Path, *, resume: bool, **settings: Any) -> Ru
         if not isinstance(saved, dict):
             raise RunDirError(f"{saved_path} does not hold run settings (a JSON object)")
         if settings.get("task", saved.get("task")) != saved.get("task"):
-            raise RunDirError(f"{root} holds a {saved.get('task')!r} run; cannot resume it as {settings['task']!r} "
-                              "(leave out --task to resume it)")
+            raise RunDirError(f"{root} holds a {saved.get('task')!r} run; cannot resume it as "
+                              f"{settings['task']!r} (leave out --task to resume it)")
         try:
             check_setting_names(upgraded(saved))
         except UnknownSettingError as exc:
@@ -110,7 +117,8 @@ def prepare_context(run_dir: str | Path, *, resume: bool, **settings: Any) -> Ru
         ctx.task = staged_task(ctx.task, root)  # a problem's own copy, wherever the run directory now is
     else:
         if saved_path.exists() or (root / BUFFER_FILE).exists():
-            raise RunDirError(f"{root} already holds a run; use --resume to continue it or pick another --run-dir")
+            raise RunDirError(f"{root} already holds a run; use --resume to continue it or pick another "
+                              "--run-dir")
         ctx = RunContext(**settings)
     if resume or not ctx.task.startswith(PROBLEM_PREFIX):  # a new problem is checked by ProblemSource.read
         get_task(ctx.task)  # unknown task -> KeyError naming the known ones
@@ -186,7 +194,9 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
 
 
 def worker_states(run_dir: str | Path) -> dict[int, dict[str, Any]]:
-    """The latest checkpointed state of each worker's thread (:func:`contextevolve.workers.checkpointed_states`).
+    """The latest checkpointed state of each worker's thread.
+
+    See :func:`contextevolve.workers.checkpointed_states`.
 
     Raises:
         RunDirError: ``run_dir`` has no checkpoints.
@@ -214,8 +224,10 @@ def thread_state(run_dir: str | Path, worker: int = 0) -> dict[str, Any]:
     """
     states = worker_states(run_dir)
     if worker not in states:
-        older = " (a run from before workers keeps one thread, 'main': resume it once to go on with workers)" \
-            if not states and (Path(run_dir) / BUFFER_FILE).is_file() and _format_of(Path(run_dir)) == 1 else ""
+        root = Path(run_dir)
+        before_workers = not states and (root / BUFFER_FILE).is_file() and _format_of(root) == 1
+        older = (" (a run from before workers keeps one thread, 'main': resume it once to go on with workers)"
+                 if before_workers else "")
         raise RunDirError(f"{run_dir} has no worker {worker} (workers: {sorted(states) or 'none'}){older}")
     return states[worker]
 
@@ -248,8 +260,8 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
            on_phase: Callable[[str, str | None], None] | None = None,
            on_commit: Callable[[dict], None] | None = None,
            problem: str | Path | ProblemSource | None = None, program: str | Path | None = None,
-           evaluator: str | Path | None = None, config: str | Path | None = None, description: str | None = None,
-           minimize: bool | None = None, **settings: Any) -> RunResult:
+           evaluator: str | Path | None = None, config: str | Path | None = None,
+           description: str | None = None, minimize: bool | None = None, **settings: Any) -> RunResult:
     """Run ContextEvolve on ``task`` for ``iterations`` iterations (total in the run) and return the result.
 
     Args:
@@ -260,7 +272,9 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
             metrics or an ``EvaluationResult``) and optionally ``config.yaml``; or a
             :class:`~contextevolve.tasks.problem.source.ProblemSource`. It is copied into
             ``RUN_DIR/problem`` (a resumed run uses that copy: leave the problem out on resume).
-        program, evaluator, config: the problem's files one by one (override the folder's).
+        program: the problem's initial program (overrides the folder's).
+        evaluator: the problem's evaluator file (overrides the folder's).
+        config: the problem's OpenEvolve ``config.yaml`` (overrides the folder's).
         description: the task description every agent sees (``@FILE`` reads it from FILE; default:
             the config's ``prompt.system_message``, else one built from the evaluator's docstring).
         minimize: the problem's score is better when lower.
@@ -292,18 +306,20 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
 
     from contextevolve.graph.builder import build_graph
     from contextevolve.llm import embedded, models
-    from contextevolve.nodes import behind
+    from contextevolve.loop import behind
+    from contextevolve.loop.policy import IgnoredSettingWarning, ignored_settings
 
-    source = _problem(problem, dict(program=program, evaluator=evaluator, config=config, description=description,
-                                    minimize=minimize), settings)
+    source = _problem(problem, dict(program=program, evaluator=evaluator, config=config,
+                                    description=description, minimize=minimize), settings)
     if source is not None:
         if resume:
-            raise RunDirError("a resumed run evolves its own copy of the problem (RUN_DIR/problem): leave out "
-                              "the problem's folder and files on --resume")
+            raise RunDirError("a resumed run evolves its own copy of the problem (RUN_DIR/problem): "
+                              "leave out the problem's folder and files on --resume")
         if task is not None:
             raise ValueError("give a task or a problem, not both")
         settings = {**source.settings, **{k: v for k, v in settings.items() if v is not None}}
-        settings.pop("eval_timeout_s", None)  # in the problem's spec: the call's limit, and 30 s more for the sandbox
+        # in the problem's spec: the call's limit, and 30 s more for the sandbox
+        settings.pop("eval_timeout_s", None)
         configured = settings.pop("max_iterations", None)
         iterations = iterations if iterations is not None else configured
     name = source.spec.title if source is not None else task or RunContext.task
@@ -312,13 +328,16 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         task = PROBLEM_PREFIX + str((root / "problem").resolve())
     ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
     if ctx.review_guidance:
-        raise ValueError("review_guidance pauses every worker for a person's answer, which evolve() cannot give: "
-                         "drive build_graph(checkpointer) yourself and resume with Command(resume=...), or use "
-                         "langgraph dev")
+        raise ValueError("review_guidance pauses every worker for a person's answer, which evolve() cannot "
+                         "give: drive build_graph(checkpointer) yourself and resume with "
+                         "Command(resume=...), or use langgraph dev")
     executor_for(ctx.parallelism.executor, ctx.eval_slots, ctx.parallelism.ray_address)  # fail before writing
+    for ignored in ignored_settings(ctx):
+        warnings.warn(ignored, IgnoredSettingWarning, stacklevel=2)
     served = serving.describe(ctx)  # and if a server variable is malformed
     if resume and (root / BUFFER_FILE).exists():
-        EvolveBuffer(root / BUFFER_FILE).close()  # an older format is migrated (or refused) before anything runs
+        # an older format is migrated (or refused) before anything runs
+        EvolveBuffer(root / BUFFER_FILE).close()
     root.mkdir(parents=True, exist_ok=True)
     if source is not None:
         source.stage(root / "problem")
@@ -348,8 +367,10 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
 
 
 def _result(root: Path, ctx: RunContext, finals: list[dict], seconds: float) -> RunResult:
-    """The :class:`RunResult` of a run, read from its buffer (the workers' final states give the stop reason);
-    also writes best_program.py and programs.jsonl."""
+    """The :class:`RunResult` of a run, read from its buffer; also writes best_program.py and programs.jsonl.
+
+    The workers' final states give the stop reason.
+    """
     buffer = EvolveBuffer(root / BUFFER_FILE)
     try:
         task = get_task(ctx.task)

@@ -35,7 +35,7 @@ class BaselineRow:
 
 
 def one_shot(task: Task, ctx: RunContext, initial: Evaluation | None = None) -> tuple[str, int, str]:
-    """One Generator call on ``task``'s initial program: returns (program source or "", tokens, failure reason).
+    """One Generator call on ``task``'s initial program: ``(program source or "", tokens, failure reason)``.
 
     ``initial`` is the initial program's evaluation when the caller already has it (shown in the prompt).
 
@@ -43,23 +43,26 @@ def one_shot(task: Task, ctx: RunContext, initial: Evaluation | None = None) -> 
         contextevolve.llm.embedded.EmbeddedModelError: the embedded LLM cannot start.
         contextevolve.llm.faults.EndpointUnavailable: the endpoint is down after its retries.
     """
-    from contextevolve.editing import EditError, build_child
     from contextevolve.llm.calls import MalformedReply, call_role
-    from contextevolve.nodes.ask import whole_program
+    from contextevolve.loop.generation import whole_program
+    from contextevolve.program.forms import edit_form
+    from contextevolve.program.replies import EditError
     from contextevolve.prompts import generator as prompt
     from contextevolve.roles import total_tokens
 
     initial = initial or task.evaluate(task.initial_program)
     parent = prompt.parent_section(task.initial_program, "the task's initial program", initial.combined_score,
                                    initial.metrics, initial.diagnostics)
-    messages = prompt.messages(task.description, parent, "", [], "full", task.higher_is_better)
+    full = edit_form("full")
+    messages = prompt.generator_prompt(task.description, parent, "", [], full, task.higher_is_better,
+                                       task.initial_program).messages()
     try:
-        reply = call_role("generator", messages, ctx, check=whole_program(task.initial_program, "full"))
+        reply = call_role("generator", messages, ctx, check=whole_program(task.initial_program, full))
     except MalformedReply as exc:
         return "", total_tokens(exc.usage), f"endpoint fault: {exc}"
     tokens = total_tokens(reply.usage)
     try:
-        return build_child(task.initial_program, reply.text, "full", truncated=reply.truncated), tokens, ""
+        return full.build(task.initial_program, reply.text, truncated=reply.truncated), tokens, ""
     except EditError as exc:
         return "", tokens, f"malformed generator output: {exc}"
 

@@ -17,16 +17,21 @@ import difflib
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
+from contextevolve.commands import (
+    add_problem_flags,
+    cmd_baselines,
+    cmd_evaluate,
+    cmd_tasks,
+    problem_source,
+)
 from contextevolve.display import RunProgress, seconds_table, tokens_table
 from contextevolve.evaluation.executors import ExecutorError
-from contextevolve.flags import add_limit_flags, add_run_flags, limit_settings, run_settings
+from contextevolve.flags import add_limit_flags, add_run_flags, run_settings
 from contextevolve.graph.context import DEFAULT_TASK
 from contextevolve.llm import serving
 from contextevolve.llm.faults import EndpointUnavailable
@@ -39,47 +44,8 @@ EXIT_ENDPOINT_UNAVAILABLE = 3
 console = Console(stderr=True)
 
 
-def _add_problem_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("your own problem, in OpenEvolve's form (instead of --task)")
-    group.add_argument("--problem", metavar="DIR",
-                       help="folder holding initial_program.py, evaluator.py and optionally config.yaml")
-    group.add_argument("--program", metavar="FILE", help="the initial program (overrides the folder's)")
-    group.add_argument("--evaluator", metavar="FILE",
-                       help="Python file whose evaluate(program_path) returns a dict of metrics or an EvaluationResult")
-    group.add_argument("--config", metavar="FILE", help="OpenEvolve config.yaml (what maps onto settings here; flags win)")
-    group.add_argument("--description", metavar="TEXT|@FILE", help="the task description every agent sees")
-    group.add_argument("--minimize", action="store_true", help="a lower score is better")
-
-
-def problem_source(args: argparse.Namespace, timeout_s: float | None = None):
-    """The user's problem the problem flags name, read and checked, its notes printed; None when no flag is given.
-
-    Raises:
-        ValueError: ``--task`` given too, or the problem is unusable (``ProblemError``, naming the file and why).
-    """
-    from contextevolve.tasks.problem.source import ProblemSource
-
-    given = [args.problem, args.program, args.evaluator, args.config, args.description, args.minimize or None]
-    if all(v is None for v in given):
-        return None
-    if getattr(args, "task", None):
-        raise ValueError("give --task or your own problem (--problem, --program, --evaluator), not both")
-    source = ProblemSource.read(args.problem, program=args.program, evaluator=args.evaluator, config=args.config,
-                                description=args.description, minimize=args.minimize or None, timeout_s=timeout_s)
-    console.print(f"problem: {escape(source.spec.title)} (program {escape(str(source.program))}, evaluator "
-                  f"{escape(str(source.evaluator))})", soft_wrap=True)
-    for note in source.notes:
-        console.print(f"note: {escape(note)}", soft_wrap=True)
-    return source
-
-
-def _task_name(args: argparse.Namespace, staging: Path, timeout_s: float | None = None) -> str | None:
-    """``args.task``, or the task name of the problem the flags name, staged into ``staging``."""
-    source = problem_source(args, timeout_s)
-    return source.stage(staging) if source is not None else args.task
-
-
 def cmd_run(args: argparse.Namespace) -> int:
+    """``contextevolve run``: run or resume an evolution with a progress bar, then write its report."""
     from contextevolve.api import evolve, saved_settings
     from contextevolve.graph.context import RunContext
 
@@ -111,12 +77,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             console.print(f"report: {write_report(result.run_dir)}")
         except Exception as exc:  # noqa: BLE001 - the run is saved; `contextevolve report` can retry
-            console.print(f"[yellow]warning:[/yellow] no report written ({escape(f'{type(exc).__name__}: {exc}')}); "
+            why = escape(f"{type(exc).__name__}: {exc}")
+            console.print(f"[yellow]warning:[/yellow] no report written ({why}); "
                           f"try `contextevolve report {result.run_dir}`", soft_wrap=True)
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """``contextevolve report RUN_DIR``: write the run's HTML report and print its path."""
     from contextevolve.report import write_report
 
     print(write_report(args.run_dir, args.out))
@@ -124,6 +92,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """``contextevolve status RUN_DIR``: print a run directory's summary (``--json``: as JSON)."""
     from contextevolve.api import run_status
 
     status = run_status(args.run_dir)
@@ -135,7 +104,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                   f"statuses: {status['statuses']}  repairs: {status['repairs']['attempted']} attempted, "
                   f"{status['repairs']['succeeded']} children fixed")
     if status["failure_kinds"]:
-        console.print("failures by kind: " + ", ".join(f"{k} {n}" for k, n in sorted(status["failure_kinds"].items())))
+        kinds = sorted(status["failure_kinds"].items())
+        console.print("failures by kind: " + ", ".join(f"{k} {n}" for k, n in kinds))
     console.print(f"initial score: {status['initial_score']}  best score: {status['best_score']} "
                   f"({status['best_id']})")
     if status["served_by"]:
@@ -153,91 +123,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    import tempfile
-
-    from contextevolve.tasks.registry import get_task
-
-    with tempfile.TemporaryDirectory(prefix="ce-problem-") as staging:
-        name = _task_name(args, Path(staging) / "problem", args.timeout)
-        if name is None:
-            raise ValueError("evaluate needs --task NAME or your own problem (--problem DIR)")
-        return _evaluate_file(args, get_task(name))
-
-
-def _evaluate_file(args: argparse.Namespace, task) -> int:
-    path = Path(args.file)
-    try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read program file {path}: {exc}") from None
-    from contextevolve.graph.context import RunContext
-
-    limits = RunContext(eval_timeout_s=args.timeout, **limit_settings(args)).sandbox
-    result = task.evaluate(source, limits=limits)
-    print(json.dumps({"task": task.name, "file": str(path), **result.model_dump()}, indent=2))
-    return 0 if result.status == "ok" else 1
-
-
-def cmd_baselines(args: argparse.Namespace) -> int:
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="ce-problem-") as staging:
-        return _baselines(args, _task_name(args, Path(staging) / "problem"))
-
-
-def _baselines(args: argparse.Namespace, name: str | None) -> int:
-    from contextevolve.baselines import LABELS, baseline_table
-    from contextevolve.tasks.registry import get_task
-
-    rows = baseline_table([name] if name else None, include_one_shot=args.one_shot,
-                          base_url=args.base_url, model=args.model, seed=args.seed)
-    if args.json:
-        print(json.dumps([{"task": r.task, "baseline": r.baseline, "tokens": r.tokens, **r.evaluation.model_dump()}
-                          for r in rows], indent=2))
-        return 0
-    out = Console()
-    for name in dict.fromkeys(r.task for r in rows):
-        task = get_task(name)
-        table = Table(title=f"{task.title} — combined score {'higher' if task.higher_is_better else 'lower'} is better")
-        table.add_column("baseline")
-        for m in task.metrics:
-            table.add_column(f"{m.name} {'↑' if m.higher_is_better else '↓'}", justify="right")
-        for col in ("score", "status", "eval s"):
-            table.add_column(col, justify="right")
-        for r in (r for r in rows if r.task == name):
-            ev = r.evaluation
-            table.add_row(LABELS.get(r.baseline, r.baseline), *(f"{ev.metrics.get(m.name, float('nan')):.4f}"
-                                                                 for m in task.metrics),
-                          f"{ev.combined_score:.4f}", ev.status if ev.status == "ok" else f"{ev.status}: {ev.reason[:60]}",
-                          f"{ev.seconds:.1f}")
-        out.print(table)
-    return 0
-
-
-def cmd_tasks(args: argparse.Namespace) -> int:  # noqa: ARG001
-    from contextevolve.tasks.registry import get_task, task_names
-
-    for name in task_names():
-        task = get_task(name)
-        metrics = ", ".join(f"{m.name} ({'higher' if m.higher_is_better else 'lower'} is better)"
-                            for m in task.metrics)
-        print(f"{name}\t{task.title}\t{metrics}")
-    print("\nYour own problem (OpenEvolve's form: initial_program.py + evaluator.py [+ config.yaml]):\n"
-          "  contextevolve run --problem DIR --iterations N    (see docs/own-problem.md; example: examples/)")
-    return 0
-
-
 def _csv(kind):
+    """An argparse type that reads a comma-separated list of ``kind``."""
+
     def parse(text: str) -> list:
         try:
             return [kind(part.strip()) for part in text.split(",") if part.strip()]
         except ValueError:
-            raise argparse.ArgumentTypeError(f"not a comma-separated list of {kind.__name__}: {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"not a comma-separated list of {kind.__name__}: {text!r}") from None
     return parse
 
 
 def cmd_compare(args) -> int:
+    """``contextevolve compare``: run the systems side by side on one task, a line per finished run."""
     from contextevolve.compare.runner import compare
     from contextevolve.compare.schema import CompareSettings
     from contextevolve.tasks.registry import get_task
@@ -248,13 +147,16 @@ def cmd_compare(args) -> int:
     task = source.stage(Path(args.out) / "problem") if source is not None else args.task
     settings = CompareSettings(
         task=task, systems=args.systems, candidates=args.iterations, seeds=args.seeds, out=args.out,
-        base_url=args.base_url, api_key=os.environ.get("CONTEXTEVOLVE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
+        base_url=args.base_url,
+        api_key=os.environ.get("CONTEXTEVOLVE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
         model=args.model, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
         token_budget=args.token_budget, timeout_s=args.system_timeout,
-        time_budget_s=args.time_budget * 60 if args.time_budget is not None else None, log_prompts=args.log_prompts)
+        time_budget_s=args.time_budget * 60 if args.time_budget is not None else None,
+        log_prompts=args.log_prompts)
     get_task(settings.task)  # an unknown task fails before anything starts
 
     def show(result) -> None:
+        """Print one finished run's line."""
         per_valid = f"{result.tokens // result.valid:,}" if result.valid else "–"
         best, initial = (("–" if v is None else f"{v:.6g}") for v in (result.best, result.initial))
         console.print(f"{result.label}: best {best} (initial {initial}), "
@@ -269,20 +171,24 @@ def cmd_compare(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``contextevolve`` argument parser; each subcommand sets ``fn`` (its handler) and ``parser``."""
     parser = argparse.ArgumentParser(prog="contextevolve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run or resume an evolution")
-    run.add_argument("--task", help=f"built-in task to evolve (default {DEFAULT_TASK}; on --resume: the run's own)")
-    run.add_argument("--iterations", type=int,
+    run = sub.add_parser("run", help="run or resume an evolution",
+                         usage="%(prog)s [--task TASK | --problem DIR] [--iterations N] [--run-dir DIR] "
+                               "[--resume] [OPTION]...")
+    run.add_argument("--task",
+                     help=f"built-in task to evolve (default {DEFAULT_TASK}; on --resume: the run's own)")
+    run.add_argument("--iterations", type=int, metavar="N",
                      help="iteration budget of the whole run (default 10; on --resume: the run's own)")
-    run.add_argument("--run-dir", help="run directory (default runs/TASK-TIMESTAMP)")
+    run.add_argument("--run-dir", metavar="DIR", help="run directory (default runs/TASK-TIMESTAMP)")
     run.add_argument("--resume", action="store_true",
-                     help="continue the run in --run-dir from its last checkpoint, with the settings in its run.json")
+                     help="continue the run in --run-dir from its checkpoint, under its run.json's settings")
     add_run_flags(run)
     run.add_argument("--no-report", action="store_true",
-                     help="do not write RUN_DIR/report.html (and its PNGs) at the end")
-    _add_problem_flags(run)
+                     help="do not write RUN_DIR/report.html and its PNGs at the end")
+    add_problem_flags(run)
     run.set_defaults(fn=cmd_run, parser=run)
 
     report = sub.add_parser("report", help="write a self-contained HTML report (and PNGs) of a run directory")
@@ -292,49 +198,63 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="summarise a run directory")
     status.add_argument("run_dir")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print the summary as JSON")
     status.set_defaults(fn=cmd_status, parser=status)
 
     evaluate = sub.add_parser("evaluate", help="score one program file and print its metrics as JSON")
     evaluate.add_argument("--task", help="built-in task (or give your own problem)")
     evaluate.add_argument("file")
-    evaluate.add_argument("--timeout", type=float, help="wall-clock limit, seconds")
-    _add_problem_flags(evaluate)
+    evaluate.add_argument("--timeout", type=float, metavar="S", help="wall-clock limit, seconds")
+    add_problem_flags(evaluate)
     add_limit_flags(evaluate)
     evaluate.set_defaults(fn=cmd_evaluate, parser=evaluate)
 
     base = sub.add_parser("baselines", help="score the Table 1 baselines of every task (or one)")
     base.add_argument("--task", help="only this task")
-    base.add_argument("--one-shot", action="store_true", help="add LLM one-shot (one Generator call per task)")
-    base.add_argument("--base-url", help="OpenAI-compatible endpoint for --one-shot (default: env, else embedded)")
+    base.add_argument("--one-shot", action="store_true",
+                      help="add LLM one-shot (one Generator call per task)")
+    base.add_argument("--base-url", metavar="URL",
+                      help="OpenAI-compatible endpoint for --one-shot (default: env, else embedded)")
     base.add_argument("--model", help="model name for --one-shot")
-    base.add_argument("--seed", type=int, help="seed sent to the endpoint for --one-shot")
+    base.add_argument("--seed", type=int, metavar="N", help="seed sent to the endpoint for --one-shot")
     base.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    _add_problem_flags(base)
+    add_problem_flags(base)
     base.set_defaults(fn=cmd_baselines, parser=base)
 
     comp = sub.add_parser("compare", help="ContextEvolve, OpenEvolve and GEPA side by side on one task "
-                                          "(needs the [peers] extra)")
+                                          "(needs the [peers] extra)",
+                          usage="%(prog)s (--task TASK | --problem DIR) --out DIR [OPTION]...")
     comp.add_argument("--task", help="built-in task (or give your own problem)")
     comp.add_argument("--systems", type=_csv(str), default=["contextevolve", "openevolve", "gepa"],
-                      help="comma-separated: contextevolve, openevolve, openevolve-full (whole programs, not diffs), gepa, "
-                           "contextevolve-no-summarizer, "
-                           "contextevolve-no-navigator, contextevolve-no-sampler")
-    comp.add_argument("--iterations", type=int, default=8, help="candidate budget per system and seed (default 8)")
-    comp.add_argument("--seeds", type=_csv(int), default=[0], help="comma-separated seeds (default 0)")
-    comp.add_argument("--out", required=True, help="output folder (must not hold results yet)")
-    comp.add_argument("--base-url", help="OpenAI-compatible endpoint for every system (default: the embedded LLM)")
+                      metavar="LIST",
+                      help="comma-separated systems among contextevolve, openevolve, openevolve-full "
+                           "(whole programs), gepa and contextevolve-no-{summarizer,navigator,sampler} "
+                           "(default contextevolve,openevolve,gepa)")
+    comp.add_argument("--iterations", type=int, default=8, metavar="N",
+                      help="candidate budget per system and seed (default 8)")
+    comp.add_argument("--seeds", type=_csv(int), default=[0], metavar="LIST",
+                      help="comma-separated seeds (default 0)")
+    comp.add_argument("--out", required=True, metavar="DIR",
+                      help="output folder (must not hold results yet)")
+    comp.add_argument("--base-url", metavar="URL",
+                      help="OpenAI-compatible endpoint for every system (default: the embedded LLM)")
     comp.add_argument("--model", help="model name (default: the embedded model's)")
-    comp.add_argument("--temperature", type=float, default=0.8, help="temperature of code-writing requests")
-    comp.add_argument("--top-p", type=float, help="set on every request (default 0.8 on the embedded model)")
-    comp.add_argument("--top-k", type=int, help="set on every request (default 20 on the embedded model)")
-    comp.add_argument("--token-budget", type=int, help="same-token-budget mode: tokens per system and seed")
+    comp.add_argument("--temperature", type=float, default=0.8, metavar="X",
+                      help="temperature of code-writing requests (default 0.8)")
+    comp.add_argument("--top-p", type=float, metavar="X",
+                      help="set on every request (default 0.8 on the embedded model)")
+    comp.add_argument("--top-k", type=int, metavar="N",
+                      help="set on every request (default 20 on the embedded model)")
+    comp.add_argument("--token-budget", type=int, metavar="N",
+                      help="same-token-budget mode: tokens per system and seed")
     comp.add_argument("--time-budget", type=float, metavar="MINUTES",
                       help="same-time-budget mode: minutes per system and seed")
-    comp.add_argument("--system-timeout", type=float, metavar="S", help="wall-clock limit of one system run")
+    comp.add_argument("--system-timeout", type=float, metavar="S",
+                      help="wall-clock limit of one system run, seconds")
     comp.add_argument("--log-prompts", action="store_true",
-                      help="keep ContextEvolve's prompts and replies in OUT/<system>-s<seed>/run/prompts.jsonl")
-    _add_problem_flags(comp)
+                      help="keep ContextEvolve's prompts and replies in "
+                           "OUT/<system>-s<seed>/run/prompts.jsonl")
+    add_problem_flags(comp)
     comp.set_defaults(fn=cmd_compare, parser=comp)
 
     tasks = sub.add_parser("tasks", help="list the tasks")

@@ -1,5 +1,8 @@
-"""What the command line shows while a run goes on and after it: the progress bar and one line per
-child and iteration, and the tokens-by-role and seconds-by-phase tables (``run``, ``status``)."""
+"""What the command line shows while a run goes on and after it (``run``, ``status``).
+
+The progress bar and one line per child and iteration, and the tokens-by-role and seconds-by-phase
+tables.
+"""
 
 from __future__ import annotations
 
@@ -24,16 +27,20 @@ def tokens_table(tokens: dict) -> Table:
     return table
 
 
-PHASE_LABELS = {"initialize": "evaluating and abstracting the initial program", "select_parent": "selecting parent",
-                "navigate": "navigator: guidance", "sample": "sampler: exemplars", "compose": "composing context",
+PHASE_LABELS = {"initialize": "evaluating and abstracting the initial program",
+                "select_parent": "selecting parent", "navigate": "navigator: guidance",
+                "sample": "sampler: exemplars", "compose": "composing context",
                 "generate": "generator: writing the child", "evaluate": "evaluating", "repair": "repairing",
                 "summarize": "summarizer: abstract", "update_buffer": "committing"}
 """What the progress line says while each node runs."""
 
 
 def child_line(child: dict, workers: int = 1) -> str:
-    """One printed line per committed child (:func:`contextevolve.workers.commit_report`): status, score (or
-    why it failed), repairs, tokens, seconds, and its worker when there are several."""
+    """The printed line of a committed child (:func:`contextevolve.workers.commit_report`).
+
+    It gives the status, the score (or why it failed), repairs, tokens, seconds, and the worker when
+    there are several.
+    """
     outcome = (f"score {child['score']:.4f}" if child["status"] == "ok"
                else f"[red]{escape(str(child.get('reason') or child['status'])[:200])}[/red]")
     repairs = f" | repaired {child['repairs']}x" if child.get("repairs") else ""
@@ -44,8 +51,11 @@ def child_line(child: dict, workers: int = 1) -> str:
 
 
 def seconds_table(seconds: dict, llm: dict) -> Table:
-    """Seconds by phase (whole phase, of it waiting for LLM replies, share of all phases) beside the
-    phase's LLM calls and the tokens they read and generated; the evaluation's parts below it."""
+    """The seconds-by-phase table, beside each phase's LLM calls and tokens.
+
+    Per phase: its seconds, the part spent waiting for LLM replies, its share of all phases, its LLM
+    calls and the tokens they read and generated; the evaluation's parts below it.
+    """
     table = Table(title="Seconds by phase (summed over workers)")
     for col in ("phase", "seconds", "of it LLM", "share", "LLM calls", "prompt tokens", "generated"):
         table.add_column(col, justify="right" if col != "phase" else "left", no_wrap=col == "phase")
@@ -60,8 +70,10 @@ def seconds_table(seconds: dict, llm: dict) -> Table:
 
 
 class RunProgress:
-    """The ``run`` command's progress bar and printed lines, fed by :func:`contextevolve.api.evolve`'s
-    ``on_phase`` and ``on_commit`` callbacks; use as a context manager around the run."""
+    """The ``run`` command's progress bar and printed lines; a context manager around the run.
+
+    It is fed by :func:`contextevolve.api.evolve`'s ``on_phase`` and ``on_commit`` callbacks.
+    """
 
     def __init__(self, console: Console, total: int, workers: int = 1):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -90,11 +102,14 @@ class RunProgress:
             self.progress.update(self.bar, description=label)
             return
         self.phases[child] = label
-        self.progress.update(self.bar, description=" | ".join(f"{c}: {p}" for c, p in sorted(self.phases.items())))
+        at = " | ".join(f"{c}: {p}" for c, p in sorted(self.phases.items()))
+        self.progress.update(self.bar, description=at)
 
     def on_commit(self, report: dict) -> None:
-        """A program was committed (:func:`contextevolve.workers.commit_report`): print the initial program's
-        score, or the child's line and the run's progress."""
+        """Print a committed program (:func:`contextevolve.workers.commit_report`).
+
+        For the initial program its score; for a child its line and the run's progress.
+        """
         console = self.console
         done = report["iterations"]
         if report["child_id"] == program_id(0):
@@ -110,5 +125,6 @@ class RunProgress:
         self.phases.pop(report["child_id"], None)
         console.print(child_line(report, self.workers))
         best = report.get("best_score") or 0
-        self.progress.update(self.bar, completed=done, info=f"best {best:.4f} | tokens {report['run_tokens']}")
+        self.progress.update(self.bar, completed=done,
+                             info=f"best {best:.4f} | tokens {report['run_tokens']}")
         console.print(f"iteration {done}: committed | best {best:.4f} | tokens so far {report['run_tokens']}")

@@ -7,9 +7,10 @@ its flag is derived from that field here:
 
 * the name is ``--`` + the field's name with dashes, a trailing ``_s`` (seconds) dropped
   (``retry_wait_s`` → ``--retry-wait S``), except the few in :data:`RENAMED`;
-* a bool that is on by default gets ``--no-NAME``, one that is off ``--NAME``, one left to the run (None) both; a ``Literal`` gets its
-  choices; ``int`` / ``float`` / ``str`` their type;
-* the help is the docstring's first sentence and the default.
+* a bool that is on by default gets ``--no-NAME``, one that is off ``--NAME``, one left to the run
+  (None) both; a ``Literal`` gets its choices; ``int`` / ``float`` / ``str`` their type and a short
+  metavar (``N``, ``X``, the name's last word);
+* the help is the docstring's first sentence (:func:`help_text`) and the default.
 
 Three flags are not one setting each and are declared by hand: ``--role-model ROLE=MODEL`` (``models``),
 ``--disable AGENT`` (the three ``*_enabled`` ablations) and ``--time-budget MINUTES`` (``time_budget_s``).
@@ -23,7 +24,9 @@ import functools
 import re
 from typing import Any
 
-RENAMED = {"generation_mode": "mode", "num_exemplars": "exemplars", "num_trajectories": "trajectories",
+from contextevolve.agents import CONTEXT_AGENTS
+
+RENAMED = {"num_exemplars": "exemplars", "num_trajectories": "trajectories",
            "context_token_budget": "context-budget", "stop_at_code_end": "code-stop",
            "embedded_server_per_role": "server-per-role"}
 """Settings whose flag is not their field's name (shorter, or the name users already type)."""
@@ -34,14 +37,19 @@ API_ONLY_SETTINGS = frozenset({
     "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
 })
 """Run settings without a ``run`` flag (set them from Python, or in ``langgraph dev``'s context)."""
-AGENTS = ("summarizer", "navigator", "sampler")
-"""The context agents ``--disable`` switches off (each a ``<agent>_enabled`` setting)."""
+AGENTS = CONTEXT_AGENTS
+"""The context agents ``--disable`` switches off (each a ``<agent>_enabled`` setting; declared in
+:mod:`contextevolve.agents`)."""
 BY_HAND = frozenset({"models", "time_budget_s", *(f"{agent}_enabled" for agent in AGENTS)})
 """Settings whose flag is declared by hand (see the module docstring)."""
 LIMIT_SETTINGS = ("eval_cpu_s", "eval_memory_mb", "eval_max_processes", "eval_output_kb", "eval_files_mb",
                   "eval_allow_network")
 """The sandbox limits every command that evaluates shares (``run``, ``evaluate``): the ``--eval-*`` group."""
+HELP_CHARS = 80
+"""Length (characters) past which :func:`help_text` keeps only the sentence's first clause."""
 _TYPES = {"integer": int, "number": float, "string": str}
+_METAVARS = {"integer": "N", "number": "X"}
+_PROPER = frozenset({"Ray", "Chroma", "Python", "LangGraph", "Landlock"})
 
 
 @functools.cache
@@ -63,15 +71,33 @@ def flag_settings() -> list[str]:
     return [name for name in _fields() if name not in API_ONLY_SETTINGS | BY_HAND]
 
 
-def _first_sentence(text: str) -> str:
-    """The docstring's first sentence as plain help text (reST roles and literals unwrapped, ``%`` escaped
-    for argparse)."""
-    text = " ".join((text or "").split())
+def help_text(docstring: str) -> str:
+    """A field docstring's first sentence as one help line for argparse.
+
+    The sentence loses its parentheticals, reST roles and literals and its final full stop, and starts
+    in lower case (unless it starts with a name); past :data:`HELP_CHARS` characters it is cut before
+    its first ``;``, then before its first ``:`` if that comes 25 characters or more in. ``%`` is
+    escaped for argparse.
+    """
+    text = " ".join((docstring or "").split())
     found = re.search(r"(?<=[A-Za-z0-9)`'])\.(\s|$)", text)
-    text = text[:found.start() + 1] if found else text
-    text = re.sub(r"\s*\(:\w+:`[^`]*`\)", "", text)  # "(:mod:`x`)": a pointer for readers of the code
-    text = re.sub(r":\w+:`~?([^`]*)`", lambda m: m.group(1).rsplit(".", 1)[-1], text)
-    return text.replace("``", "").replace("%", "%%")
+    text = text[:found.start()] if found else text
+    while True:  # innermost first: "(a (b) c)"
+        shorter = re.sub(r"\s+\([^()]*\)", "", text)
+        if shorter == text:
+            break
+        text = shorter
+    text = re.sub(r":\w+:`~?([^`]*)`", lambda m: m.group(1).rsplit(".", 1)[-1], text).replace("``", "")
+    if len(text) > HELP_CHARS and "; " in text:
+        text = text.split("; ", 1)[0]
+    head, colon, _ = text.partition(": ")
+    if len(text) > HELP_CHARS and colon and len(head) >= 25:
+        text = head
+    first = text.split(" ", 1)[0]  # "The", "Top-k", "A" are lowered; "OpenAI", "R:", "Ray" are not
+    if (first == "A" or re.match(r"[A-Z][a-z]", first) and first[1:] == first[1:].lower()) \
+            and first.strip(",;:") not in _PROPER:
+        text = text[0].lower() + text[1:]
+    return text.replace("%", "%%")
 
 
 def _kind(prop: dict[str, Any]) -> dict[str, Any]:
@@ -86,17 +112,27 @@ def flag_name(setting: str) -> str:
     return f"--{name}"
 
 
+def _metavar(setting: str, kind: dict[str, Any]) -> str:
+    """``S`` for seconds, ``N`` for an integer, ``X`` for a number, else the flag name's last word."""
+    if setting.endswith("_s"):
+        return "S"
+    return _METAVARS.get(kind.get("type", "string")) or flag_name(setting).rsplit("-", 1)[-1].upper()
+
+
 def add_setting_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, settings: list[str]) -> None:
     """Add the generated flag of each of ``settings`` to ``parser`` (``dest`` = the setting's flat name)."""
     for setting in settings:
         prop = _fields()[setting]
         kind, default = _kind(prop), prop.get("default")
-        text = _first_sentence(prop.get("description", ""))
+        text = help_text(prop.get("description", ""))
+        if kind.get("type") == "boolean":
+            text = re.sub(r"^true ", "", text)  # "True skips ..." of a switch: "on: skips ..."
         if kind.get("type") == "boolean" and default is None:  # unset: the run decides (both flags)
-            for flag, value in ((flag_name(setting), True), (flag_name(setting).replace("--", "--no-", 1), False)):
+            name = flag_name(setting)
+            both = {True: f"on: {text}", False: f"off: see {name} (neither: the run decides)"}
+            for flag, value in ((name, True), (name.replace("--", "--no-", 1), False)):
                 parser.add_argument(flag, dest=setting, action="store_const", const=value, default=None,
-                                    help=(f"on: {text}" if value else f"off (the default decides when neither is "
-                                          f"given): see {flag_name(setting)}") if text else None)
+                                    help=both[value] if text else None)
             continue
         if kind.get("type") == "boolean":
             on = bool(default)
@@ -110,8 +146,7 @@ def add_setting_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
             options["choices"] = kind["enum"]
         else:
             options["type"] = _TYPES.get(kind.get("type", "string"), str)
-        if "enum" not in kind:
-            options["metavar"] = "S" if setting.endswith("_s") else flag_name(setting)[2:].replace("-", "_").upper()
+            options["metavar"] = _metavar(setting, kind)
         parser.add_argument(flag_name(setting), **options)
 
 
@@ -119,10 +154,11 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     """Every run setting's flag (generated, the three by hand, the sandbox limits in their own group)."""
     add_setting_flags(parser, [s for s in flag_settings() if s not in LIMIT_SETTINGS])
     parser.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL",
-                        help="model for one role (summarizer, navigator, sampler, generator)")
+                        help="model for one role: summarizer, navigator, sampler or generator (repeatable)")
     parser.add_argument("--time-budget", type=float, metavar="MINUTES",
-                        help="stop after this many minutes of the run (checked when a worker claims an iteration)")
-    parser.add_argument("--disable", action="append", choices=list(AGENTS), help="ablate an agent (repeatable)")
+                        help="stop claiming iterations after this many minutes of the run")
+    parser.add_argument("--disable", action="append", choices=list(AGENTS),
+                        help="ablate an agent (repeatable)")
     add_limit_flags(parser)
 
 
@@ -132,6 +168,11 @@ def add_limit_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _role_models(pairs: list[str]) -> dict[str, str]:
+    """``ROLE=MODEL`` pairs as a dict.
+
+    Raises:
+        ValueError: a pair that is not ``ROLE=MODEL``.
+    """
     out = {}
     for pair in pairs:
         role, sep, name = pair.partition("=")

@@ -1,5 +1,6 @@
-"""Names that say which process owns a temporary file or control group, so a later process can
-remove what a SIGKILLed one left behind.
+"""Names that say which process owns a temporary file or control group.
+
+With them a later process can remove what a SIGKILLed one left behind.
 
 A process killed with SIGKILL runs no ``finally`` and no ``atexit``: an evaluation's temporary
 directory and control groups, or the embedded server's log, stay behind, one per kill, for ever.
@@ -41,15 +42,20 @@ def _pid_namespace() -> int:
 
 
 def owner_tag(pid: int | None = None) -> str:
-    """``<pid>.<start time>.<pid namespace>`` of ``pid`` (default: this process, whose namespace it
-    shares); start time 0 where ``/proc`` is unreadable."""
+    """``<pid>.<start time>.<pid namespace>`` of ``pid`` (default: this process).
+
+    The namespace is this process's; the start time is 0 where ``/proc`` is unreadable.
+    """
     pid = os.getpid() if pid is None else pid
     return f"{pid}.{_start_time(pid) or 0}.{_pid_namespace()}"
 
 
 def owner_alive(tag: str) -> bool:
-    """True unless ``tag`` names a process of this pid namespace that is no longer running (a pid
-    reused since counts as gone); a tag we cannot judge (another namespace, not a tag) counts as alive."""
+    """True unless ``tag`` names a process of this pid namespace that is no longer running.
+
+    A pid reused since counts as gone; a tag we cannot judge (another namespace, not a tag) counts as
+    alive.
+    """
     parts = tag.split(".")
     if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[2]) != _pid_namespace():
         return True  # not ours to judge

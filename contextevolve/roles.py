@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-Role = Literal["summarizer", "navigator", "sampler", "generator"]
-ROLES: tuple[Role, ...] = ("summarizer", "navigator", "sampler", "generator")
-"""The four agents, each with its own chat model."""
+from contextevolve.agents import AGENTS
+
+ROLES: tuple[str, ...] = tuple(a.name for a in AGENTS)
+"""The agents' roles (:data:`contextevolve.agents.AGENTS`), each with its own chat model."""
+Role = Literal[ROLES]  # the declared names, for pydantic and readers
+"""The name of an agent's role."""
 USAGE_ROLES: tuple[str, ...] = (*ROLES, "repair")
-"""Rows of every token table: the four agents plus ``repair`` (Generator calls that fix a failed child)."""
+"""Rows of every token table: the agents plus ``repair`` (Generator calls that fix a failed child)."""
 
 TokenUsage = dict[str, dict[str, int]]
 """Tokens by role: ``{"generator": {"prompt": 1200, "completion": 480}, ...}``."""

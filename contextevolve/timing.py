@@ -28,11 +28,12 @@ from contextlib import contextmanager
 
 from pydantic import BaseModel
 
+from contextevolve.agents import AGENTS
+
 Seconds = dict[str, float]
 """Wall-clock seconds by key (see the module docstring): ``{"generate": 41.2, "generate.llm": 40.9, ...}``."""
 
-PHASE_ROLE = {"initialize": "summarizer", "navigate": "navigator", "sample": "sampler", "generate": "generator",
-              "repair": "repair", "summarize": "summarizer"}
+PHASE_ROLE = {"initialize": "summarizer", "repair": "repair", **{a.phase: a.name for a in AGENTS}}
 """The usage role whose LLM calls a phase makes (``initialize`` abstracts the initial program)."""
 
 
@@ -81,7 +82,8 @@ class Stopwatch:
         self.add(f"{self.phase}.llm", call.seconds)
 
 
-_current: contextvars.ContextVar[Stopwatch | None] = contextvars.ContextVar("contextevolve_stopwatch", default=None)
+_current: contextvars.ContextVar[Stopwatch | None] = contextvars.ContextVar("contextevolve_stopwatch",
+                                                                           default=None)
 
 
 def note_call(call: LLMCall) -> None:
@@ -100,8 +102,11 @@ def note(key: str, seconds: float) -> None:
 
 @contextmanager
 def phase_clock(phase: str) -> Iterator[Stopwatch]:
-    """Time the block as phase ``phase``: on exit the stopwatch holds ``{phase: wall seconds}`` plus
-    whatever the block noted (:func:`note`, :func:`note_call`). Nested clocks are independent."""
+    """Time the block as phase ``phase``; nested clocks are independent.
+
+    On exit the stopwatch holds ``{phase: wall seconds}`` plus whatever the block noted (:func:`note`,
+    :func:`note_call`).
+    """
     watch = Stopwatch(phase)
     token = _current.set(watch)
     started = time.perf_counter()
@@ -113,8 +118,10 @@ def phase_clock(phase: str) -> Iterator[Stopwatch]:
 
 
 def by_phase(seconds: Seconds) -> dict[str, dict[str, float]]:
-    """Per whole phase of a :data:`Seconds` map, slowest first: ``{"seconds", "llm", "share"}`` (its
-    seconds, the part spent waiting for LLM replies, its share of all phases' seconds)."""
+    """Per whole phase of a :data:`Seconds` map, slowest first: ``{"seconds", "llm", "share"}``.
+
+    Its seconds, the part spent waiting for LLM replies, and its share (0 to 1) of all phases' seconds.
+    """
     phases = {key: value for key, value in seconds.items() if "." not in key}
     whole = sum(phases.values()) or 1.0
     return {phase: {"seconds": value, "llm": seconds.get(f"{phase}.llm", 0.0), "share": value / whole}
@@ -122,14 +129,18 @@ def by_phase(seconds: Seconds) -> dict[str, dict[str, float]]:
 
 
 def wall(seconds: Seconds) -> float:
-    """Wall seconds of a :data:`Seconds` map: its whole phases summed (``"<phase>.<part>"`` keys are
-    parts of a phase, already inside it)."""
+    """Wall seconds of a :data:`Seconds` map: its whole phases summed.
+
+    ``"<phase>.<part>"`` keys are parts of a phase, already inside it.
+    """
     return sum(spent["seconds"] for spent in by_phase(seconds).values())
 
 
 def llm_by_role(calls: Iterable[LLMCall]) -> dict[str, dict[str, float]]:
-    """LLM requests summed by usage role: ``{"generator": {"calls", "seconds", "prompt", "completion"}, ...}``
-    (a request made in phase ``repair`` counts as ``repair``, as its tokens do)."""
+    """LLM requests summed by usage role: ``{"generator": {"calls", "seconds", "prompt", "completion"}}``.
+
+    A request made in phase ``repair`` counts as ``repair``, as its tokens do.
+    """
     out: dict[str, dict[str, float]] = {}
     for call in calls:
         role = "repair" if call.phase == "repair" else call.role

@@ -42,8 +42,10 @@ def _field(value: Any, name: str, default: Any) -> Any:
 
 
 def _written(result: Any) -> dict:
-    """What a node wrote, from a ``tasks`` stream event's result (a dict, or a list of (channel, value)
-    writes), without LangGraph's own channels (branch triggers, sends)."""
+    """What a node wrote, from a ``tasks`` stream event's result, without LangGraph's own channels.
+
+    The result is a dict, or a list of (channel, value) writes; branch triggers and sends are dropped.
+    """
     if isinstance(result, dict):
         return dict(result)
     if isinstance(result, list):
@@ -53,10 +55,12 @@ def _written(result: Any) -> dict:
 
 
 def commit_report(ctx: RunContext, child_id: str) -> dict:
-    """What the progress display says of a committed program, read from its record and the buffer:
-    ``child_id``, ``worker``, ``status``, ``score``, ``reason``, ``repairs``, ``usage`` (tokens by role),
-    ``seconds`` (its wall seconds), ``iterations`` (children committed so far), ``best_score`` and
-    ``run_tokens`` (every committed program's tokens)."""
+    """What the progress display says of a committed program, read from its record and the buffer.
+
+    Keys: ``child_id``, ``worker``, ``status``, ``score``, ``reason``, ``repairs``, ``usage`` (tokens by
+    role), ``tokens``, ``seconds`` (its wall seconds), ``iterations`` (children committed so far),
+    ``best_score`` and ``run_tokens`` (every committed program's tokens).
+    """
     from contextevolve.tasks.registry import get_task
 
     memory = open_memory(ctx.run_dir, chroma_url=ctx.chroma_url)
@@ -73,7 +77,8 @@ class Workers:
     """The workers of one run (``ctx.parallelism.workers`` of them) over a compiled, checkpointed graph."""
 
     def __init__(self, graph, ctx: RunContext, root: Path, *, on_update: Callable[[str, dict], None] | None,
-                 on_phase: Callable[[str, str | None], None] | None, on_commit: Callable[[dict], None] | None):
+                 on_phase: Callable[[str, str | None], None] | None,
+                 on_commit: Callable[[dict], None] | None):
         self.graph, self.ctx, self.root = graph, ctx, root
         self.callbacks = (on_update, on_phase, on_commit)
         self.lock = threading.Lock()
@@ -82,7 +87,8 @@ class Workers:
         self.reported: set[str] = set()
         from contextevolve.graph.builder import ITERATION_NODES
 
-        self.child_nodes = frozenset({*ITERATION_NODES, "update_buffer"})  # on_phase is given their child's id
+        # on_phase is given these nodes' child's id
+        self.child_nodes = frozenset({*ITERATION_NODES, "update_buffer"})
 
     def config(self, worker: int) -> dict:
         """The LangGraph config of worker ``worker``'s thread."""
@@ -104,8 +110,9 @@ class Workers:
                    for i in range(workers)}
         unknown = sorted({n for names in pending.values() for n in names} - set(self.graph.nodes))
         if unknown:
-            raise StaleCheckpointError(f"{self.root} was checkpointed by another version of the graph (pending "
-                                       f"nodes {', '.join(unknown)}); it cannot be resumed: start a new run directory")
+            raise StaleCheckpointError(f"{self.root} was checkpointed by another version of the graph "
+                                       f"(pending nodes {', '.join(unknown)}); it cannot be resumed: start a "
+                                       "new run directory")
         if workers == 1:
             finals = [self.one(0, bool(pending[0]))]
             self.final_reports()
@@ -124,18 +131,23 @@ class Workers:
         return [f.result() for f in futures]
 
     def release_gone(self, workers: int) -> None:
-        """Give back the unfinished claims of workers this run no longer has (resumed with fewer), and finish
-        their children that were handed over to the Summarizer behind them when the run stopped."""
-        from contextevolve.nodes.behind import finish
+        """Give back the unfinished claims of workers this run no longer has (resumed with fewer).
+
+        Their children that were handed over to the Summarizer behind them when the run stopped are finished.
+        """
+        from contextevolve.loop.behind import finish
         from contextevolve.nodes.summarize import write_abstract
 
-        for iteration in open_memory(self.ctx.run_dir, chroma_url=self.ctx.chroma_url).buffer.release_gone(workers):
+        buffer = open_memory(self.ctx.run_dir, chroma_url=self.ctx.chroma_url).buffer
+        for iteration in buffer.release_gone(workers):
             finish(self.ctx, program_id(iteration), write_abstract)
 
     def one(self, worker: int, has_pending: bool) -> dict:
         """Stream worker ``worker``'s thread to its end (or until another worker failed); its final state.
+
         A thread with pending tasks (killed mid-iteration) continues from its checkpoint; any other one gets
-        new input, so a finished worker of an extended run claims again under this call's settings."""
+        new input, so a finished worker of an extended run claims again under this call's settings.
+        """
         on_update, on_phase, on_commit = self.callbacks
         config = self.config(worker)
         payload = None if has_pending else {"worker": worker}
@@ -146,7 +158,8 @@ class Workers:
                 with self.lock:
                     if "result" not in event:  # a node starts
                         if on_phase is not None:
-                            child = _field(event.get("input"), "child_id", None) if node in self.child_nodes else None
+                            child = (_field(event.get("input"), "child_id", None)
+                                     if node in self.child_nodes else None)
                             on_phase(node, child)
                     elif not event.get("error"):
                         written = _written(event.get("result"))
@@ -162,8 +175,11 @@ class Workers:
         return dict(self.graph.get_state(config).values)
 
     def report(self, node: str, written: dict, on_commit: Callable[[dict], None]) -> None:
-        """Hand ``on_commit`` the report of c_0 once per call, then of every child committed since the last
-        report, when it is committed (with the Summarizer behind its worker, after the worker went on)."""
+        """Hand ``on_commit`` the report of c_0 once per call, then of every child committed since.
+
+        A child is reported when it is committed (with the Summarizer behind its worker, after the worker
+        went on).
+        """
         buffer = open_memory(self.ctx.run_dir, chroma_url=self.ctx.chroma_url).buffer
         if node == "initialize" and not self.seeded:
             self.seeded = True
@@ -178,15 +194,18 @@ class Workers:
                 on_commit(commit_report(self.ctx, child))
 
     def final_reports(self) -> None:
-        """Report the children committed after the workers' last events (the last Summarizer calls behind them)."""
+        """Report the children committed after the workers' last events (the last Summarizer calls)."""
         if self.callbacks[2] is not None and self.seeded:
             with self.lock:
                 self.report("claim", {}, self.callbacks[2])
 
 
 def _worker_threads(path: Path) -> dict[int, str]:
-    """Worker index -> LangGraph thread of the buffer at ``path``, read without writing (an older buffer is
-    not migrated by looking at it); ``{}`` when there is none, or it is from before workers (format 1)."""
+    """Worker index -> LangGraph thread of the buffer at ``path``, read without writing.
+
+    An older buffer is not migrated by looking at it; ``{}`` when there is none, or it is from before
+    workers (format 1).
+    """
     from contextevolve.memory.buffer import EvolveBuffer
 
     if not path.is_file():
@@ -204,10 +223,11 @@ def _worker_threads(path: Path) -> dict[int, str]:
 
 
 def checkpointed_states(root: Path) -> dict[int, dict[str, Any]]:
-    """The latest checkpointed state of each worker's thread of the run in ``root``: worker index ->
-    ``WorkerState`` fields as a dict plus ``next``, the nodes it waits to run (``()`` once its thread ended).
-    Read-only; loads no models. The child a worker is making is ``child_id``; what became of the children it
-    committed is in the Evolve Buffer (``last_child_id``).
+    """The latest checkpointed state of each worker's thread of the run in ``root``.
+
+    Worker index -> ``WorkerState`` fields as a dict plus ``next``, the nodes it waits to run (``()`` once
+    its thread ended). Read-only; loads no models. The child a worker is making is ``child_id``; what
+    became of the children it committed is in the Evolve Buffer (``last_child_id``).
 
     Raises:
         FileNotFoundError: ``root`` has no checkpoints.
@@ -234,9 +254,11 @@ def checkpointed_states(root: Path) -> dict[int, dict[str, Any]]:
 
 
 def worker_phases(root: Path) -> dict[int, dict[str, Any]]:
-    """Per worker of the run in ``root``: ``next`` (the node it waits to run; empty once it stopped),
-    ``child_id`` (the child in progress), ``committed`` (children it committed) and ``stop_reason``; ``{}``
-    without checkpoints."""
+    """What each worker of the run in ``root`` is doing; ``{}`` without checkpoints.
+
+    Per worker: ``next`` (the node it waits to run; empty once it stopped), ``child_id`` (the child in
+    progress), ``committed`` (children it committed) and ``stop_reason``.
+    """
     try:
         states = checkpointed_states(root)
     except FileNotFoundError:

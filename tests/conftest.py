@@ -39,9 +39,19 @@ def run_node(fn, state, ctx: RunContext) -> dict:
     return fn(state, Runtime(context=ctx))
 
 
+def composed(state, ctx: RunContext):
+    """``state`` with the Generator's prompt that compose builds for it (generate sends ``state.prompt``)."""
+    from contextevolve.nodes.compose import compose
+
+    return apply(state, run_node(compose, state, ctx))
+
+
 def apply(state, update: dict):
-    """``state`` (a :class:`WorkerState`) with a node's ``update`` applied as LangGraph applies it: keys
-    whose field is ``Annotated`` with a reducer merged, the others replaced, ``Overwrite`` replacing."""
+    """``state`` (a :class:`WorkerState`) with a node's ``update`` applied as LangGraph applies it.
+
+    Keys whose field is ``Annotated`` with a reducer are merged, the others replaced, ``Overwrite``
+    replacing.
+    """
     import dataclasses
     import typing
 
@@ -60,8 +70,10 @@ def apply(state, update: dict):
 
 @pytest.fixture
 def seeded_run(ctx, models):
-    """A run directory whose buffer holds the evaluated, abstracted initial program; returns (worker state
-    after initialize, memory)."""
+    """A run directory whose buffer holds the evaluated, abstracted initial program.
+
+    Returns (worker state after initialize, memory).
+    """
     from contextevolve.nodes.initialize import initialize
 
     state = apply(WorkerState(), run_node(initialize, WorkerState(), ctx))

@@ -19,7 +19,9 @@ BETTER_PROGRAM = INITIAL.replace(
 INVALID_PROGRAM = INITIAL.replace("placement[best_gpu].append(model)", "pass")
 
 
-def reply(text: str, prompt_tokens: int = 100, completion_tokens: int = 20, finish: str = "stop") -> AIMessage:
+def reply(
+    text: str, prompt_tokens: int = 100, completion_tokens: int = 20, finish: str = "stop"
+) -> AIMessage:
     """An AIMessage with usage metadata like an OpenAI-compatible endpoint returns."""
     return AIMessage(content=text, response_metadata={"finish_reason": finish}, usage_metadata={
         "input_tokens": prompt_tokens, "output_tokens": completion_tokens,
@@ -55,6 +57,7 @@ def default_models() -> dict[str, ScriptedModel]:
                                      "min-KVPR GPU choice.", 300, 40)),
         "navigator": scripted(reply("Balance projected pressure rather than current pressure.", 400, 30)),
         "sampler": scripted(reply('{"exemplars": [1, 2], "why": "diverse"}', 250, 15)),
-        "generator": scripted(reply(fenced(BETTER_PROGRAM), 900, 400), reply(fenced(INVALID_PROGRAM), 900, 400),
+        "generator": scripted(reply(fenced(BETTER_PROGRAM), 900, 400),
+                              reply(fenced(INVALID_PROGRAM), 900, 400),
                               reply("I cannot help with that.", 900, 10)),
     }

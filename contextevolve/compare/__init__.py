@@ -1,0 +1,1 @@
+"""``contextevolve compare``: ContextEvolve, OpenEvolve and GEPA on one task (docs/compare.md)."""

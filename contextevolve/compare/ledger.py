@@ -6,7 +6,7 @@ best score, its valid and its changed candidates are read from what *we* measure
 what the system reports about itself. Writes are whole lines under an exclusive ``flock``:
 OpenEvolve calls its evaluator from worker processes.
 
-``changed`` is decided on the normalised code (:func:`contextevolve.editing.normalized_code`
+``changed`` is decided on the normalised code (:func:`contextevolve.program.twins.normalized_code`
 with the task's entry function: no docstrings, comments, formatting, unused imports or uncalled
 helpers): a candidate is changed when that digest differs from the initial program's and from
 every earlier candidate of the same ledger. A copy that differs only in comments or docstrings
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from contextevolve.editing import normalized_code
+from contextevolve.program.twins import normalized_code
 from contextevolve.tasks.base import Evaluation, Task
 
 
@@ -103,7 +103,8 @@ def record(task: Task, source: str, status: str, combined_score: float, ledger: 
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             handle.seek(0)
-            earlier = [LedgerEntry.model_validate_json(line) for line in handle.read().splitlines() if line.strip()]
+            earlier = [LedgerEntry.model_validate_json(line) for line in handle.read().splitlines()
+                       if line.strip()]
             first = next((e for e in earlier if e.index == 0), None)
             seed_copy = (not initial and first is not None and sha == first.source_sha256
                          and not any(e.source_sha256 == sha for e in earlier if e.index > 0))
@@ -136,9 +137,12 @@ def best_entry(entries: list[LedgerEntry], task: Task) -> LedgerEntry | None:
 
 
 def summary(entries: list[LedgerEntry], task: Task) -> dict:
-    """Best score and counts of a ledger: ``{"initial", "best", "candidates", "valid",
-    "valid_changed", "best_so_far"}``; ``best_so_far[i]`` is the best score after candidate i+1
-    (the initial program's score before any), oriented by the task and its score tolerance."""
+    """Best score and counts of a ledger.
+
+    Returns ``{"initial", "best", "candidates", "valid", "valid_changed", "best_so_far"}``;
+    ``best_so_far[i]`` is the best score after candidate i+1 (the initial program's score before any),
+    oriented by the task and its score tolerance.
+    """
     initial = next((e.combined_score for e in entries if e.index == 0), None)
     best = initial
     curve = []

@@ -75,8 +75,10 @@ stores failures at 0, which may beat valid negative or, when minimised, positive
 
 
 def oriented(task: Task, evaluation: Evaluation) -> float:
-    """The evaluation's combined score with higher = better, as both peers maximise; :data:`FAILED_SCORE`
-    for a program that is not ``ok``."""
+    """The evaluation's combined score with higher = better, as both peers maximise.
+
+    A program that is not ``ok`` gets :data:`FAILED_SCORE`.
+    """
     if evaluation.status != "ok":
         return FAILED_SCORE
     return evaluation.combined_score if task.higher_is_better else -evaluation.combined_score
@@ -133,10 +135,12 @@ def run_openevolve(spec: PeerSpec) -> None:
     program = out / "initial_program.py"
     program.write_text(task.initial_program)
     evaluator = out / "evaluator.py"
-    evaluator.write_text("from contextevolve.compare.peers import openevolve_evaluate as evaluate  # noqa: F401\n")
+    evaluator.write_text("from contextevolve.compare.peers import openevolve_evaluate as evaluate"
+                         "  # noqa: F401\n")
     config = Config.from_dict({
         **spec.options,
-        "max_iterations": spec.candidates, "random_seed": spec.seed, "checkpoint_interval": max(spec.candidates, 1),
+        "max_iterations": spec.candidates, "random_seed": spec.seed,
+        "checkpoint_interval": max(spec.candidates, 1),
         "log_level": "WARNING", "log_dir": str(out / "logs"), "language": "python",
         "llm": {"api_base": spec.base_url, "api_key": "none", "temperature": spec.temperature,
                 "max_tokens": spec.max_tokens, "timeout": int(spec.timeout_s), "retries": 2, "retry_delay": 1,
@@ -165,8 +169,9 @@ def run_gepa(spec: PeerSpec) -> None:
 
     def reflection_lm(prompt) -> str:
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
-        reply = client.chat.completions.create(model=spec.model, messages=messages, temperature=spec.temperature,
-                                               max_tokens=spec.max_tokens, seed=spec.seed)
+        reply = client.chat.completions.create(model=spec.model, messages=messages,
+                                               temperature=spec.temperature, max_tokens=spec.max_tokens,
+                                               seed=spec.seed)
         return (reply.choices[0].message.content or "") if reply.choices else ""
 
     def evaluator(candidate) -> tuple[float, dict]:
@@ -175,8 +180,9 @@ def run_gepa(spec: PeerSpec) -> None:
         return oriented(task, evaluation), feedback(evaluation)
 
     config = GEPAConfig(
-        engine=EngineConfig(run_dir=str(out / "gepa"), seed=spec.seed, max_candidate_proposals=spec.candidates,
-                            parallel=False, max_workers=1, raise_on_exception=False, cache_evaluation=True),
+        engine=EngineConfig(run_dir=str(out / "gepa"), seed=spec.seed,
+                            max_candidate_proposals=spec.candidates, parallel=False, max_workers=1,
+                            raise_on_exception=False, cache_evaluation=True),
         reflection=ReflectionConfig(reflection_lm=reflection_lm))
     result = optimize_anything(seed_candidate=task.initial_program, evaluator=evaluator,
                                objective=f"Improve the program's combined score ({task.title}).",

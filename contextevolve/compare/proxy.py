@@ -233,7 +233,8 @@ class CountingProxy:
             if not isinstance(body, dict):
                 raise ValueError("the request body is not a JSON object")
         except (ValueError, json.JSONDecodeError) as exc:
-            return web.json_response({"error": {"message": f"counting proxy: unreadable request: {exc}"}}, status=400)
+            return web.json_response({"error": {"message": f"counting proxy: unreadable request: {exc}"}},
+                                     status=400)
         streamed = bool(body.get("stream"))
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         body["stream"] = False
@@ -243,7 +244,8 @@ class CountingProxy:
         body.pop("seed", None)
         if seed is not None:
             body["seed"] = seed
-        record = RequestRecord(label=label, endpoint=path, status=599, streamed=streamed, seed=seed, started=started)
+        record = RequestRecord(label=label, endpoint=path, status=599, streamed=streamed, seed=seed,
+                               started=started)
         try:
             async with self._session.post(target, json=body, headers=self._headers(request)) as upstream:
                 record.status = upstream.status
@@ -251,7 +253,8 @@ class CountingProxy:
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             record.seconds = time.time() - started
             self._record(record)
-            return web.json_response({"error": {"message": f"counting proxy: upstream {target}: {exc!r}"}}, status=502)
+            return web.json_response({"error": {"message": f"counting proxy: upstream {target}: {exc!r}"}},
+                                     status=502)
         record.seconds = time.time() - started
         try:
             reply = json.loads(raw)
@@ -272,18 +275,20 @@ class CountingProxy:
     async def _replay_as_stream(self, request: web.Request, reply: dict, path: str,
                                 include_usage: bool) -> web.StreamResponse:
         """Send an unstreamed reply as the server-sent events a streaming client expects."""
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
         await response.prepare(request)
         kind = "chat.completion.chunk" if path == "chat/completions" else "text_completion"
-        common = {"id": reply.get("id", "proxy"), "object": kind, "created": reply.get("created", int(time.time())),
-                  "model": reply.get("model", "")}
+        common = {"id": reply.get("id", "proxy"), "object": kind,
+                  "created": reply.get("created", int(time.time())), "model": reply.get("model", "")}
         chunks = []
         for choice in reply.get("choices") or []:
             index = choice.get("index", 0)
             if path == "chat/completions":
                 message = choice.get("message") or {}
                 delta = {"role": message.get("role", "assistant"), "content": message.get("content") or ""}
-                chunks.append({**common, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
+                chunks.append({**common,
+                               "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
                 chunks.append({**common, "choices": [{"index": index, "delta": {},
                                                       "finish_reason": choice.get("finish_reason")}]})
             else:

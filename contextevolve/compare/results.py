@@ -5,13 +5,13 @@
   (the valid rate is over the candidate budget: a proposal that never became a program counts;
   *tokens / changed* divides by the valid candidates that are not copies of earlier code); with a
   token budget, also every run's best within exactly that many tokens (:func:`best_within`).
-
-``python -m contextevolve.compare.results OUT`` writes the table and plots again from
-``OUT/results.json``.
 * ``best_so_far.png`` (Fig. 3a): best combined score after each candidate, one line per run.
 * ``tokens.png`` (Fig. 3b): proxy tokens used by each candidate's end, one line per run.
 * ``ablations.png`` (Fig. 3c, when ablations ran): each ablation's best score relative to the
   full system's on the seeds both ran (:func:`ablation_rows`; 1.0 = as good as the full system).
+
+``python -m contextevolve.compare.results OUT`` writes the table and plots again from
+``OUT/results.json``.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from pathlib import Path
 from contextevolve.compare.schema import CompareSettings, SystemResult
 from contextevolve.tasks.base import Task
 
-COLUMNS = ("system", "seed", "initial", "best", "best recomputed", "budget", "evaluated", "valid", "valid & changed",
-           "tokens", "prompt / completion", "LLM calls", "tokens / valid", "tokens / changed", "wall s", "stopped")
+COLUMNS = ("system", "seed", "initial", "best", "best recomputed", "budget", "evaluated", "valid",
+           "valid & changed", "tokens", "prompt / completion", "LLM calls", "tokens / valid",
+           "tokens / changed", "wall s", "stopped")
 
 
 def _score(value: float | None) -> str:
@@ -37,12 +38,13 @@ def _per(tokens: float | None, count: float | None = 1) -> str:
 
 
 def _row(result: SystemResult) -> list[str]:
+    """One run's cells of the results table, in :data:`COLUMNS` order."""
     return [result.system, str(result.seed), _score(result.initial), _score(result.best),
-            _score(result.best_recomputed), str(result.budget or "–"), str(result.candidates), str(result.valid),
-            str(result.valid_changed),
-            f"{result.tokens:,}", f"{result.prompt_tokens:,} / {result.completion_tokens:,}", str(result.llm_calls),
-            _per(result.tokens, result.valid), _per(result.tokens, result.valid_changed), f"{result.wall_s:.0f}",
-            result.stopped[:60]]
+            _score(result.best_recomputed), str(result.budget or "–"), str(result.candidates),
+            str(result.valid), str(result.valid_changed),
+            f"{result.tokens:,}", f"{result.prompt_tokens:,} / {result.completion_tokens:,}",
+            str(result.llm_calls), _per(result.tokens, result.valid),
+            _per(result.tokens, result.valid_changed), f"{result.wall_s:.0f}", result.stopped[:60]]
 
 
 def _median(values: list[float]) -> float | None:
@@ -51,8 +53,9 @@ def _median(values: list[float]) -> float | None:
 
 
 def best_within(result: SystemResult, token_budget: int) -> tuple[float | None, int | None]:
-    """``(best score, candidates)`` of ``result`` counting only the candidates finished by the time
-    it had used ``token_budget`` tokens; ``(None, None)`` when its per-candidate records do not line up.
+    """``(best score, candidates)`` of ``result`` among its candidates finished within ``token_budget``.
+
+    ``(None, None)`` when its per-candidate records do not line up.
 
     Systems overshoot a token budget by different amounts: a peer is stopped as soon as its requests
     reach it (one request in flight may finish), ContextEvolve checks between iterations (an iteration
@@ -69,17 +72,22 @@ def best_within(result: SystemResult, token_budget: int) -> tuple[float | None, 
 
 
 def markdown(results: list[SystemResult], task: Task, token_budget: int | None = None) -> str:
-    """The results table (per run, then medians per system over seeds); with ``token_budget``, also
-    every run's best among the candidates it finished within that many tokens (:func:`best_within`)."""
+    """The results table in markdown: per run, then medians per system over seeds.
+
+    With ``token_budget``, also every run's best among the candidates it finished within that many
+    tokens (:func:`best_within`).
+    """
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_row(r)) + " |" for r in results]
     systems = list(dict.fromkeys(r.system for r in results))
     lines += ["", f"Medians over seeds ({'higher' if task.higher_is_better else 'lower'} is better):", "",
-              "| system | runs | best | valid / budget | valid & changed | tokens | tokens / valid | tokens / changed |",
+              "| system | runs | best | valid / budget | valid & changed | tokens | tokens / valid "
+              "| tokens / changed |",
               "|---|---|---|---|---|---|---|---|"]
     for system in systems:
         runs = [r for r in results if r.system == system]
-        rate = _median([r.valid / (r.budget or r.candidates) if (r.budget or r.candidates) else 0.0 for r in runs])
+        rate = _median([r.valid / (r.budget or r.candidates) if (r.budget or r.candidates) else 0.0
+                        for r in runs])
         tokens = _median([r.tokens for r in runs])
         per_valid = _median([r.tokens / r.valid for r in runs if r.valid])
         per_changed = _median([r.tokens / r.valid_changed for r in runs if r.valid_changed])
@@ -96,7 +104,8 @@ def markdown(results: list[SystemResult], task: Task, token_budget: int | None =
                          f"{'–' if count is None else count} | {result.tokens:,} |")
     ablations = ablation_rows(results, task)
     if ablations:
-        lines += ["", "Ablations against the full system on the same seeds (relative > 1: the ablation did better):", "",
+        lines += ["", "Ablations against the full system on the same seeds (relative > 1: the ablation did "
+                  "better):", "",
                   "| ablation | seeds | best | full system's best | relative |", "|---|---|---|---|---|"]
         lines += [f"| {r['system']} | {','.join(map(str, r['seeds']))} | {_score(r['best'])} | "
                   f"{_score(r['full_best'])} | {r['relative']:.4f} |" for r in ablations]
@@ -109,7 +118,8 @@ def ablation_rows(results: list[SystemResult], task: Task) -> list[dict]:
     Returns one dict per ablation: ``system``, ``seeds``, ``best`` and ``full_best`` (medians of
     the best scores over those seeds) and ``relative``: ``best / full_best`` when higher is
     better, ``full_best / best`` when lower is (above 1.0: the ablation did better). Ablations
-    without a shared seed or a score are left out."""
+    without a shared seed or a score are left out.
+    """
     full = {r.seed: r.best for r in results if r.system == "contextevolve" and r.best is not None}
     rows = []
     for system in sorted({r.system for r in results if r.system.startswith("contextevolve-")}):
@@ -121,7 +131,8 @@ def ablation_rows(results: list[SystemResult], task: Task) -> list[dict]:
         if not best or not full_best:
             continue
         relative = best / full_best if task.higher_is_better else full_best / best
-        rows.append({"system": system, "seeds": seeds, "best": best, "full_best": full_best, "relative": relative})
+        rows.append({"system": system, "seeds": seeds, "best": best, "full_best": full_best,
+                     "relative": relative})
     return rows
 
 
@@ -169,7 +180,8 @@ def plots(results: list[SystemResult], task: Task, out: Path) -> list[Path]:
 def write_results(settings: CompareSettings, results: list[SystemResult], task: Task) -> None:
     """Write results.json, results.md and the plots into ``settings.out``."""
     out = Path(settings.out)
-    data = {"settings": settings.model_dump(exclude={"api_key"}), "results": [r.model_dump() for r in results]}
+    data = {"settings": settings.model_dump(exclude={"api_key"}),
+            "results": [r.model_dump() for r in results]}
     data["settings"]["systems"] = list(dict.fromkeys(r.system for r in results))
     data["settings"]["seeds"] = sorted({r.seed for r in results})
     (out / "results.json").write_text(json.dumps(data, indent=2))
@@ -185,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1 or not (Path(argv[0]) / "results.json").exists():
-        print("usage: python -m contextevolve.compare.results OUT  (a folder holding results.json)", file=sys.stderr)
+        print("usage: python -m contextevolve.compare.results OUT  (a folder holding results.json)",
+              file=sys.stderr)
         return 2
     data = json.loads((Path(argv[0]) / "results.json").read_text())
     settings = CompareSettings.model_validate({**data["settings"], "out": argv[0]})

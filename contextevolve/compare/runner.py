@@ -1,15 +1,13 @@
 """``contextevolve compare``: ContextEvolve, OpenEvolve and GEPA on one task, same endpoint.
 
-Protocol (docs/compare.md): for every seed, every system runs on
-the same task with the same endpoint (the embedded model unless ``base_url``), the same
-sampling settings (temperature in each system's settings; top_p / top_k set by the proxy on
-every request), the same task description and the same evaluator (our sandboxed
-``Task.evaluate``, through :mod:`contextevolve.compare.ledger`), and the same budget in
-candidates (ContextEvolve iterations, OpenEvolve iterations, GEPA proposals) or, with
-``token_budget``, the same budget in tokens (a peer is stopped once its requests have used it;
-ContextEvolve stops by its own token budget: no round past it, no second ask or model repair inside
-a round once it is spent), or with ``time_budget_s`` the same
-wall-clock minutes (likewise). All LLM traffic passes one
+Protocol (docs/compare.md): for every seed, every system runs on the same task with the same
+endpoint (the embedded model unless ``base_url``), the same sampling settings (temperature in each
+system's settings; top_p / top_k set by the proxy on every request), the same task description, the
+same evaluator (our sandboxed ``Task.evaluate``, through :mod:`contextevolve.compare.ledger`) and the
+same budget: in candidates (ContextEvolve iterations, OpenEvolve iterations, GEPA proposals), in
+tokens (``token_budget``) or in wall-clock time (``time_budget_s``). A peer is stopped once its
+requests or its process reach the budget; ContextEvolve stops by its own token or time budget
+(:mod:`contextevolve.loop.stopping`). All LLM traffic passes one
 :class:`~contextevolve.compare.proxy.CountingProxy`, under the label ``<system>-s<seed>``.
 
 Layout of ``out``::
@@ -33,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from contextevolve.agents import CONTEXT_AGENTS
 from contextevolve.compare import ledger
 from contextevolve.compare.peers import PeerSpec
 from contextevolve.compare.proxy import CountingProxy
@@ -47,11 +46,8 @@ PEERS: dict[str, tuple[str, dict]] = {
 }
 """Peer systems: name -> (the package that runs it, options for its configuration). OpenEvolve's
 default evolves by SEARCH/REPLACE diffs; ``openevolve-full`` asks it for whole programs."""
-ABLATIONS: dict[str, dict[str, bool]] = {
-    "contextevolve-no-summarizer": {"summarizer_enabled": False},
-    "contextevolve-no-navigator": {"navigator_enabled": False},
-    "contextevolve-no-sampler": {"sampler_enabled": False},
-}
+ABLATIONS: dict[str, dict[str, bool]] = {f"contextevolve-no-{name}": {f"{name}_enabled": False}
+                                          for name in CONTEXT_AGENTS}
 """The paper's three ablations (Fig. 3c): one context agent switched off."""
 SYSTEMS = ("contextevolve", *PEERS, *ABLATIONS)
 
@@ -64,11 +60,12 @@ def _embedded_endpoint() -> tuple[str, str]:
 
 def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: str, model: str,
                       folder: Path) -> tuple[str, int | None, list[int]]:
-    """ContextEvolve (or an ablation) in this process; fills the ledger from its stored run.
+    """Run ContextEvolve (or an ablation) in this process and fill the ledger from its stored run.
 
     Returns ``(why it stopped early or '', its own token total, tokens used by the end of each
     child)``; the last is from the children's own token records (their ledger entries are written
-    after the run, so their finish times say nothing)."""
+    after the run, so their finish times say nothing).
+    """
     from contextevolve.api import evolve
     from contextevolve.graph.settings import DEFAULT_TEMPERATURES
     from contextevolve.roles import total_tokens
@@ -93,27 +90,31 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
         used += total_tokens(row.get("tokens"))
         if row["iteration"] > 0:
             cumulative.append(used)
-        ledger.record(task, row.get("source", ""), row["status"], row["combined_score"], folder / "ledger.jsonl",
-                      reason=row.get("reason", ""), seconds=row.get("eval_seconds", 0.0),
-                      initial=row["iteration"] == 0)
+        ledger.record(task, row.get("source", ""), row["status"], row["combined_score"],
+                      folder / "ledger.jsonl", reason=row.get("reason", ""),
+                      seconds=row.get("eval_seconds", 0.0), initial=row["iteration"] == 0)
     return stopped, own, cumulative
 
 
 def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model: str, folder: Path,
              proxy: CountingProxy, label: str) -> str:
-    """OpenEvolve or GEPA in a child process (:mod:`contextevolve.compare.peers`), stopped at a
-    token budget or time limit; returns why it stopped early ('' when it finished)."""
+    """Run OpenEvolve or GEPA in a child process (:mod:`contextevolve.compare.peers`).
+
+    The child is stopped at the token budget or a time limit; returns why it stopped early ('' when it
+    finished).
+    """
     task = get_task(settings.task)
     ledger.evaluate(task, task.initial_program, folder / "ledger.jsonl", initial=True)
     package, options = PEERS[system]
-    spec = PeerSpec(system=package, options=options, task=settings.task, out_dir=str(folder / "run"), ledger=str(folder / "ledger.jsonl"),
-                    base_url=url, model=model, candidates=settings.candidates, seed=seed,
-                    temperature=settings.temperature, max_tokens=settings.max_tokens)
+    spec = PeerSpec(system=package, options=options, task=settings.task, out_dir=str(folder / "run"),
+                    ledger=str(folder / "ledger.jsonl"), base_url=url, model=model,
+                    candidates=settings.candidates, seed=seed, temperature=settings.temperature,
+                    max_tokens=settings.max_tokens)
     spec_path = folder / "spec.json"
     spec_path.write_text(spec.model_dump_json(indent=2))
     log = (folder / "system.log").open("w")
-    child = subprocess.Popen([sys.executable, "-m", "contextevolve.compare.peers", str(spec_path)], stdout=log,
-                             stderr=subprocess.STDOUT, start_new_session=True, cwd=folder)
+    child = subprocess.Popen([sys.executable, "-m", "contextevolve.compare.peers", str(spec_path)],
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder)
     started, stopped = time.time(), ""
     while child.poll() is None:
         time.sleep(0.5)
@@ -133,6 +134,7 @@ def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model:
 
 
 def _stop(child: subprocess.Popen) -> None:
+    """End ``child``'s process group: SIGTERM, then SIGKILL after 10 s."""
     for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
         try:
             os.killpg(child.pid, sig)
@@ -145,8 +147,11 @@ def _stop(child: subprocess.Popen) -> None:
 
 
 def _endpoint_errors(records) -> str:
-    """'' when every request was answered, else how many were not and with which HTTP statuses
-    (599: the endpoint could not be reached), so that such a run is not read as a measurement."""
+    """'' when every request was answered, else how many were not and with which HTTP statuses.
+
+    599 means the endpoint could not be reached; the note keeps such a run from being read as a
+    measurement.
+    """
     failed = [r.status for r in records if r.status != 200]
     if not failed:
         return ""
@@ -155,6 +160,7 @@ def _endpoint_errors(records) -> str:
 
 
 def _tokens_by_candidate(entries: list[ledger.LedgerEntry], records) -> list[int]:
+    """Per entry, the tokens of the requests answered by the time its evaluation finished."""
     done = sorted((r.started + r.seconds, r.total_tokens) for r in records)
     out = []
     for entry in entries:
@@ -162,16 +168,18 @@ def _tokens_by_candidate(entries: list[ledger.LedgerEntry], records) -> list[int
     return out
 
 
-def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None] | None = None) -> list[SystemResult]:
-    """Run every system of ``settings`` on every seed; returns (and writes) their results, after
-    those of earlier runs into the same ``out`` (other systems or seeds of the same task).
+def compare(settings: CompareSettings,
+            on_result: Callable[[SystemResult], None] | None = None) -> list[SystemResult]:
+    """Run every system of ``settings`` on every seed; returns (and writes) their results.
+
+    The results come after those of earlier runs into the same ``out`` (other systems or seeds of the
+    same task).
 
     Raises:
         ValueError: an unknown system or task, no seeds, a candidate budget below 1, an ``out`` that
             already holds one of the runs asked for or a comparison on another task.
         contextevolve.llm.embedded.EmbeddedModelError: the embedded model cannot start.
     """
-
     unknown = [s for s in settings.systems if s not in SYSTEMS]
     if unknown:
         raise ValueError(f"unknown system {', '.join(map(repr, unknown))}: choose from {', '.join(SYSTEMS)}")
@@ -180,7 +188,8 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
     packages = {PEERS[s][0] for s in settings.systems if s in PEERS}
     missing = sorted(p for p in packages if importlib.util.find_spec(p) is None)
     if missing:
-        raise ValueError(f"{', '.join(missing)} not installed: pip install -e '.[peers]' (OpenEvolve 0.4.1, GEPA 0.1.4)")
+        raise ValueError(f"{', '.join(missing)} not installed: pip install -e '.[peers]' "
+                         "(OpenEvolve 0.4.1, GEPA 0.1.4)")
     task = get_task(settings.task)
     out = Path(settings.out).resolve()  # the peers run with their own folder as working directory
     taken = [label for label in (f"{s}-s{seed}" for seed in settings.seeds for s in settings.systems)
@@ -211,8 +220,8 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
                     stopped = run_peer(settings, system, seed, proxy.url(label), model, folder, proxy, label)
                     own, cumulative = None, None
                 else:
-                    stopped, own, cumulative = run_contextevolve(settings, system, seed, proxy.url(label), model,
-                                                                 folder)
+                    stopped, own, cumulative = run_contextevolve(settings, system, seed, proxy.url(label),
+                                                                 model, folder)
                 wall = time.time() - started
                 records = proxy.records(label)
             stopped = "; ".join(filter(None, (stopped, _endpoint_errors(records))))
@@ -231,7 +240,8 @@ def compare(settings: CompareSettings, on_result: Callable[[SystemResult], None]
                 best=figures["best"],
                 best_recomputed=recomputed, candidates=figures["candidates"], valid=figures["valid"],
                 valid_changed=figures["valid_changed"], **totals, tokens=sum(totals.values()),
-                llm_calls=len(records), own_tokens=own, wall_s=round(wall, 1), best_so_far=figures["best_so_far"],
+                llm_calls=len(records), own_tokens=own, wall_s=round(wall, 1),
+                best_so_far=figures["best_so_far"],
                 cumulative_tokens=cumulative or _tokens_by_candidate(candidates, records), stopped=stopped)
             (folder / "result.json").write_text(result.model_dump_json(indent=2))
             results = [r for r in results if r.label != label] + [result]

@@ -1,6 +1,8 @@
-"""The comparison's records: its settings and one system's result on one seed (what
-``results.json`` holds), apart from the code that makes them (:mod:`contextevolve.compare.runner`)
-and the code that shows them (:mod:`contextevolve.compare.results`)."""
+"""The comparison's records: its settings and one system's result on one seed (``results.json``).
+
+They are kept apart from the code that makes them (:mod:`contextevolve.compare.runner`) and the code
+that shows them (:mod:`contextevolve.compare.results`).
+"""
 
 from __future__ import annotations
 
@@ -42,9 +44,10 @@ class CompareSettings(BaseModel):
     timeout_s: float | None = None
     """Wall-clock limit of one system run, seconds (None: none); a peer past it is stopped."""
     time_budget_s: float | None = None
-    """Same-time budget mode: wall seconds each system may use per seed (None: none). ContextEvolve
-    stops by its own time budget between rounds (``RunContext.time_budget_s``); a peer is stopped
-    once its process has run this long."""
+    """Same-time budget mode: wall seconds each system may use per seed (None: none).
+
+    ContextEvolve stops by its own time budget (``RunContext.time_budget_s``), checked when a worker
+    claims an iteration; a peer is stopped once its process has run this long."""
     log_prompts: bool = False
     """Keep every prompt and reply of the ContextEvolve systems in their run folders
     (``<label>/run/prompts.jsonl``, as ``run --log-prompts``), for replays such as ``benchmarks/sampling.py``.
@@ -103,5 +106,6 @@ def earlier_results(out: Path, task: str) -> list[SystemResult]:
         return []
     data = json.loads(path.read_text())
     if data.get("settings", {}).get("task") != task:
-        raise ValueError(f"{out} holds a comparison on {data.get('settings', {}).get('task')!r}, not {task!r}")
+        raise ValueError(f"{out} holds a comparison on {data.get('settings', {}).get('task')!r}, "
+                         f"not {task!r}")
     return [SystemResult.model_validate(r) for r in data.get("results", [])]

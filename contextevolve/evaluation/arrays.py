@@ -40,16 +40,19 @@ class ArraySpec:
     """Largest accepted item size in bytes (8 refuses ``float128`` / long double)."""
 
     def describe_shape(self) -> str:
+        """:attr:`shape` as error messages show it, e.g. ``"(8, 1..64)"``."""
         parts = [str(d) if isinstance(d, int) else f"{d[0]}..{d[1]}" for d in self.shape]
         return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
     def describe_kind(self) -> str:
+        """:attr:`kinds` as error messages show them, e.g. ``"integer or float"``."""
         return " or ".join(dict.fromkeys(_KIND_WORDS.get(k, k) for k in self.kinds))
 
 
 def parse_npy(data: object, spec: ArraySpec) -> np.ndarray:
-    """The array in ``data`` (``.npy`` bytes) if it matches ``spec``; a fresh, writable,
-    C-ordered, native-endian copy (bool arrays normalised to 0/1).
+    """The array in ``data`` (``.npy`` bytes) if it matches ``spec``.
+
+    It is a fresh, writable, C-ordered, native-endian copy (bool arrays normalised to 0/1).
 
     Raises:
         ValueError: ``data`` is not ``.npy`` bytes of an array matching ``spec`` (the message
@@ -69,16 +72,18 @@ def parse_npy(data: object, spec: ArraySpec) -> np.ndarray:
         else:
             raise ValueError(f"unsupported .npy format version {version}")
     except Exception as exc:  # noqa: BLE001 - numpy raises several types for a malformed header
-        raise ValueError(f"{name} is not a valid .npy array ({type(exc).__name__}: {str(exc)[:120]})") from None
+        raise ValueError(f"{name} is not a valid .npy array "
+                         f"({type(exc).__name__}: {str(exc)[:120]})") from None
     offset = fh.tell()
-    if not isinstance(dtype, np.dtype) or dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None:
+    if (not isinstance(dtype, np.dtype) or dtype.hasobject or dtype.fields is not None
+            or dtype.subdtype is not None):
         raise ValueError(f"{name} must be a plain {spec.describe_kind()} array, got dtype {str(dtype)[:60]}")
     if dtype.kind not in spec.kinds:
         kind = spec.describe_kind()
         raise ValueError(f"{name} must be {'an' if kind[0] in 'aeiou' else 'a'} {kind} array, got {dtype}")
     if dtype.itemsize > spec.max_itemsize:
-        raise ValueError(f"{name} has {dtype.itemsize}-byte items ({dtype}); at most {spec.max_itemsize} bytes "
-                         "per item are accepted (no long double)")
+        raise ValueError(f"{name} has {dtype.itemsize}-byte items ({dtype}); at most {spec.max_itemsize} "
+                         "bytes per item are accepted (no long double)")
     if fortran is not False:
         raise ValueError(f"{name} must be stored in C order")
     if not (isinstance(shape, tuple) and all(type(d) is int and d >= 0 for d in shape)):

@@ -83,13 +83,14 @@ class EvalCgroup:
         try:
             if (self.memory_dir / "memory.failcnt").exists():
                 return int((self.memory_dir / "memory.failcnt").read_text()) > 0
-            events = dict(line.split() for line in (self.memory_dir / "memory.events").read_text().splitlines())
+            events = dict(line.split()
+                          for line in (self.memory_dir / "memory.events").read_text().splitlines())
             return int(events.get("max", 0)) > 0 or int(events.get("oom_kill", 0)) > 0
         except (OSError, ValueError):
             return False
 
     def destroy(self) -> int:
-        """SIGKILL every process in the group until it is empty, then remove it. Returns how many were killed."""
+        """SIGKILL every process in the group until it is empty, then remove it; returns the number killed."""
         killed = 0
         for _ in range(200):
             pids = self.pids()

@@ -1,5 +1,7 @@
-"""What an evaluation leaves on the host, removed: its processes, its directory, its control groups,
-and the same leftovers of evaluations whose owner was SIGKILLed.
+"""What an evaluation leaves on the host, removed.
+
+Its processes, its directory, its control groups, and the same leftovers of evaluations whose owner was
+SIGKILLed.
 
 An evaluation's processes carry ``CONTEXTEVOLVE_SANDBOX=<token>`` in their environment, its
 directory is ``$TMPDIR/ce-eval-<token>...`` and its control groups are ``ce-<token>``, where the
@@ -50,15 +52,18 @@ def remove_tree(path: str | Path) -> None:
 
 
 def environ_value(pid: str | int, name: str) -> str | None:
-    """The value of environment variable ``name`` that process ``pid`` started with
-    (``/proc/PID/environ``), or None if it has none or its environment cannot be read."""
+    """The value of environment variable ``name`` that process ``pid`` started with, or None.
+
+    Read from ``/proc/PID/environ``; None if it has none or its environment cannot be read.
+    """
     try:
         with open(f"/proc/{pid}/environ", "rb") as fh:
             env = fh.read().split(b"\0")
     except OSError:
         return None
     prefix = f"{name}=".encode()
-    return next((item[len(prefix):].decode(errors="replace") for item in env if item.startswith(prefix)), None)
+    return next((item[len(prefix):].decode(errors="replace") for item in env if item.startswith(prefix)),
+                None)
 
 
 def _environ_token(pid: str) -> str | None:
@@ -66,8 +71,10 @@ def _environ_token(pid: str) -> str | None:
 
 
 def kill_tagged(token: str) -> int:
-    """SIGKILL every process whose environment carries ``token`` (leftovers of one evaluation);
-    returns how many signals were sent."""
+    """SIGKILL every process whose environment carries ``token``; returns how many signals were sent.
+
+    Those are the leftovers of one evaluation.
+    """
     killed = 0
     for _ in range(50):
         found = [pid for pid in os.listdir("/proc") if pid.isdigit() and _environ_token(pid) == token]
@@ -84,9 +91,12 @@ def kill_tagged(token: str) -> int:
 
 
 def remove_orphans() -> dict[str, int]:
-    """Once per process: kill the processes, and remove the directories and control groups, of
-    evaluations whose owner is no longer running. Returns what it tried, by kind (all zero after the
-    first call). Never raises: a failed sweep must not fail the evaluation that asked for it."""
+    """Once per process: remove what evaluations whose owner is no longer running left behind.
+
+    Kills their processes and removes their directories and control groups. Returns what it tried, by kind
+    (all zero after the first call). Never raises: a failed sweep must not fail the evaluation that asked for
+    it.
+    """
     counts = {"processes": 0, "directories": 0, "cgroups": 0}
     with _sweeping:
         if _swept.is_set():

@@ -1,6 +1,8 @@
-"""What the candidate wrote, as the host measures it while the candidate runs: the size of its
-working tree (bounded in entries, so a flood of empty files cannot stall the host) and the tail of its
-captured output."""
+"""What the candidate wrote, as the host measures it while the candidate runs.
+
+The size of its working tree (bounded in entries, so a flood of empty files cannot stall the host) and
+the tail of its captured output.
+"""
 
 from __future__ import annotations
 
@@ -52,8 +54,10 @@ class TooManyEntries(Exception):
 
 
 def tail(path: Path) -> str:
-    """The last :data:`OUTPUT_TAIL` bytes of the file at ``path``, decoded (undecodable bytes replaced);
-    empty when it cannot be read."""
+    """The last :data:`OUTPUT_TAIL` bytes of the file at ``path``, decoded; empty when it cannot be read.
+
+    Undecodable bytes are replaced.
+    """
     try:
         with open(path, "rb") as fh:
             fh.seek(0, os.SEEK_END)

@@ -27,7 +27,8 @@ RAY_GRACE_S = 120.0
 """Seconds past the wall-clock limit after which a Ray evaluation counts as lost (queueing, data build)."""
 
 
-def evaluate_by_name(task: str, source: str, timeout_s: float | None, limits: SandboxLimits | None) -> Evaluation:
+def evaluate_by_name(task: str, source: str, timeout_s: float | None,
+                     limits: SandboxLimits | None) -> Evaluation:
     """``get_task(task).evaluate(source, ...)``: the unit of work every executor runs.
 
     Never raises for anything a candidate does: an unexpected error in the sandbox or the
@@ -59,7 +60,8 @@ class Executor(ABC):
             limits: SandboxLimits | None = None) -> list[Evaluation]:
         """Evaluate many candidates concurrently (``workers`` at a time); results in input order."""
         with ThreadPoolExecutor(max_workers=max(1, len(sources))) as threads:
-            return list(threads.map(lambda s: self.evaluate(task, s, timeout_s=timeout_s, limits=limits), sources))
+            return list(threads.map(lambda s: self.evaluate(task, s, timeout_s=timeout_s, limits=limits),
+                                    sources))
 
     def close(self) -> None:
         """Release the executor's resources."""
@@ -83,6 +85,7 @@ class LocalExecutor(Executor):
 
     def evaluate(self, task: str, source: str, *, timeout_s: float | None = None,
                  limits: SandboxLimits | None = None) -> Evaluation:
+        """Evaluate one candidate in a sandboxed child process; blocks until done (after a free worker)."""
         with self._slots:
             return evaluate_by_name(task, source, timeout_s, limits)
 
@@ -128,31 +131,34 @@ class RayExecutor(Executor):
 
     def evaluate(self, task: str, source: str, *, timeout_s: float | None = None,
                  limits: SandboxLimits | None = None) -> Evaluation:
-        """Run the evaluation as a Ray task; a lost worker or node is a failed evaluation, not an exception."""
+        """Run the evaluation as a Ray task; a lost worker or node is a failed evaluation, not an error."""
         import ray
 
         spec = get_task(task)
-        wall = timeout_s or (limits.wall_s if limits else None) or spec.timeout_s
+        wall = timeout_s or (limits.timeout_s if limits else None) or spec.timeout_s
         with self._slots:
             ref = self._remote.remote(task, source, timeout_s, limits)
             try:  # the sandbox enforces the limit on the node; this only guards against a lost node
                 return ray.get(ref, timeout=wall + RAY_GRACE_S)
             except ray.exceptions.GetTimeoutError:
                 ray.cancel(ref, force=True)
-                return spec.rejected("timeout", f"no answer from the Ray cluster within {wall + RAY_GRACE_S:g} s")
+                return spec.rejected("timeout",
+                                     f"no answer from the Ray cluster within {wall + RAY_GRACE_S:g} s")
             except (ray.exceptions.RayTaskError, ray.exceptions.RayError) as exc:
                 reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-                return spec.rejected("failed", f"evaluation on the Ray cluster failed: {type(exc).__name__}: "
-                                     f"{reason[:300]}", failure_kind="evaluator")
+                return spec.rejected("failed", f"evaluation on the Ray cluster failed: "
+                                     f"{type(exc).__name__}: {reason[:300]}", failure_kind="evaluator")
 
 
 _lock = threading.Lock()
 
 
 def _auth_hint(address: str | None) -> str:
-    """A hint for a refused connection where Ray's token authentication may be why: a local
-    ``ray.init`` writes ``~/.ray/auth_token`` (Ray 2.5x), after which a head started with ``ray start``
-    demands the token, which a client sends only with ``RAY_AUTH_MODE=token``."""
+    """A hint for a refused connection where Ray's token authentication may be why, or ``""``.
+
+    A local ``ray.init`` writes ``~/.ray/auth_token`` (Ray 2.5x), after which a head started with ``ray
+    start`` demands the token, which a client sends only with ``RAY_AUTH_MODE=token``.
+    """
     token = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
     if address is None or "RAY_AUTH_MODE" in os.environ or not token.is_file():
         return ""

@@ -1,15 +1,15 @@
 """Run an untrusted candidate program in a sandboxed process tree, one timed call at a time.
 
-The host writes the candidate source into a fresh working directory, stages the few
-modules the sandbox needs (the task's harness, the supervisor and runner) into a private
-``lib`` — nothing else of this package is importable there — and starts the trusted
-*supervisor* (in new PID, network, IPC and — with bubblewrap — mount namespaces where
-permitted; :meth:`HostSandbox.command`) with a scrubbed environment. The job (calls and
-their inputs) goes to the supervisor's stdin; the supervisor starts an untrusted *runner* that confines itself (rlimits, cgroups, Landlock,
-no capabilities — :mod:`contextevolve.evaluation.sandbox` lists the layers) and imports the
-candidate, then sends it one call at a time and times each until its serialised result has
-arrived. The report comes back on a pipe (:mod:`contextevolve.evaluation.protocol` has the
-message shapes); the trusted grader scores the outputs with its own inputs.
+The host writes the candidate source into a fresh working directory, stages the few modules the
+sandbox needs (the task's harness, the supervisor and runner) into a private ``lib`` — nothing else
+of this package is importable there — and starts the trusted *supervisor* (in new PID, network, IPC
+and — with bubblewrap — mount namespaces where permitted; :meth:`HostSandbox.command`) with a
+scrubbed environment. The job (calls and their inputs) goes to the supervisor's stdin; the
+supervisor starts an untrusted *runner* that confines itself (rlimits, cgroups, Landlock, no
+capabilities — :mod:`contextevolve.evaluation.sandbox` lists the layers) and imports the candidate,
+then sends it one call at a time and times each until its serialised result has arrived. The report
+comes back on a pipe (:mod:`contextevolve.evaluation.protocol` has the message shapes); the trusted
+grader scores the outputs with its own inputs.
 
 The host enforces the wall clock and the output / disk caps by polling, and afterwards
 kills whatever is left of the tree: the PID namespace, the cgroup, the process group and
@@ -32,7 +32,7 @@ from pathlib import Path
 from contextevolve.evaluation import cgroups, cleanup, disk, protocol, report
 from contextevolve.evaluation.jobs import EvalJob
 from contextevolve.evaluation.limits import SandboxLimits
-from contextevolve.evaluation.results import CallResult, CandidateRun
+from contextevolve.evaluation.results import CandidateRun
 from contextevolve.evaluation.sandbox import HostSandbox, host_sandbox
 
 #: Environment variables passed through to the candidate; everything else (API keys,
@@ -52,17 +52,17 @@ def run_candidate(source: str, job: EvalJob, *, limits: SandboxLimits) -> Candid
         source: candidate program text (untrusted).
         job: harness module, entry function, calls and their inputs (trusted copies; each
             call's inputs reach the candidate only with that call's request).
-        limits: the sandbox's limits, with ``wall_s`` set (see :meth:`SandboxLimits.resolved`).
+        limits: the sandbox's limits, with ``timeout_s`` set (see :meth:`SandboxLimits.resolved`).
 
     Returns:
         A :class:`CandidateRun`; never raises for anything the candidate does.
 
     Raises:
-        ValueError: ``limits.wall_s`` is not set.
+        ValueError: ``limits.timeout_s`` is not set.
     """
-    if limits.wall_s is None:
-        raise ValueError("run_candidate needs limits.wall_s; use SandboxLimits.resolved(task_timeout_s)")
-    limits = limits.resolved(limits.wall_s)
+    if limits.timeout_s is None:
+        raise ValueError("run_candidate needs limits.timeout_s; use SandboxLimits.resolved(task_timeout_s)")
+    limits = limits.resolved(limits.timeout_s)
     host = host_sandbox()
     cleanup.remove_orphans()
     token = cleanup.new_token()
@@ -76,9 +76,9 @@ def run_candidate(source: str, job: EvalJob, *, limits: SandboxLimits) -> Candid
         group = _make_cgroup(token, limits)
         try:
             run = _supervise(private, work, lib, token, limits, host, group, job)
-        except (OSError, RecursionError, ValueError) as exc:  # the host side failed: never the caller's problem
-            run = CandidateRun("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:200]}", 0.0, "", "",
-                               failure_kind="evaluator")
+        except (OSError, RecursionError, ValueError) as exc:  # the host side failed: not the caller's problem
+            run = CandidateRun("failed", f"evaluation error: {type(exc).__name__}: {str(exc)[:200]}", 0.0, "",
+                               "", failure_kind="evaluator")
         finally:
             killed = group.destroy() if group else 0
             killed += cleanup.kill_tagged(token)
@@ -143,7 +143,11 @@ def _stage_modules(lib: Path, modules: Sequence[str]) -> Path:
 
 
 def _stage_files(lib: Path, files: dict[str, bytes]) -> None:
-    """Write ``files`` (relative path -> bytes) under ``lib``; a path that leaves ``lib`` is refused (ValueError)."""
+    """Write ``files`` (relative path -> bytes) under ``lib``.
+
+    Raises:
+        ValueError: a path leaves ``lib``.
+    """
     for name, data in files.items():
         target = (lib / name).resolve()
         if not target.is_relative_to(lib.resolve()) or Path(name).is_absolute():
@@ -154,9 +158,11 @@ def _stage_files(lib: Path, files: dict[str, bytes]) -> None:
 
 def _command(host: HostSandbox, limits: SandboxLimits, report_fd: int, *, work: Path, lib: Path,
              cgroup_dirs: Sequence[str]) -> list[str]:
-    """The supervisor's command line, inside the namespaces this host allows; with bubblewrap in a
-    mount namespace showing only the interpreter, system libraries, ``lib`` (read-only), ``work`` and
-    the evaluation's ``cgroup_dirs`` (read-write) — see :meth:`HostSandbox.command`."""
+    """The supervisor's command line, inside the namespaces this host allows.
+
+    With bubblewrap, in a mount namespace showing only the interpreter, system libraries, ``lib`` (read-only),
+    ``work`` and the evaluation's ``cgroup_dirs`` (read-write) — see :meth:`HostSandbox.command`.
+    """
     return host.command([sys.executable, "-s", "-m", protocol.SUPERVISOR_MODULE, str(report_fd)], work=work,
                         lib=lib, writable=cgroup_dirs, allow_network=limits.allow_network)
 
@@ -164,7 +170,7 @@ def _command(host: HostSandbox, limits: SandboxLimits, report_fd: int, *, work: 
 def _config(work: Path, limits: SandboxLimits, group: cgroups.EvalCgroup | None, landlock_abi: int) -> dict:
     return {"workdir": str(work), "cgroups": [str(d) for d in group.dirs] if group else [],
             "rlimits": _rlimits(limits), "landlock": landlock_abi >= 1, "deny_tcp": not limits.allow_network,
-            "import_timeout_s": min(IMPORT_TIMEOUT_S, limits.wall_s), "max_restarts": MAX_RESTARTS,
+            "import_timeout_s": min(IMPORT_TIMEOUT_S, limits.timeout_s), "max_restarts": MAX_RESTARTS,
             "max_header_bytes": report.MAX_HEADER_BYTES, "max_blob_bytes": limits.files_mb * 2**20}
 
 
@@ -231,7 +237,7 @@ def _supervise(private: Path, work: Path, lib: Path, token: str, limits: Sandbox
         return CandidateRun(kind, reason, seconds, stdout_tail, stderr_tail)
 
     if killed_for == "timeout":
-        return failed(f"killed after the {limits.wall_s:g} s wall-clock limit", "timeout")
+        return failed(f"killed after the {limits.timeout_s:g} s wall-clock limit", "timeout")
     if killed_for:
         return failed(killed_for)
     if reader.error:
@@ -240,12 +246,14 @@ def _supervise(private: Path, work: Path, lib: Path, token: str, limits: Sandbox
                         proc.returncode)
 
 
-def _watch(exited: threading.Event, start: float, limits: SandboxLimits, outputs: tuple[Path, Path], work: Path,
-           disk_cap: int) -> str | None:
-    """Wait for the candidate's tree to exit while enforcing the limits only the host can watch:
-    wall clock, stdout/stderr size, bytes and entries written under ``work``. Returns why the tree
-    must be killed (``"timeout"`` or a reason), or None once it exited by itself."""
-    deadline, next_disk_check = start + limits.wall_s, start
+def _watch(exited: threading.Event, start: float, limits: SandboxLimits, outputs: tuple[Path, Path],
+           work: Path, disk_cap: int) -> str | None:
+    """Wait for the candidate's tree to exit while enforcing the limits only the host can watch.
+
+    Those are the wall clock, stdout/stderr size, bytes and entries written under ``work``. Returns why
+    the tree must be killed (``"timeout"`` or a reason), or None once it exited by itself.
+    """
+    deadline, next_disk_check = start + limits.timeout_s, start
     while not exited.wait(_POLL_S):
         now = time.perf_counter()
         if now >= deadline:

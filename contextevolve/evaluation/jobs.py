@@ -18,7 +18,8 @@ class Call(BaseModel):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     fn: str
-    """Name of the harness function that converts the inputs, calls the candidate and serialises its output."""
+    """Name of the harness function that converts the inputs, calls the candidate and serialises its
+    output."""
     args: Any = None
     """JSON-able inputs of this call."""
     blobs: dict[str, bytes] = Field(default_factory=dict)

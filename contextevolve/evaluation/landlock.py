@@ -59,7 +59,8 @@ def abi_version() -> int:
     """The kernel's Landlock ABI version; 0 when Landlock is missing, disabled, or not Linux."""
     if platform.system() != "Linux" or platform.machine() not in ("x86_64", "aarch64"):
         return 0
-    version = _libc().syscall(_SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
+    version = _libc().syscall(_SYS_CREATE, None, ctypes.c_size_t(0),
+                              ctypes.c_uint32(_CREATE_RULESET_VERSION))
     return max(0, int(version))
 
 
@@ -75,8 +76,8 @@ def _write_rights(abi: int) -> int:
     return rights
 
 
-def restrict_self(writable_dirs: Iterable[str], writable_files: Iterable[str] = (), *, deny_tcp: bool = True,
-                  scope_signals: bool = True) -> int:
+def restrict_self(writable_dirs: Iterable[str], writable_files: Iterable[str] = (), *,
+                  deny_tcp: bool = True, scope_signals: bool = True) -> int:
     """Confine the calling process (and its future children) for good.
 
     Args:
@@ -109,7 +110,8 @@ def restrict_self(writable_dirs: Iterable[str], writable_files: Iterable[str] = 
             target = os.open(path, os.O_PATH | os.O_CLOEXEC)
             try:
                 rule = _PathBeneathAttr(allowed, target)
-                if libc.syscall(_SYS_ADD_RULE, fd, _RULE_PATH_BENEATH, ctypes.byref(rule), ctypes.c_uint32(0)):
+                if libc.syscall(_SYS_ADD_RULE, fd, _RULE_PATH_BENEATH, ctypes.byref(rule),
+                                ctypes.c_uint32(0)):
                     raise LandlockError(ctypes.get_errno(), f"landlock_add_rule({path}): "
                                         f"{os.strerror(ctypes.get_errno())}")
             finally:
@@ -117,7 +119,8 @@ def restrict_self(writable_dirs: Iterable[str], writable_files: Iterable[str] = 
         if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0):
             raise LandlockError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
         if libc.syscall(_SYS_RESTRICT, fd, ctypes.c_uint32(0)):
-            raise LandlockError(ctypes.get_errno(), f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+            raise LandlockError(ctypes.get_errno(),
+                                f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
     finally:
         os.close(fd)
     return abi

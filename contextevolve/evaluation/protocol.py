@@ -94,7 +94,8 @@ def raised_limit(exc: BaseException) -> str | None:
 
 CONFIG_KEYS = ("workdir", "cgroups", "rlimits", "landlock", "deny_tcp", "import_timeout_s", "max_restarts",
                "max_header_bytes", "max_blob_bytes")
-"""Keys of the sandbox ``config`` the host sends (see :func:`contextevolve.evaluation.isolation.run_candidate`)."""
+"""Keys of the sandbox ``config`` the host sends (see
+:func:`contextevolve.evaluation.isolation.run_candidate`)."""
 
 _LENGTH = struct.Struct(">Q")
 
@@ -136,8 +137,9 @@ def _read_exact(fd: int, n: int) -> bytes:
 
 def read_frame(fd: int, *, max_header: int, max_blobs: int, sizes: list[int] | None = None
                ) -> tuple[dict, dict[str, bytes]]:
-    """Read one frame from ``fd``; returns ``(header, blobs)``; appends the frame's header and blob
-    byte counts to ``sizes`` when given (for budgets over many frames).
+    """Read one frame from ``fd``; returns ``(header, blobs)``.
+
+    Appends the frame's header and blob byte counts to ``sizes`` when given (for budgets over many frames).
 
     Raises:
         EOFError: the stream ended cleanly before a frame started.

@@ -1,5 +1,6 @@
-"""Decoding the supervisor's report: its frames (:mod:`contextevolve.evaluation.protocol`) become a
-:class:`~contextevolve.evaluation.results.CandidateRun`, and exit statuses and the report's structured
+"""Decoding the supervisor's report into a :class:`~contextevolve.evaluation.results.CandidateRun`.
+
+Its frames follow :mod:`contextevolve.evaluation.protocol`; exit statuses and the report's structured
 fields become reasons a person can read. Statuses are read from the report's fields, never from an
 error's text.
 """
@@ -30,11 +31,13 @@ class ReportReader(threading.Thread):
         self.error = ""
 
     def run(self) -> None:
+        """Read frames until the stream ends; a malformed stream or a read error sets :attr:`error`."""
         budget, text_budget = self.max_blobs, MAX_REPORT_HEADER_BYTES
         try:
             while True:
                 sizes: list[int] = []
-                header, blobs = protocol.read_frame(self.fd, max_header=min(text_budget, MAX_HEADER_BYTES + 4096),
+                header, blobs = protocol.read_frame(self.fd,
+                                                    max_header=min(text_budget, MAX_HEADER_BYTES + 4096),
                                                     max_blobs=budget, sizes=sizes)
                 text_budget, budget = text_budget - sizes[0], budget - sizes[1]
                 self.frames.append((header, blobs))
@@ -112,8 +115,11 @@ def _call_result(header: dict, blobs: dict[str, bytes], limits: SandboxLimits,
 
 
 def resource_reason(error: str, limit: str | None, limits: SandboxLimits) -> str:
-    """Name the limit behind an exception the candidate's process raised, from the report's structured
-    ``limit`` field (:data:`protocol.RAISED_LIMITS`), not from the error text."""
+    """Name the limit behind an exception the candidate's process raised.
+
+    It is read from the report's structured ``limit`` field (:data:`protocol.RAISED_LIMITS`), not from the
+    error text.
+    """
     if limit == "memory":
         return f"memory limit of {limits.memory_mb} MiB exceeded ({error})"
     if limit == "file_size":

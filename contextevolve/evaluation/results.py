@@ -1,5 +1,8 @@
-"""What one sandboxed evaluation of a candidate returns: the run of its process tree and each
-timed call, as the trusted supervisor and host saw them (:func:`contextevolve.evaluation.isolation.run_candidate`)."""
+"""What one sandboxed evaluation of a candidate returns.
+
+The run of its process tree and each timed call, as the trusted supervisor and host saw them
+(:func:`contextevolve.evaluation.isolation.run_candidate`).
+"""
 
 from __future__ import annotations
 
@@ -30,9 +33,10 @@ class CandidateRun:
     """What came back from one candidate process tree.
 
     ``status`` is ``"ok"`` when the supervisor reported every call (each call then has its
-    own status in ``calls``), ``"timeout"`` when the tree was killed at the wall-clock limit or the import outlived its limit,
-    ``"failed"`` otherwise (the program could not be imported, the sandbox failed, a limit
-    of the whole tree was hit), with ``reason`` saying why.
+    own status in ``calls``), ``"timeout"`` when the tree was killed at the wall-clock limit
+    or the import outlived its limit, ``"failed"`` otherwise (the program could not be
+    imported, the sandbox failed, a limit of the whole tree was hit), with ``reason`` saying
+    why.
     """
 
     status: str

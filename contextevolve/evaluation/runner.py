@@ -28,11 +28,14 @@ _MAX_REQUEST = 1 << 34  # requests come from the trusted supervisor
 
 
 def _forget_source_tree() -> None:
-    """Drop the import hook of an editable install, which maps ``contextevolve.*`` to the source
-    tree, so only the staged harness modules import (``PYTHONPATH`` puts the staged copy first).
+    """Drop the import hook of an editable install, which maps ``contextevolve.*`` to the source tree.
+
+    Then only the staged harness modules import (``PYTHONPATH`` puts the staged copy first).
     The mount namespace, where the host has one, is what makes the tree unreadable; this keeps a
-    plain ``import`` of a grader or data generator failing on a host without one."""
-    sys.meta_path[:] = [f for f in sys.meta_path if not str(getattr(f, "__module__", "")).startswith("__editable__")]
+    plain ``import`` of a grader or data generator failing on a host without one.
+    """
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not str(getattr(f, "__module__", "")).startswith("__editable__")]
 
 
 def _confine(config: dict) -> None:
@@ -70,7 +73,8 @@ def _error(exc: BaseException, prefix: str = "") -> dict:
 def _load(config: dict, harness_name: str, entry: str):
     """Import the harness, then the candidate (``candidate.py`` in the working directory)."""
     harness = importlib.import_module(harness_name)
-    spec = importlib.util.spec_from_file_location("candidate", os.path.join(config["workdir"], "candidate.py"))
+    spec = importlib.util.spec_from_file_location("candidate",
+                                                  os.path.join(config["workdir"], "candidate.py"))
     candidate = importlib.util.module_from_spec(spec)
     sys.modules["candidate"] = candidate
     spec.loader.exec_module(candidate)

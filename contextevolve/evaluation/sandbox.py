@@ -2,31 +2,34 @@
 
 Layers, each used when the host allows it (see docs/sandbox.md):
 
-=========================  ======================================================  ============================
-guarantee                  mechanism                                               without it
-=========================  ======================================================  ============================
-wall-clock limit           host kills the process group / PID namespace            (always)
-CPU-time limit             ``RLIMIT_CPU`` (SIGXCPU, then SIGKILL)                  (always)
-memory cap                 ``RLIMIT_AS`` per process; memory cgroup for the tree   per process only
-process cap (fork bomb)    pids cgroup; ``RLIMIT_NPROC`` (ignored for root)        note
-stdout/stderr/file caps    host polls sizes; ``RLIMIT_FSIZE`` per file             (always)
-no orphans                 PID namespace (its init's death kills all); cgroup      process group + env-token sweep
+=========================  ==================================================  ===============================
+guarantee                  mechanism                                           without it
+=========================  ==================================================  ===============================
+wall-clock limit           host kills the process group / PID namespace        (always)
+CPU-time limit             ``RLIMIT_CPU`` (SIGXCPU, then SIGKILL)              (always)
+memory cap                 ``RLIMIT_AS`` per process; memory cgroup for the    per process only
+                           tree
+process cap (fork bomb)    pids cgroup; ``RLIMIT_NPROC`` (ignored for root)    note
+stdout/stderr/file caps    host polls sizes; ``RLIMIT_FSIZE`` per file         (always)
+no orphans                 PID namespace (its init's death kills all); cgroup  process group + env-token sweep
                            sweep; process group; env-token sweep
-no network                 new network namespace (``--unshare-net`` /              note
+no network                 new network namespace (``--unshare-net`` /          note
                            ``unshare --net``); Landlock TCP rules (ABI 4)
-writes only in own dir     Landlock file-system rules                              note
-no signals/ptrace outside  Landlock scope (ABI 6) + ptrace rules; PID namespace;   note
-                           capabilities dropped
-secrets (environment)      environment rebuilt from an allow-list                  (always)
-files: only interpreter,   mount namespace built by bubblewrap (``bwrap``): the    note ("files readable")
-libraries, staged lib,     interpreter, system libraries, the staged ``lib``
-own dir visible; no host   (read-only), the working directory and the cgroup
-UNIX sockets               dirs; private ``/tmp``, minimal ``/dev``; package
-                           source, home, run dirs, data cache not there
-host processes invisible   own ``/proc`` (bwrap ``--proc``; ``unshare``            note
+writes only in own dir     Landlock file-system rules                          note
+no signals/ptrace outside  Landlock scope (ABI 6) + ptrace rules; PID          note
+                           namespace; capabilities dropped
+secrets (environment)      environment rebuilt from an allow-list              (always)
+files: only interpreter,   mount namespace built by bubblewrap (``bwrap``):    note ("files readable")
+libraries, staged lib,     the interpreter, system libraries, the staged
+own dir visible; no host   ``lib`` (read-only), the working directory and the
+UNIX sockets               cgroup dirs; private ``/tmp``, minimal ``/dev``;
+                           package source, home, run dirs, data cache not
+                           there
+host processes invisible   own ``/proc`` (bwrap ``--proc``; ``unshare``        note
                            ``--mount-proc`` without bwrap)
-no shared SysV IPC         IPC namespace (``--unshare-ipc`` / ``unshare --ipc``)   note
-=========================  ======================================================  ============================
+no shared SysV IPC         IPC namespace (``--unshare-ipc`` / ``unshare        note
+                           --ipc``)
+=========================  ==================================================  ===============================
 
 ``CONTEXTEVOLVE_NO_NAMESPACES=1`` turns every namespace off and ``CONTEXTEVOLVE_NO_BWRAP=1``
 only bubblewrap (the ``unshare`` fallback is used), to see the notes of such hosts.
@@ -110,7 +113,8 @@ def _try(cmd: list[str]) -> str | None:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError) as exc:
         return str(exc)
-    return None if proc.returncode == 0 else (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+    return None if proc.returncode == 0 else (proc.stderr.strip().splitlines()
+                                              or [f"exit {proc.returncode}"])[-1]
 
 
 def _inside(path: str, root: str) -> bool:
@@ -118,8 +122,10 @@ def _inside(path: str, root: str) -> bool:
 
 
 def _interpreter_roots() -> list[str]:
-    """Directories holding the interpreter, its standard library and installed packages (as
-    spelled and resolved), outermost only, minus those already under a system directory."""
+    """Directories holding the interpreter, its standard library and installed packages.
+
+    As spelled and resolved, outermost only, minus those already under a system directory.
+    """
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
              os.path.dirname(sys.executable), os.path.dirname(os.path.realpath(sys.executable))}
     for name in ("stdlib", "platstdlib", "purelib", "platlib"):
@@ -135,8 +141,10 @@ def _interpreter_roots() -> list[str]:
 
 
 def _hidden() -> list[str]:
-    """Paths never to show the candidate even where a bound directory holds them: this package's
-    source tree (graders, data generators), the task-data cache and the home directory."""
+    """Paths never to show the candidate even where a bound directory holds them.
+
+    This package's source tree (graders, data generators), the task-data cache and the home directory.
+    """
     package = str(Path(__file__).resolve().parents[1])
     home = os.path.expanduser("~")
     data = os.environ.get("CONTEXTEVOLVE_DATA_DIR") or os.path.join(home, ".cache", "contextevolve")
@@ -144,7 +152,7 @@ def _hidden() -> list[str]:
 
 
 def _bwrap_prefix(bwrap: str) -> list[str]:
-    """bubblewrap's fixed arguments: the namespaces and the read-only system part of the view."""
+    """Bubblewrap's fixed arguments: the namespaces and the read-only system part of the view."""
     args = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
             "--cap-drop", "ALL",
             # first: later mounts go on top, so an interpreter (or the evaluation's directory) under /tmp
@@ -173,7 +181,7 @@ def _bwrap_prefix(bwrap: str) -> list[str]:
 
 
 def _probe_bwrap() -> tuple[tuple[str, ...], str]:
-    """bubblewrap's prefix, or () and why it cannot be used."""
+    """Bubblewrap's prefix, or () and why it cannot be used."""
     if os.environ.get("CONTEXTEVOLVE_NO_BWRAP"):
         return (), "disabled by CONTEXTEVOLVE_NO_BWRAP"
     bwrap = shutil.which("bwrap")
@@ -184,8 +192,8 @@ def _probe_bwrap() -> tuple[tuple[str, ...], str]:
     read, write = os.pipe()
     try:
         check = f"import os; os.write({write}, b'ok')"
-        proc = subprocess.run([*prefix, "--", sys.executable, "-S", "-c", check], capture_output=True, text=True,
-                              timeout=20, stdin=subprocess.DEVNULL, pass_fds=(write,))
+        proc = subprocess.run([*prefix, "--", sys.executable, "-S", "-c", check], capture_output=True,
+                              text=True, timeout=20, stdin=subprocess.DEVNULL, pass_fds=(write,))
         os.close(write)
         write = -1
         got = os.read(read, 2) if proc.returncode == 0 else b""
@@ -219,7 +227,7 @@ def _probe_unshare() -> tuple[tuple[str, ...], list[str], str]:
 
 @functools.cache
 def host_sandbox() -> HostSandbox:
-    """Probe namespaces (bubblewrap first, then ``unshare``), Landlock and cgroups once; cached for the process."""
+    """Probe namespaces (bubblewrap first, then ``unshare``), Landlock and cgroups once per process."""
     notes: list[str] = []
     missing = ["ipc", "proc"]  # layers the unshare fallback could not add
     if os.environ.get("CONTEXTEVOLVE_NO_NAMESPACES"):
@@ -241,8 +249,8 @@ def host_sandbox() -> HostSandbox:
                      "environment token only")
     if mount_why:
         notes.append(f"files readable: no mount namespace ({mount_why}): the candidate can read every file "
-                     "this user can (home directory, task data, run directories, this package's source, /tmp) "
-                     "and connect to the host's pathname UNIX sockets")
+                     "this user can (home directory, task data, run directories, this package's source, "
+                     "/tmp) and connect to the host's pathname UNIX sockets")
     if "proc" in missing:
         notes.append(f"host processes visible: no private /proc ({why or mount_why}): "
                      "the command lines of the host's processes are readable")

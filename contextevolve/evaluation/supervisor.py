@@ -55,7 +55,8 @@ class Runner:
         self.responses = read_end
         self.status: dict | None = None
         self.requests = self.proc.stdin.fileno()
-        protocol.write_frame(self.requests, {"type": "init", "config": config, "harness": harness, "entry": entry})
+        protocol.write_frame(self.requests, {"type": "init", "config": config, "harness": harness,
+                                             "entry": entry})
 
     def receive(self) -> tuple[dict, dict[str, bytes]]:
         """Next response (raises EOFError / ProtocolError when the runner died or misbehaved)."""
@@ -143,7 +144,8 @@ def _limit(header: dict) -> str | None:
     return limit if limit in protocol.RAISED_LIMITS else None
 
 
-def _call(runner: Runner, index: int, call: dict, blobs: dict[str, bytes]) -> tuple[dict, dict[str, bytes], bool]:
+def _call(runner: Runner, index: int, call: dict,
+          blobs: dict[str, bytes]) -> tuple[dict, dict[str, bytes], bool]:
     """Run one call; returns the report message, its output blobs and whether the runner survived."""
     message = {"type": "call", "index": index, "value": None, "error": "", "traceback": "", "death": None,
                "limit": None}
@@ -203,7 +205,8 @@ def run_job(job: dict, blobs: dict[str, bytes], report: int) -> None:
             frame = protocol.encode_frame(message, protocol.call_blobs(index, out))
         except (ValueError, TypeError, RecursionError) as exc:  # e.g. a value nested too deep to re-encode
             frame = protocol.encode_frame({**message, "status": "error", "value": None,
-                                           "error": f"the program's reply cannot be carried: {type(exc).__name__}"})
+                                           "error": "the program's reply cannot be carried: "
+                                                    f"{type(exc).__name__}"})
         protocol.write_all(report, frame)
         if not alive:
             last = runner.kill()

@@ -30,11 +30,11 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
+from contextevolve.loop.identity import check_identity
 from contextevolve.nodes.claim import after_claim, claim
 from contextevolve.nodes.compose import compose
 from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate
-from contextevolve.nodes.identity import check_identity
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import navigate
 from contextevolve.nodes.repair import after_evaluate, after_repair, repair
@@ -49,8 +49,8 @@ ITERATION_PHASES = ("select_parent", "navigate", "sample", "compose", "generate"
 """Phases 1-7 of Algorithm 1, in order: the phases that make one child."""
 PHASES = (*ITERATION_PHASES, "update_buffer")
 """The eight phases of Algorithm 1, in order."""
-ITERATION_NODES = ("select_parent", "navigate", "sample", "compose", "review", "generate", "evaluate", "repair",
-                   "summarize")
+ITERATION_NODES = ("select_parent", "navigate", "sample", "compose", "review", "generate", "evaluate",
+                   "repair", "summarize")
 """Every node one child passes through, from parent selection to its abstract."""
 NODES = ("initialize", "claim", *ITERATION_NODES, "update_buffer")
 """Every node of the graph."""
@@ -61,10 +61,12 @@ iteration budget bounds them) and a child's repairs are bounded, so a limit woul
 
 
 def timed(name: str, fn: Callable[[WorkerState, Runtime[RunContext]], dict]) -> Callable:
-    """Node ``name`` running phase function ``fn``: it checks the thread's run
-    (:func:`~contextevolve.nodes.identity.check_identity`), times the phase
-    (:func:`contextevolve.timing.phase_clock`) and adds its wall seconds and LLM calls to the iteration's
-    ``seconds`` and ``llm_calls`` (their reducers sum them)."""
+    """Node ``name`` running phase function ``fn``, checked and timed.
+
+    It checks the thread's run (:func:`~contextevolve.loop.identity.check_identity`), times the phase
+    (:func:`contextevolve.timing.phase_clock`) and adds its wall seconds and LLM calls to the
+    iteration's ``seconds`` and ``llm_calls`` (their reducers sum them).
+    """
 
     def run(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         check_identity(state.run_identity, runtime.context)
@@ -78,7 +80,7 @@ def timed(name: str, fn: Callable[[WorkerState, Runtime[RunContext]], dict]) -> 
 
 
 def checked(fn: Callable[[WorkerState, Runtime[RunContext]], dict]) -> Callable:
-    """Node ``fn`` after the thread's run check, untimed (``review``: a person's pause is not a phase's time)."""
+    """Node ``fn`` after the thread's run check, untimed (``review``: a person's pause is no phase)."""
 
     def run(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         check_identity(state.run_identity, runtime.context)

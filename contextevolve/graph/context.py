@@ -24,13 +24,21 @@ from typing import Any
 import pydantic
 
 from contextevolve.evaluation.limits import SandboxLimits
-from contextevolve.graph.settings import (DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURES, SCHEMA_CONFIG, Ablations,
-                                          ModelSettings, Parallelism, SearchSettings)
+from contextevolve.graph.settings import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TEMPERATURES,
+    SCHEMA_CONFIG,
+    Ablations,
+    ModelSettings,
+    Parallelism,
+    SearchSettings,
+)
 from contextevolve.roles import ROLES
 
-__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TASK", "WORKER_SEED_STRIDE", "DEFAULT_TEMPERATURES", "GROUPS", "SANDBOX_DEFAULTS",
-           "SETTINGS", "Ablations", "ModelSettings", "Parallelism", "RunContext", "SearchSettings",
-           "UnknownSettingError", "check_setting_names", "flat_setting_names", "flat_settings", "setting_names"]
+__all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TASK", "WORKER_SEED_STRIDE", "DEFAULT_TEMPERATURES", "GROUPS",
+           "SANDBOX_DEFAULTS", "SETTINGS", "Ablations", "ModelSettings", "Parallelism", "RunContext",
+           "SearchSettings", "UnknownSettingError", "check_setting_names", "flat_setting_names",
+           "flat_settings", "setting_names"]
 
 WORKER_SEED_STRIDE = 10_000
 """Distance between the LLM seeds of two workers (:meth:`RunContext.worker_seed`): above the
@@ -44,7 +52,7 @@ SANDBOX_DEFAULTS = SandboxLimits()
 GROUPS: dict[str, type] = {"llm": ModelSettings, "search": SearchSettings, "parallelism": Parallelism,
                            "ablations": Ablations, "sandbox": SandboxLimits}
 """Group field of :class:`RunContext` -> its type."""
-_SANDBOX_FLAT = {"eval_timeout_s": "wall_s", "eval_cpu_s": "cpu_s", "eval_memory_mb": "memory_mb",
+_SANDBOX_FLAT = {"eval_timeout_s": "timeout_s", "eval_cpu_s": "cpu_s", "eval_memory_mb": "memory_mb",
                  "eval_max_processes": "max_processes", "eval_output_kb": "output_kb",
                  "eval_files_mb": "files_mb", "eval_allow_network": "allow_network"}
 
@@ -55,15 +63,18 @@ def _group_fields(kind: type) -> list[str]:
 
 
 SETTINGS: dict[str, tuple[str, str]] = {
-    **{name: (group, name) for group, kind in GROUPS.items() if group != "sandbox" for name in _group_fields(kind)},
+    **{name: (group, name) for group, kind in GROUPS.items() if group != "sandbox"
+       for name in _group_fields(kind)},
     **{flat: ("sandbox", name) for flat, name in _SANDBOX_FLAT.items()},
 }
 """Flat name of every grouped setting -> (group, field): ``"workers" -> ("parallelism", "workers")``."""
 
 
 class UnknownSettingError(ValueError, TypeError):
-    """Run settings name a setting :class:`RunContext` does not have (a ``ValueError`` for the API
-    and CLI, and a ``TypeError`` like any unexpected keyword argument)."""
+    """Run settings name a setting :class:`RunContext` does not have.
+
+    A ``ValueError`` for the API and CLI, and a ``TypeError`` like any unexpected keyword argument.
+    """
 
 
 def _refuse(unknown: Iterable[str], known: Iterable[str], where: str) -> None:
@@ -87,8 +98,8 @@ def check_setting_names(names: Iterable[str]) -> None:
     known = setting_names()
     names = set(names)
     if "lanes" in names:
-        raise UnknownSettingError("the setting 'lanes' was replaced by 'workers' (independent evolution loops "
-                                  "over one Evolve Buffer, with no barrier between them): use workers")
+        raise UnknownSettingError("the setting 'lanes' was replaced by 'workers' (independent evolution "
+                                  "loops over one Evolve Buffer, with no barrier between them): use workers")
     _refuse(names - known, known, "run setting")
 
 
@@ -98,14 +109,18 @@ def setting_names() -> set[str]:
 
 
 def flat_setting_names() -> set[str]:
-    """One name per setting: the run-wide fields and the flat names of the grouped ones (the
-    vocabulary of ``evolve()`` and of the CLI)."""
+    """One name per setting: the run-wide fields and the flat names of the grouped ones.
+
+    This is the vocabulary of ``evolve()`` and of the CLI.
+    """
     return ({f.name for f in fields(RunContext)} - set(GROUPS)) | set(SETTINGS)
 
 
 def flat_settings(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Settings as saved in a run.json (grouped, or flat as older runs wrote them) keyed by flat
-    names: ``{"parallelism": {"workers": 2}}`` -> ``{"workers": 2}``; a name the data does not hold is absent."""
+    """Settings as saved in a run.json (grouped, or flat as older runs wrote them) keyed by flat names.
+
+    ``{"parallelism": {"workers": 2}}`` -> ``{"workers": 2}``; a name the data does not hold is absent.
+    """
     flat = {key: value for key, value in data.items() if key not in GROUPS}
     for name, (group, field_name) in SETTINGS.items():
         if isinstance(data.get(group), Mapping) and field_name in data[group]:
@@ -113,17 +128,31 @@ def flat_settings(data: Mapping[str, Any]) -> dict[str, Any]:
     return flat
 
 
+_RENAMED_SETTINGS = {None: {"lanes": "workers", "generation_mode": "edit_form"},
+                     "parallelism": {"lanes": "workers"}, "search": {"generation_mode": "edit_form"},
+                     "sandbox": {"wall_s": "timeout_s"}}
+"""Old setting names by group (None: flat) and their names today."""
+
+
 def upgraded(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Saved settings of an older run.json in today's names: runs before workers (buffer format 1) saved
-    ``lanes`` (L lanes per round), which becomes ``workers`` (L workers), flat or in ``parallelism``."""
+    """Saved settings of an older run.json in today's names (:data:`_RENAMED_SETTINGS`).
+
+    ``lanes`` (runs before workers, buffer format 1) became ``workers``, ``generation_mode``
+    ``edit_form``, the sandbox's ``wall_s`` ``timeout_s``; flat or in their group.
+    """
     data = dict(data)
-    if "lanes" in data:
-        data.setdefault("workers", data.pop("lanes"))
-    group = data.get("parallelism")
-    if isinstance(group, Mapping) and "lanes" in group:
-        group = dict(group)
-        group.setdefault("workers", group.pop("lanes"))
-        data["parallelism"] = group
+    for group, names in _RENAMED_SETTINGS.items():
+        target = data if group is None else data.get(group)
+        if not isinstance(target, Mapping) or not set(names) & set(target):
+            continue
+        target = dict(target)
+        for old, new in names.items():
+            if old in target:
+                target.setdefault(new, target.pop(old))
+        if group is None:
+            data = target
+        else:
+            data[group] = target
     return data
 
 
@@ -174,13 +203,15 @@ class RunContext:
     target_score: float | None = None
     """Stop once the best combined score reaches this (in the task's orientation)."""
     token_budget: int | None = None
-    """Stop once prompt + completion tokens over all roles reach this: no iteration is claimed past it, and a
-    worker that has spent its share of what was left asks for no second ask after a twin and no model repair
-    (:func:`~contextevolve.nodes.stopping.worker_budget_spent`)."""
+    """Stop once prompt + completion tokens over all roles reach this: no iteration is claimed past it,
+    and a worker that has spent its share of what was left asks for no second ask after a twin and no
+    model repair (:func:`~contextevolve.loop.stopping.worker_budget_spent`)."""
     time_budget_s: float | None = None
-    """Stop once the run's elapsed wall seconds (:meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`: the initial
-    program's evaluation plus the busiest worker's iterations, not the time the run was stopped) reach this.
-    Checked when a worker claims its next iteration, so iterations in flight finish."""
+    """Stop once the run's elapsed wall seconds reach this.
+
+    The seconds are :meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`: the initial program's
+    evaluation plus the busiest worker's iterations, not the time the run was stopped. Checked when a
+    worker claims its next iteration, so iterations in flight finish."""
 
     llm: ModelSettings = field(default_factory=ModelSettings)
     """Endpoints, models, sampling and retries of the agents' LLM calls."""
@@ -191,7 +222,7 @@ class RunContext:
     ablations: Ablations = field(default_factory=Ablations)
     """Agents switched off and the paper's takeaway variants."""
     sandbox: SandboxLimits = field(default_factory=SandboxLimits)
-    """Limits of every candidate evaluation (``wall_s`` None = the task's own timeout)."""
+    """Limits of every candidate evaluation (``timeout_s`` None = the task's own timeout)."""
 
     chroma_url: str | None = None
     """``http://host:port`` of a Chroma server; ``None`` = PersistentClient in run_dir."""
@@ -200,9 +231,11 @@ class RunContext:
     log_prompts: bool = False
     """Keep every prompt and reply in ``run_dir/prompts.jsonl`` (:mod:`contextevolve.llm.transcript`)."""
     review_guidance: bool = False
-    """Human in the loop: every iteration pauses in its ``review`` node, before ``generate``, with a LangGraph ``interrupt``
-    showing its guidance; resume with ``Command(resume=text)`` to replace the guidance (an empty
-    text keeps it; LangGraph 1.2 cannot resume with None). Needs a checkpointer (``langgraph dev`` or ``build_graph(saver)``)."""
+    """Human in the loop: every iteration pauses in its ``review`` node, before ``generate``.
+
+    The pause is a LangGraph ``interrupt`` showing its guidance; resume with ``Command(resume=text)`` to
+    replace the guidance (an empty text keeps it; LangGraph 1.2 cannot resume with None). Needs a
+    checkpointer (``langgraph dev`` or ``build_graph(saver)``)."""
 
     def __init__(self, **settings: Any) -> None:
         check_setting_names(settings)
@@ -248,7 +281,8 @@ class RunContext:
                 w < 0 for w in search.category_weights.values()):
             problems.append("category_weights takes non-negative weights for improvement, mixed, decline")
         where = self.parallelism
-        if where.workers < 1 or any(n is not None and n < 1 for n in (where.eval_workers, where.llm_concurrency)):
+        if where.workers < 1 or any(n is not None and n < 1
+                                    for n in (where.eval_workers, where.llm_concurrency)):
             problems.append("workers, eval_workers and llm_concurrency must be >= 1")
         if self.parallelism.executor not in ("local", "ray"):
             problems.append(f"executor must be local or ray, not {self.parallelism.executor!r}")
@@ -260,7 +294,8 @@ class RunContext:
 
         Worker 0 keeps the run's seed, so a one-worker run samples as before. Other workers get their own
         because their first iterations share the same parent and have no guidance yet: with one seed an
-        endpoint that honours seeds answers them with the same program."""
+        endpoint that honours seeds answers them with the same program.
+        """
         return self.seed + WORKER_SEED_STRIDE * worker
 
     @property
@@ -270,14 +305,16 @@ class RunContext:
 
     @property
     def summarizes_behind(self) -> bool:
-        """Whether the Summarizer overlaps its worker's next iteration (``parallelism.summarize_behind``,
-        by default on with more than one worker)."""
+        """Whether the Summarizer overlaps its worker's next iteration.
+
+        ``parallelism.summarize_behind``; by default on with more than one worker.
+        """
         behind = self.parallelism.summarize_behind
         return self.parallelism.workers > 1 if behind is None else behind
 
     @property
     def llm_slots(self) -> int:
-        """LLM requests in flight per endpoint: ``parallelism.llm_concurrency``, or one per worker when unset."""
+        """LLM requests in flight per endpoint: ``parallelism.llm_concurrency``, else one per worker."""
         return self.parallelism.llm_concurrency or self.parallelism.workers
 
     def to_json(self) -> dict[str, Any]:
@@ -292,7 +329,8 @@ class RunContext:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], **overrides: Any) -> RunContext:
-        """Rebuild from :meth:`to_json` output (or an older run.json with flat names);
+        """Rebuild from :meth:`to_json` output (or an older run.json with flat names).
+
         ``overrides`` (flat names, non-None values) win.
 
         Raises:

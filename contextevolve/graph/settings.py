@@ -14,14 +14,14 @@ from typing import Literal
 
 from pydantic import ConfigDict
 
+from contextevolve.agents import AGENTS
+from contextevolve.program.forms import EditFormName
 from contextevolve.roles import Role
 
-#: Default upper bound on completion tokens per role (the embedded model decodes 10-25 tok/s on 2 cores).
-#: The Navigator is asked for at most 50 words (~70 tokens) and its reply is cut at its last whole
-#: sentence, so 100 tokens keep the direction while the 30-60 tokens it used to add after it are not decoded.
-DEFAULT_MAX_TOKENS: dict[str, int] = {"summarizer": 200, "navigator": 100, "sampler": 80, "generator": 1400}
-#: Default sampling temperature per role: creative generator, steady context agents.
-DEFAULT_TEMPERATURES: dict[str, float] = {"summarizer": 0.2, "navigator": 0.7, "sampler": 0.2, "generator": 0.8}
+DEFAULT_MAX_TOKENS: dict[str, int] = {a.name: a.max_tokens for a in AGENTS}
+"""Default completion-token cap per role (declared with the agents, :mod:`contextevolve.agents`)."""
+DEFAULT_TEMPERATURES: dict[str, float] = {a.name: a.temperature for a in AGENTS}
+"""Default sampling temperature per role: creative generator, steady context agents."""
 
 SCHEMA_CONFIG = ConfigDict(use_attribute_docstrings=True)
 """Pydantic config of every settings class: field docstrings become JSON-schema descriptions."""
@@ -63,15 +63,16 @@ class ModelSettings:
     retry_wait_s: float = 1.0
     """First backoff wait between retries, seconds; it doubles per retry (up to 60 s) plus up to
     ``retry_wait_s`` of random jitter."""
-    embedded_server_per_role: bool = True
-    """Embedded LLM only: the Navigator and the Generator each get a llama.cpp server of their own
-    (the Summarizer and the Sampler share a third), so an agent's request comes right after that agent's
-    previous one in its server and the prompt prefix they share (instructions, task, the Navigator's
-    history, often the parent) is not read again: 16 % fewer prompt-reading seconds in a replayed run
-    (:data:`contextevolve.llm.models.OWN_SERVER_ROLES`). Costs ~1 GB of anonymous memory (RssAnon) per
-    extra server (~2.4 GB while servers kept every prompt token's logits). Used
-    with one worker only: several workers would run several servers at once on the same cores. False: one
-    server for all."""
+    embedded_server_per_role: bool | None = None
+    """Embedded LLM only: the Navigator and the Generator each get a llama.cpp server of their own (the
+    Summarizer and the Sampler share a third), so each agent's shared prompt prefix is not read again
+    (:data:`contextevolve.llm.models.OWN_SERVER_ROLES`; docs/decisions/search-settings.md). None: on with
+    one worker, off with more (several servers would share the same cores); True with several workers is
+    ignored, with a warning. False: one server for all."""
+
+    def server_per_role(self, workers: int) -> bool:
+        """Whether agents get embedded servers of their own in a run of ``workers`` workers."""
+        return workers == 1 and self.embedded_server_per_role is not False
 
     def temperature_for(self, role: Role) -> float:
         """Sampling temperature of ``role`` (configured, else :data:`DEFAULT_TEMPERATURES`)."""
@@ -84,8 +85,10 @@ class ModelSettings:
 
 @dataclass(kw_only=True)
 class SearchSettings:
-    """How the search runs: parent selection, the context agents' inputs, generation and repair
-    (``RunContext.search``)."""
+    """How the search runs: parent selection, the context agents' inputs, generation and repair.
+
+    The ``RunContext.search`` group.
+    """
 
     __pydantic_config__ = SCHEMA_CONFIG
 
@@ -94,10 +97,8 @@ class SearchSettings:
     tournament_size: int = 3
     """Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``)."""
     stale_after: int = 2
-    """A parent whose last ``stale_after`` children were all twins (copies of a buffered program) is left
-    out of parent selection while another ok program is left; 0: never. The embedded model copies such a
-    parent whatever the direction, seed or named mutation: in a 40,000-token TS run one parent got 6
-    children in a row, every one a twin, for ~33,700 of the run's 40,081 tokens (docs/results.md)."""
+    """A parent whose last ``stale_after`` children were all twins (copies of a stored program) is left out
+    of parent selection while another ok program is left; 0: never (docs/decisions/search-settings.md)."""
     num_trajectories: int = 4
     """m: parent->child steps shown to the Navigator."""
     category_weights: dict[str, float] = field(
@@ -111,39 +112,30 @@ class SearchSettings:
     """Of those, how many slots are reserved for failed/invalid programs."""
     context_token_budget: int = 3500
     """Token budget of the composed generator context Φ (parent code included)."""
-    generation_mode: Literal["full", "diff", "functions"] = "full"
-    """Generator (and repair) writes a whole program, SEARCH/REPLACE diffs against the parent, or only the
-    whole functions it changes, spliced in by name (:mod:`contextevolve.splicing`). ``full`` because with
-    the embedded model it made the most valid children and the other forms did not shorten its replies
-    (docs/decisions/generation-mode.md)."""
+    edit_form: EditFormName = "full"
+    """How the Generator (and repair) writes a child: the whole program, SEARCH/REPLACE edits against the
+    parent, or only the whole functions it changes (:mod:`contextevolve.program.forms`;
+    docs/decisions/generation-mode.md)."""
     docstrings_shown: bool = True
-    """Show the Generator (and a restart) each program with its docstrings in ``full`` mode. False: without
-    them, as ``functions`` mode always does and ``diff`` mode never does (its SEARCH parts must match the
-    program as it is); a rewrite then gets its parent's docstrings back
-    (:func:`contextevolve.splicing.restore_docstrings`, in :func:`contextevolve.nodes.ask.ask_generator`). True by default: on 16 stored first asks
-    (docs/results.md) hiding them cut the replies from 532 to 290 tokens (76 to 45 s) but made 9 twins of
-    the parent against 4, and 3 valid children against 4; in a whole 8-iteration MP run, 23 % fewer seconds
-    per iteration and 2 valid children against 5. (The Summarizer is always shown programs without them.)"""
+    """Show the Generator each program with its docstrings, in an edit form that leaves the choice (``full``);
+    a rewrite from a view without them gets its parent's back (docs/decisions/search-settings.md)."""
     unguided_hotter: float = 0.3
-    """Temperature added to the Generator's first ask when the Navigator gave no guidance (a run's first
-    iteration, or a reply it could not use; not when it is switched off, so that ablation changes one thing);
-    0: the Generator's own. Without a direction the
-    embedded model mostly writes its parent back: on 30 replayed first asks of the first iteration (MP and TS,
-    docs/results.md) 0.3 hotter made 8 twins against 19 and 8 valid children against 5; in 10 whole first
-    iterations, 5 valid against 4 in the same seconds."""
+    """Temperature added to the Generator's first ask when the Navigator gave no guidance (ignored with the
+    Navigator switched off, so that ablation changes one thing); 0: the Generator's own
+    (docs/decisions/search-settings.md)."""
     stop_at_code_end: bool = True
-    """End the Generator's (and repair's) completion where its code block closes (``full`` and
-    ``functions`` mode): the prose a small model writes after its code costs decoding time and is
-    never read."""
+    """End the Generator's (and repair's) completion where its code block closes, in an edit form whose reply
+    is one block: the prose a small model writes after its code is never read."""
     repair_attempts: int = 1
     """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
-    Generator's model with its error (an added import is not counted); 0 = the paper's algorithm (no
-    repair, imports included). 1 because a second repair buys
-    less per second than the next iteration does (docs/decisions/repair-restart.md)."""
+    Generator's model with its error; 0 with ``import_fixes`` off: the paper's algorithm
+    (docs/decisions/repair-restart.md)."""
+    import_fixes: bool = True
+    """A child that fails on a missing import of a known name gets the import added without a model call
+    (:mod:`contextevolve.program.fixes`), on top of the ``repair_attempts`` model repairs."""
     repair_restart: bool = True
-    """The last repair writes the child again from its parent, told the error the failed version met,
-    instead of fixing the failing program (False: every repair is a fix). A missing import is still
-    added without a model, and a child whose edit never applied is always repaired from its parent."""
+    """The last model repair writes the child again from its parent, told the error the failed version met,
+    instead of fixing the failing program; False: every repair is a fix (docs/decisions/repair-restart.md)."""
     prechecks: bool = True
     """Check that a child compiles, has the entry function's signature and survives a smoke run on one
     small case before its full evaluation (a failure goes straight to repair)."""
@@ -151,8 +143,10 @@ class SearchSettings:
 
 @dataclass(kw_only=True)
 class Parallelism:
-    """How many children and evaluations are in flight, and where evaluations run
-    (``RunContext.parallelism``)."""
+    """How many children and evaluations are in flight, and where evaluations run.
+
+    The ``RunContext.parallelism`` group.
+    """
 
     __pydantic_config__ = SCHEMA_CONFIG
 
@@ -188,8 +182,11 @@ class Ablations:
     sampler_enabled: bool = True
     """False: no Sampler agent; exemplars are the k best-scoring programs."""
     summary_variant: Literal["inherited", "novel_only"] = "inherited"
-    """``novel_only``: the Summarizer describes only what is new (paper takeaway a, -12.6%)."""
+    """``novel_only``: the Summarizer describes only what is new (paper takeaway a; its effect:
+    docs/decisions/ablation-variants.md)."""
     guidance_variant: Literal["directional", "implementation"] = "directional"
-    """``implementation``: the Navigator prescribes concrete steps (takeaway b, -32.7%)."""
+    """``implementation``: the Navigator prescribes concrete steps (takeaway b; its effect:
+    docs/decisions/ablation-variants.md)."""
     sampling_variant: Literal["informative", "top_score"] = "informative"
-    """``top_score``: candidates are only the highest-scoring programs (takeaway c, -27.8%)."""
+    """``top_score``: candidates are only the highest-scoring programs (takeaway c; its effect:
+    docs/decisions/ablation-variants.md)."""

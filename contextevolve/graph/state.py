@@ -35,7 +35,8 @@ def append_calls(left: list[dict], right: list[dict]) -> list[dict]:
 
 
 ITERATION_FIELDS = ("parent_id", "trajectory_ids", "guidance", "candidate_ids", "exemplar_ids",
-                    "context_exemplar_ids", "exemplar_code_ids", "context_tokens", "repair_step", "fix_pending", "repair_due",
+                    "context_exemplar_ids", "exemplar_code_ids", "context_tokens", "repair_step",
+                    "fix_pending", "repair_due",
                     "iteration_usage", "seconds", "llm_calls")
 """The fields of :class:`WorkerState` that belong to the iteration in progress: ``claim`` resets them."""
 
@@ -63,12 +64,13 @@ class WorkerState:
     iteration: int = 0
     """The iteration in progress produces child ``iteration + 1`` (claimed from the buffer by ``claim``)."""
     child_id: str | None = None
-    """Id of the child in progress (claimed before any LLM call, so a replayed node reuses it); once the worker
-    stopped, of its last child, whose ids (parent, guidance, exemplars) the fields below still hold."""
+    """Id of the child in progress (claimed before any LLM call, so a replayed node reuses it); once the
+    worker stopped, of its last child, whose ids (parent, guidance, exemplars) the fields below still
+    hold."""
     run_tokens: int = 0
     """Tokens the run had spent (over committed programs) when the iteration was claimed: with a token
     budget, the worker stops asking for more of its own model work once it has spent its share of what was
-    left (:func:`~contextevolve.nodes.stopping.worker_budget_spent`)."""
+    left (:func:`~contextevolve.loop.stopping.worker_budget_spent`)."""
     workers: int = 1
     """Workers of the run when the iteration was claimed: the share above is split over them."""
     parent_id: str | None = None
@@ -85,9 +87,9 @@ class WorkerState:
     """The exemplars that fit in the context budget, in the Sampler's order (written by compose; what
     the Generator sees and the child's record keeps)."""
     exemplar_code_ids: list[str] = field(default_factory=list)
-    """Exemplars whose code fits in the context budget (the others are shown as abstracts; written by compose)."""
+    """Exemplars shown with their code (the others by their abstract; written by compose)."""
     context_tokens: int = 0
-    """Estimated tokens of the composed generator context Φ (for the user: no phase reads it)."""
+    """Estimated tokens of the Generator's prompt Φ (for the user: no phase reads it)."""
     repair_step: int = 0
     """Repair nodes this iteration's checkpoints have seen finish: a repair replayed after a crash finds
     attempt ``repair_step + 1`` already in the child's record and does not make it again (the record's

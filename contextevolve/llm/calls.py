@@ -37,11 +37,12 @@ if TYPE_CHECKING:
 
     from contextevolve.graph.context import RunContext
 
-__all__ = ["CHARS_PER_TOKEN", "EndpointUnavailable", "MalformedReply", "Reply", "call_role", "estimate_tokens"]
+__all__ = ["CHARS_PER_TOKEN", "EndpointUnavailable", "MalformedReply", "Reply", "call_role",
+           "estimate_tokens"]
 
 CHARS_PER_TOKEN = 3.5
-"""Characters per token used for budget estimates (measured ~3.2-3.8 for Qwen's tokenizer on
-Python and English); only for composing within a budget, never for reported usage."""
+"""Characters per token used for budget estimates; only for composing within a budget, never for reported
+usage (why this value: docs/decisions/chars-per-token.md)."""
 _log = logging.getLogger(__name__)
 
 MAX_WAIT_S = 60.0
@@ -68,8 +69,11 @@ _UNREADABLE = (ValueError, TypeError, LookupError, AttributeError)
 
 @dataclass
 class Reply:
-    """An agent's answer: ``text``, ``usage`` as ``{role: {prompt, completion}}``, and whether it was
-    cut off at the completion-token cap (``truncated``)."""
+    """An agent's answer.
+
+    ``text``, ``usage`` as ``{role: {prompt, completion}}``, and whether it was cut off at the
+    completion-token cap (``truncated``).
+    """
 
     text: str
     usage: TokenUsage = field(default_factory=dict)
@@ -93,8 +97,11 @@ def _to_reply(role: Role, messages: list[BaseMessage], message: AIMessage) -> Re
 
 
 def _cut_off(completion) -> AIMessage:
-    """The message of a completion that stopped at the token cap, which the OpenAI client raised as
-    ``LengthFinishReasonError`` instead of returning (it does so for ``response_format`` requests)."""
+    """The message of a completion that stopped at the token cap.
+
+    The OpenAI client raises such a completion as ``LengthFinishReasonError`` instead of returning it (it
+    does so for ``response_format`` requests).
+    """
     from langchain_core.messages import AIMessage
 
     choice = completion.choices[0] if completion.choices else None
@@ -110,7 +117,10 @@ def _sum(usages: list[TokenUsage]) -> TokenUsage:
 
 
 def _connection_problem(exc: BaseException) -> str:
-    """``connection failed: ConnectError: [Errno 111] Connection refused`` (the innermost cause), or a timeout."""
+    """What went wrong with a connection, one line: the innermost cause, or a timeout.
+
+    E.g. ``connection failed: ConnectError: [Errno 111] Connection refused``.
+    """
     import openai
 
     if isinstance(exc, openai.APITimeoutError):
@@ -133,12 +143,14 @@ REFUSAL_CODES = ("unsupported_parameter", "unsupported_value")
 
 
 def refused_parameter(exc: BaseException) -> str | None:
-    """The optional request parameter (:data:`~contextevolve.llm.models.OPTIONAL_PARAMETERS`) a 400/422
-    error refuses as such: an error that says so (a :data:`REFUSAL_CODES` code, or a message saying
-    unsupported, unknown or not permitted) naming it in its ``param`` field (OpenAI: ``{"param": "stop",
-    "code": "unsupported_parameter"}``) or quoting it alone in its message. None when it refuses
-    something else, a setting's value among them: a temperature out of range stops the run with the
-    endpoint's message rather than being dropped."""
+    """The optional request parameter a 400/422 error refuses as such, or None.
+
+    One of :data:`~contextevolve.llm.models.OPTIONAL_PARAMETERS`, refused by an error that says so (a
+    :data:`REFUSAL_CODES` code, or a message saying unsupported, unknown or not permitted) naming it in its
+    ``param`` field (OpenAI: ``{"param": "stop", "code": "unsupported_parameter"}``) or quoting it alone in
+    its message. None when it refuses something else, a setting's value among them: a temperature out of range
+    stops the run with the endpoint's message rather than being dropped.
+    """
     text = str(getattr(exc, "message", "") or exc)
     if not (_REFUSAL.search(text) or getattr(exc, "code", None) in REFUSAL_CODES):
         return None  # e.g. a value out of range ("Invalid 'temperature': decimal above maximum value")
@@ -154,8 +166,10 @@ _SLOTS_LOCK = threading.Lock()
 
 
 def request_slot(base_url: str | None, slots: int) -> threading.BoundedSemaphore:
-    """The semaphore bounding requests in flight to ``base_url`` at ``slots`` (``RunContext.llm_slots``),
-    shared by every worker of the process: a request holds one while it waits for its reply."""
+    """The semaphore bounding requests in flight to ``base_url`` at ``slots`` (``RunContext.llm_slots``).
+
+    It is shared by every worker of the process: a request holds one while it waits for its reply.
+    """
     with _SLOTS_LOCK:
         return _SLOTS.setdefault((base_url, slots), threading.BoundedSemaphore(slots))
 
@@ -166,8 +180,12 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     """Send ``messages`` to ``role``'s chat model and return its :class:`Reply`.
 
     Args:
-        temperature, seed: this request's sampling (default: the run's for ``role``,
-            ``ctx.llm.temperature_for(role)`` and ``ctx.seed``).
+        role: the agent whose chat model answers (:func:`contextevolve.llm.models.create_chat_model`).
+        messages: the conversation to send.
+        ctx: the run's settings (endpoints, retries, slots, transcript).
+        temperature: this request's temperature (default: the run's for ``role``,
+            ``ctx.llm.temperature_for(role)``).
+        seed: this request's seed (default: ``ctx.seed``).
         json_mode: ask for ``response_format={"type": "json_object"}`` (the embedded server
             refuses ``json_schema``); callers still parse tolerantly.
         check: called on every reply; raising :class:`MalformedReply` marks it unusable (retried).
@@ -208,10 +226,12 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
             # (rebuilt each pass: another worker, or this request's last pass, may have met a refusal;
             # chat models are cached, so this costs nothing when nothing changed)
             model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed)
-            sent = {name for name in ("temperature", "top_p", "seed") if getattr(model, name, None) is not None}
+            sent = {name for name in ("temperature", "top_p", "seed")
+                    if getattr(model, name, None) is not None}
             sent |= {name for name, asked in (("stop", stop), ("response_format", json_mode)) if asked}
             sent -= models.refused_parameters(base_url, model_name)
-            target = model.bind(response_format={"type": "json_object"}) if "response_format" in sent else model
+            target = (model.bind(response_format={"type": "json_object"}) if "response_format" in sent
+                      else model)
             if attempts > 1 and "seed" in sent:
                 # an endpoint that honours the seed would repeat an empty or truncated completion
                 target = target.bind(seed=model.seed + attempts - 1)
@@ -223,8 +243,9 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
                 if parameter not in sent:  # (None included) it refuses something else: the run stops
                     raise
                 if models.refuse_parameter(base_url, model_name, parameter):
-                    _log.warning("%s refuses the %r parameter for model %s (%s); its requests go on without it",
-                                 base_url, parameter, model_name, _one_line(exc))
+                    _log.warning("%s refuses the %r parameter for model %s (%s); "
+                                 "its requests go on without it", base_url, parameter, model_name,
+                                 _one_line(exc))
 
     def attempt(msgs: list[BaseMessage]) -> Reply:
         nonlocal attempts
@@ -235,7 +256,8 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
             raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
         except openai.APIError:
             raise
-        except openai.LengthFinishReasonError as exc:  # json_mode: the client's parser refuses a cut-off reply
+        except openai.LengthFinishReasonError as exc:
+            # json_mode: the client's parser refuses a cut-off reply
             message = _cut_off(exc.completion)
         except (openai.OpenAIError, *_UNREADABLE) as exc:  # e.g. ContentFilterFinishReasonError
             raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc

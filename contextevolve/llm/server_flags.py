@@ -1,6 +1,7 @@
-"""The embedded llama.cpp servers' settings that decide their speed and memory: which server (llama.cpp's
-own or llama-cpp-python's), its drafts, the prompt cache and how many tokens' logits they keep, each with an
-environment override for before/after measurements.
+"""The embedded llama.cpp servers' settings that decide their speed and memory.
+
+Which server (llama.cpp's own or llama-cpp-python's), its drafts, the prompt cache and how many tokens'
+logits they keep, each with an environment override for before/after measurements.
 
 Re-exported by :mod:`contextevolve.llm.embedded`, whose :class:`~contextevolve.llm.embedded.EmbeddedServer`
 puts these flags on the server's command line at launch.
@@ -15,19 +16,16 @@ from pathlib import Path
 
 from contextevolve.llm.errors import EmbeddedModelError
 
-
 PROMPT_CACHE_MB = 0
-"""Off by default. Cap of llama-cpp-python's RAM prompt cache (``--cache``), which keeps earlier prompts'
-KV state so a request starting like a kept prompt skips reading that part again. The cap counts only
-the KV state (~18 MB per prompt of this model), but llama-cpp-python 0.3.36 keeps with every entry a
-copy of its logits buffer (n_batch 512 x 151,936 float32 = 311 MB) that it does not count: with a
-1 GiB cap an 8-iteration run held ~60 entries, 22.6 GB, and was killed by the kernel's OOM killer.
-Measured on stored requests (``benchmarks/prefill.py``, docs/results.md): a 150 MB cap spent 16 % less
-time reading prompts (~9 s of a ~90 s iteration) for +4.8 GB of peak memory, so it stays off.
-``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` switches it on at that cap: expect 20-30x the cap in RAM (150 MB:
-+4.8 GB; 1 GiB: 22.6 GB; all measured while the servers kept every token's logits, :data:`LOGITS_ALL`,
-but an entry's logits copy is still up to 311 MB without them). Without it the server still reuses the
-prefix a request shares with the request just before."""
+"""Cap of the RAM prompt cache, MB; 0 (the default) = off.
+
+llama-cpp-python's ``--cache`` (llama.cpp's own server: ``--cache-ram``) keeps earlier prompts' KV state
+so a request starting like a kept prompt skips reading that part again. llama-cpp-python 0.3.36's cap
+counts only the KV state, not the copy of its logits buffer it keeps with every entry (n_batch 512 x
+151,936 float32 = 311 MB), so the memory it takes is many times the cap; ``$CONTEXTEVOLVE_PROMPT_CACHE_MB``
+switches it on at a cap (why it is off, and what it cost: docs/embedded-model.md, *Starting and stopping
+the server*). Without it the server still reuses the prefix a request shares with the request just
+before."""
 
 
 def prompt_cache_mb() -> int:
@@ -60,22 +58,22 @@ def prompt_cache_args() -> list[str]:
 
 
 LOGITS_ALL = False
-"""Whether the server keeps the logits of every token it reads, not only of the last one. llama-cpp-python's
-server does by default (its ``logits_all``, needed only for ``logprobs``, which no agent asks for): then
-every prompt token also goes through the output layer (151,936 x 1,536 weights, a seventh of the model's
-weights) and its 151,936 float32 logits (607 KB) are copied into an array of n_ctx rows that fills up to
-the longest prompt read (an 8k context: up to 5 GB). Measured on 16 stored requests of a TS run
-(``benchmarks/prefill.py --logits all,last``, docs/results.md, *Only the last token's logits*): 28 % less
-time reading prompts, and 3.0 instead of 6.5 GB of anonymous memory (RssAnon) summed over a run's three
-servers after those requests; greedy replies to 6 stored prompts were the same either way.
-``$CONTEXTEVOLVE_LOGITS_ALL=1`` restores the library's default (for before/after measurements). Anyone
-adding a draft model (speculative or prompt-lookup decoding) must set it too: llama-cpp-python 0.3.36 then
-keeps every token's logits anyway but sizes its logits array by this setting, and fails past 512 tokens."""
+"""Whether llama-cpp-python's server keeps the logits of every token it reads, not only of the last one.
+
+The library's default is True (its ``logits_all``, needed only for ``logprobs``, which no agent asks for):
+then every prompt token also goes through the output layer (151,936 x 1,536 weights, a seventh of the model's
+weights) and its 151,936 float32 logits (607 KB) are copied into an array of n_ctx rows that fills up to the
+longest prompt read (an 8k context: up to 5 GB; why it is off: docs/embedded-model.md, *Starting and stopping
+the server*). ``$CONTEXTEVOLVE_LOGITS_ALL=1`` restores the library's default (for before/after measurements).
+Anyone adding a draft model (speculative or prompt-lookup decoding) must set it too: llama-cpp-python 0.3.36
+then keeps every token's logits anyway but sizes its logits array by this setting, and fails past 512
+tokens."""
 
 
 def logits_all() -> bool:
-    """Whether servers started now keep every prompt token's logits: :data:`LOGITS_ALL`, or
-    ``$CONTEXTEVOLVE_LOGITS_ALL`` (``0`` or ``1``; empty or unset means the default).
+    """Whether servers started now keep every prompt token's logits.
+
+    :data:`LOGITS_ALL`, or ``$CONTEXTEVOLVE_LOGITS_ALL`` (``0`` or ``1``; empty or unset means the default).
 
     Raises:
         EmbeddedModelError: ``$CONTEXTEVOLVE_LOGITS_ALL`` is set to something other than 0 or 1.
@@ -97,20 +95,22 @@ def logits_args() -> list[str]:
 
 
 SERVER_KINDS = ("native", "python")
-"""Which llama.cpp server serves the embedded model. ``native``: llama.cpp's own ``llama-server``, built by
-``make setup`` (``make native-server``) from the llama.cpp sources of the installed llama-cpp-python, with
-the same CPU flags; it drafts tokens from the conversation (:data:`SPECULATIVE_KINDS`) and gives a server
-one slot per worker, decoding the slots' requests in one batch (docs/embedded-model.md). ``python``:
-llama-cpp-python's ``llama_cpp.server``; it decodes one request at a time and drafts nothing. The default
-is ``native`` where its binary is installed (:func:`installed_native_binary`) and ``python`` elsewhere, so
-an install without the build still runs."""
+"""Which llama.cpp server serves the embedded model.
+
+``native``: llama.cpp's own ``llama-server``, built by ``make setup`` (``make native-server``) from the
+llama.cpp sources of the installed llama-cpp-python, with the same CPU flags; it drafts tokens from the
+conversation (:data:`SPECULATIVE_KINDS`) and gives a server one slot per worker, decoding the slots' requests
+in one batch (docs/embedded-model.md). ``python``: llama-cpp-python's ``llama_cpp.server``; it decodes one
+request at a time and drafts nothing. The default is ``native`` where its binary is installed
+(:func:`installed_native_binary`) and ``python`` elsewhere, so an install without the build still runs."""
 
 
 def installed_native_binary() -> str | None:
-    """The ``llama-server`` this project would use without being told to: ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN``
-    when set, else the one beside this Python (where ``make native-server`` installs it); None if there is
-    none. One elsewhere on ``$PATH`` is not taken by default: it may be a llama.cpp version without the flags
-    :func:`server_command` passes.
+    """The ``llama-server`` this project would use without being told to, or None if there is none.
+
+    ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN`` when set, else the one beside this Python (where ``make
+    native-server`` installs it). One elsewhere on ``$PATH`` is not taken by default: it may be a llama.cpp
+    version without the flags :func:`server_command` passes.
 
     Raises:
         EmbeddedModelError: ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN`` is set but is not an executable file.
@@ -125,8 +125,9 @@ def installed_native_binary() -> str | None:
 
 
 def server_kind() -> str:
-    """The embedded server kind of :data:`SERVER_KINDS` named by ``$CONTEXTEVOLVE_LLAMA_SERVER``; empty or
-    unset: ``native`` if :func:`installed_native_binary` finds one, else ``python``.
+    """The embedded server kind of :data:`SERVER_KINDS` named by ``$CONTEXTEVOLVE_LLAMA_SERVER``.
+
+    Empty or unset: ``native`` if :func:`installed_native_binary` finds one, else ``python``.
 
     Raises:
         EmbeddedModelError: the variable names another kind, or ``$CONTEXTEVOLVE_LLAMA_SERVER_BIN`` is
@@ -136,7 +137,8 @@ def server_kind() -> str:
     if not raw:
         return "native" if installed_native_binary() is not None else "python"
     if raw not in SERVER_KINDS:
-        raise EmbeddedModelError(f"CONTEXTEVOLVE_LLAMA_SERVER must be one of {', '.join(SERVER_KINDS)}, not {raw!r}")
+        raise EmbeddedModelError(f"CONTEXTEVOLVE_LLAMA_SERVER must be one of {', '.join(SERVER_KINDS)}, "
+                                 f"not {raw!r}")
     return raw
 
 
@@ -148,29 +150,28 @@ def native_binary() -> str:
     """
     found = installed_native_binary() or shutil.which("llama-server")
     if found is None:
-        raise EmbeddedModelError("CONTEXTEVOLVE_LLAMA_SERVER=native, but llama.cpp's llama-server is not installed; "
-                                 "build it with: make native-server")
+        raise EmbeddedModelError("CONTEXTEVOLVE_LLAMA_SERVER=native, but llama.cpp's llama-server is not "
+                                 "installed; build it with: make native-server")
     return found
 
 
 SPECULATIVE_KINDS = ("ngram-simple", "none")
 """How llama.cpp's own server drafts tokens ahead (speculative decoding), ``native`` servers only.
-``ngram-simple`` (default): when the last 12 tokens written also occur earlier in the conversation, the up to
-48 tokens that followed them there are proposed as a draft, and the model checks the whole draft in one batch
-(read like a prompt: ~100 tokens/s here, against ~10-14 decoded tokens/s), keeping the tokens it would have
-sampled itself and sampling the first one it would not (llama.cpp's ``ngram-simple`` type; sizes are its
-defaults). A child program copies most of its parent, which its prompt holds, so most of a Generator or
-repair reply is drafted correctly. Measured on 8 stored Generator requests of a TS run, one at a time, same
-seeds (docs/results.md, *Drafting from the prompt*): 350.5 s without, **137.9 s** with (0.39x), 87-100 % of
-drafted tokens accepted; 6 of the 8 replies were byte-identical, the other 2 differ from where a sampled token
-differed. Replies with nothing to copy (prose) find no match and pay nothing. ``none`` turns it off.
-llama-cpp-python's server (``python``) never drafts: its prompt-lookup decoding measured +9 %, +14 % and once
-2x slower."""
+
+``ngram-simple`` (default): when the last 12 tokens written also occur earlier in the conversation, the up
+to 48 tokens that followed them there are proposed as a draft, and the model checks the whole draft in one
+batch (read like a prompt), keeping the tokens it would have sampled itself and sampling the first one it
+would not (llama.cpp's ``ngram-simple`` type; sizes are its defaults). A child program copies most of its
+parent, which its prompt holds, so most of a Generator or repair reply can be drafted. Replies with nothing
+to copy (prose) find no match and pay nothing. ``none`` turns it off. llama-cpp-python's server
+(``python``) never drafts (why, and what drafting saves: docs/embedded-model.md, *Drafting from the
+prompt*)."""
 
 
 def speculative() -> str:
-    """The :data:`SPECULATIVE_KINDS` entry named by ``$CONTEXTEVOLVE_SPECULATIVE`` (empty or unset:
-    ``ngram-simple``).
+    """The :data:`SPECULATIVE_KINDS` entry named by ``$CONTEXTEVOLVE_SPECULATIVE`` (default ``ngram-simple``).
+
+    Empty or unset means the default.
 
     Raises:
         EmbeddedModelError: the variable names another kind.
@@ -183,8 +184,9 @@ def speculative() -> str:
 
 
 def drafts() -> str:
-    """How a server started now drafts: :func:`speculative` on llama.cpp's own server, ``none`` on
-    llama-cpp-python's, which never drafts.
+    """How a server started now drafts.
+
+    :func:`speculative` on llama.cpp's own server, ``none`` on llama-cpp-python's, which never drafts.
 
     Raises:
         EmbeddedModelError: as :func:`server_kind` and :func:`speculative`.
@@ -202,11 +204,14 @@ def speculative_args() -> list[str]:
     return [] if kind == "none" else ["--spec-type", kind]
 
 
-def server_command(model_path: str, alias: str, port: int, *, threads: int, n_ctx: int, slots: int) -> list[str]:
+def server_command(model_path: str, alias: str, port: int, *, threads: int, n_ctx: int,
+                   slots: int) -> list[str]:
     """The command line of an embedded server of :func:`server_kind` on 127.0.0.1:``port``.
 
     Args:
-        model_path: the GGUF to serve; ``alias`` is the model name requests use.
+        model_path: the GGUF to serve.
+        alias: the model name requests use.
+        port: the port on 127.0.0.1 the server listens on.
         threads: decode and prompt-reading threads.
         n_ctx: context window per request, in tokens.
         slots: requests decoded together (``native`` only: llama-server's ``--parallel``; its context is
@@ -227,10 +232,11 @@ def server_command(model_path: str, alias: str, port: int, *, threads: int, n_ct
     if server_kind() == "python":
         return [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--model_alias", alias,
                 "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads),
-                "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx), *prompt_cache_args(), *logits_args(),
-                "--interrupt_requests", "False"]
+                "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx), *prompt_cache_args(),
+                *logits_args(), "--interrupt_requests", "False"]
     # llama-server keeps only the logits it samples from (no logits_all), and keeps each slot's last prompt
     # itself; its RAM cache of older prompts (--cache-ram, 8 GiB by default) follows PROMPT_CACHE_MB.
-    return [native_binary(), "--model", model_path, "--alias", alias, "--host", "127.0.0.1", "--port", str(port),
-            "--threads", str(threads), "--threads-batch", str(threads), "--ctx-size", str(n_ctx * slots),
-            "--parallel", str(slots), "--cache-ram", str(prompt_cache_mb()), *speculative_args(), "--no-webui"]
+    return [native_binary(), "--model", model_path, "--alias", alias, "--host", "127.0.0.1",
+            "--port", str(port), "--threads", str(threads), "--threads-batch", str(threads),
+            "--ctx-size", str(n_ctx * slots), "--parallel", str(slots), "--cache-ram", str(prompt_cache_mb()),
+            *speculative_args(), "--no-webui"]

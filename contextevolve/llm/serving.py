@@ -1,10 +1,10 @@
 """What serves a run's LLM calls, recorded where a user can read it back.
 
 Two servers can stand behind the embedded model (llama.cpp's own, which drafts tokens from the prompt, and
-llama-cpp-python's, which does not), chosen by what is installed and by environment variables; their speed
-differs about twofold (docs/results.md, *Drafting from the prompt*). So :func:`contextevolve.api.evolve`
-appends one :func:`describe` entry to ``RUN_DIR/served_by.jsonl`` each time it starts or resumes a run,
-``contextevolve status`` and ``run`` print the latest one (:func:`text`), and
+llama-cpp-python's, which does not), chosen by what is installed and by environment variables, and a run's
+speed depends on which one it got (docs/results.md, *Drafting from the prompt*). So
+:func:`contextevolve.api.evolve` appends one :func:`describe` entry to ``RUN_DIR/served_by.jsonl`` each time
+it starts or resumes a run, ``contextevolve status`` and ``run`` print the latest one (:func:`text`), and
 ``benchmarks/effectiveness.py`` stores it with its figures.
 """
 
@@ -56,14 +56,17 @@ def describe(ctx: RunContext) -> dict[str, Any]:
         build = embedded.build_features()
     except embedded.EmbeddedModelError as exc:
         build = f"unknown ({exc})"
-    return {"server_kind": kind, "speculative": embedded.drafts(), "prompt_cache": bool(embedded.prompt_cache_args()),
+    return {"server_kind": kind, "speculative": embedded.drafts(),
+            "prompt_cache": bool(embedded.prompt_cache_args()),
             "logits_all": kind == "python" and embedded.logits_all(), "llama_cpp_build": build,
             "workers": ctx.parallelism.workers, "embedded_servers": models.embedded_server_keys(ctx)}
 
 
 def record(run_dir: Path, entry: dict[str, Any], *, resumed: bool) -> None:
-    """Append ``entry`` (a :func:`describe` result) to ``run_dir``'s :data:`SERVED_BY_FILE`, marked with the
-    time (ISO 8601, UTC) and whether the run was resumed."""
+    """Append ``entry`` (a :func:`describe` result) to ``run_dir``'s :data:`SERVED_BY_FILE`.
+
+    The line is marked with the time (ISO 8601, UTC) and whether the run was resumed.
+    """
     from datetime import datetime, timezone
 
     line = {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "resumed": resumed, **entry}
@@ -72,8 +75,11 @@ def record(run_dir: Path, entry: dict[str, Any], *, resumed: bool) -> None:
 
 
 def recorded(run_dir: Path) -> list[dict[str, Any]]:
-    """The entries of ``run_dir``'s :data:`SERVED_BY_FILE`, oldest first; ``[]`` for a run from before it
-    was written. A line that is not a JSON object (a write cut short by a kill) is skipped."""
+    """The entries of ``run_dir``'s :data:`SERVED_BY_FILE`, oldest first.
+
+    ``[]`` for a run from before it was written. A line that is not a JSON object (a write cut short by a
+    kill) is skipped.
+    """
     path = Path(run_dir) / SERVED_BY_FILE
     if not path.exists():
         return []
@@ -89,11 +95,14 @@ def recorded(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def build_text(build: str) -> str:
-    """The widest vector extension a llama.cpp build uses, read from its system-info string (``"CPU : SSE3 =
-    1 | ... | AVX2 = 1 | AVX512 = 1 | ..."``, the ``llama_cpp_build`` of a :func:`describe` entry), as
-    ``"AVX512 build"``; a string without ``NAME = 1`` pairs (``"unknown (...)"``, an older record) is returned
-    as it is, and one whose pairs name none of :data:`VECTOR_EXTENSIONS` gives ``"build without AVX/NEON"``.
-    Anything but a string (a hand-edited record) is shown as ``str()`` of it rather than stopping ``status``."""
+    """The widest vector extension a llama.cpp build uses, as ``"AVX512 build"``.
+
+    It is read from the build's system-info string (``"CPU : SSE3 = 1 | ... | AVX2 = 1 | AVX512 = 1 | ..."``,
+    the ``llama_cpp_build`` of a :func:`describe` entry); a string without ``NAME = 1`` pairs (``"unknown
+    (...)"``, an older record) is returned as it is, and one whose pairs name none of
+    :data:`VECTOR_EXTENSIONS` gives ``"build without AVX/NEON"``. Anything but a string (a hand-edited record)
+    is shown as ``str()`` of it rather than stopping ``status``.
+    """
     if not isinstance(build, str):
         return str(build)
     enabled = {name.strip().rsplit(" ", 1)[-1] for name, _, value in
@@ -105,19 +114,23 @@ def build_text(build: str) -> str:
 
 
 def text(entry: dict[str, Any]) -> str:
-    """One line naming what served a run, from a :func:`describe` entry (also the older records of
-    ``benchmarks/effectiveness.py``, which lack some keys: a record without ``logits_all`` is from before
-    the servers stopped keeping every token's logits), e.g. ``"embedded model, llama.cpp AVX512 build,
-    llama.cpp's own server, drafts ngram-simple, servers shared, navigator, generator"`` (the build as
-    :func:`build_text` shortens it; the entry keeps the whole string)."""
+    """One line naming what served a run, from a :func:`describe` entry.
+
+    Also reads the older records of ``benchmarks/effectiveness.py``, which lack some keys (a record without
+    ``logits_all`` is from before the servers stopped keeping every token's logits). E.g. ``"embedded
+    model, llama.cpp AVX512 build, llama.cpp's own server, drafts ngram-simple, servers shared, navigator,
+    generator"`` (the build as :func:`build_text` shortens it; the entry keeps the whole string).
+    """
     if "endpoint" in entry:
         return entry["endpoint"] or "chat models given in code"
     servers = entry.get("embedded_servers")
-    layout = "" if servers is None else (", one server" if servers == ["shared"] else f", servers {', '.join(servers)}")
+    layout = "" if servers is None else (", one server" if servers == ["shared"]
+                                         else f", servers {', '.join(servers)}")
     kind = KIND_NAMES.get(entry.get("server_kind"), "")
     n = entry.get("workers", entry.get("lanes", 1))  # (records before workers said "lanes")
     workers = f", {n} workers" if n != 1 else ""
     drafts = f", drafts {entry['speculative']}" if entry.get("speculative", "none") != "none" else ""
     return (f"embedded model, llama.cpp {build_text(entry.get('llama_cpp_build', '(build not recorded)'))}"
-            + (f", {kind}" if kind else "") + workers + drafts + (", prompt cache on" if entry.get("prompt_cache") else "")
+            + (f", {kind}" if kind else "") + workers + drafts
+            + (", prompt cache on" if entry.get("prompt_cache") else "")
             + layout + (", every token's logits" if entry.get("logits_all", True) else ""))

@@ -1,5 +1,6 @@
-"""Every prompt and reply of a run, kept in its run directory (``RunContext.log_prompts``, CLI ``--log-prompts``).
+"""Every prompt and reply of a run, kept in its run directory.
 
+Recorded with ``RunContext.log_prompts`` (CLI ``--log-prompts``) in
 ``RUN_DIR/prompts.jsonl``, one JSON object per request attempt, in the order the replies came::
 
     {"time": "2026-11-23T23:40:01Z", "role": "generator", "attempt": 1,
@@ -41,8 +42,9 @@ def record(run_dir: str | Path, role: str, attempt: int, messages: list[BaseMess
 
 
 def read(run_dir: str | Path, limit: int | None = None) -> list[dict]:
-    """The rows :func:`record` wrote to ``run_dir``'s transcript, in the order written (at most ``limit``),
-    each a dict with the keys shown in this module's docstring.
+    """The rows :func:`record` wrote to ``run_dir``'s transcript, in the order written (at most ``limit``).
+
+    Each is a dict with the keys shown in this module's docstring.
 
     Raises:
         FileNotFoundError: the run has no transcript (it was not recorded with ``--log-prompts``); the

@@ -50,9 +50,11 @@ class BufferFormatError(ValueError):
 
 
 def stored_run_id(path: str | Path) -> str | None:
-    """The run id kept in the buffer at ``path``, read without writing anything (read-only SQLite
-    URI): None if there is no such file, it is not an Evolve Buffer, or no id was drawn yet.
-    Lets a thread check another run directory's identity without creating or changing it."""
+    """The run id kept in the buffer at ``path``, read without writing anything (read-only SQLite URI).
+
+    None if there is no such file, it is not an Evolve Buffer, or no id was drawn yet. Lets a thread check
+    another run directory's identity without creating or changing it.
+    """
     path = Path(path)
     if not path.is_file():
         return None
@@ -68,8 +70,11 @@ def stored_run_id(path: str | Path) -> str | None:
 
 
 def _elapsed(record: ProgramRecord) -> float:
-    """Wall seconds a program held its worker: its phases, less a Summarizer call made behind the worker
-    (``"summarize.behind"``, :mod:`contextevolve.nodes.behind`), which overlapped the worker's next iteration."""
+    """Wall seconds a program held its worker.
+
+    Its phases, less a Summarizer call made behind the worker (``"summarize.behind"``,
+    :mod:`contextevolve.loop.behind`), which overlapped the worker's next iteration.
+    """
     return max(0.0, wall(record.seconds) - record.seconds.get("summarize.behind", 0.0))
 
 
@@ -81,6 +86,7 @@ class EvolveBuffer:
 
     def __init__(self, path: str | Path, *, read_only: bool = False):
         """Open (creating, or migrating an older format, unless ``read_only``) the buffer at ``path``.
+
         Read-only, only the methods that read records work on an older format (``committed``, ``get``,
         ``best``, ``best_by``, ``token_usage``, ``count``).
 
@@ -92,7 +98,8 @@ class EvolveBuffer:
         self._run_id: str | None = None
         self._parsed: dict[str, ProgramRecord] = {}  # committed records already parsed: see committed()
         if read_only:
-            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                       check_same_thread=False)
             self.stored_format()
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -120,10 +127,11 @@ class EvolveBuffer:
         return found
 
     def _migrate(self) -> None:
-        """Bring an older buffer to :data:`FORMAT` (idempotent, in one transaction): format 1 gets the
-        columns of format 2, filled from its records, and a claim by worker 0 for every committed child, so
-        the next claim continues after them (the uncommitted children of an interrupted round are made
-        again). A new buffer is written in the current format.
+        """Bring an older buffer to :data:`FORMAT` (idempotent, in one transaction).
+
+        Format 1 gets the columns of format 2, filled from its records, and a claim by worker 0 for every
+        committed child, so the next claim continues after them (the uncommitted children of an
+        interrupted round are made again). A new buffer is written in the current format.
 
         Raises:
             BufferFormatError: the buffer's format is newer than this version knows.
@@ -150,14 +158,17 @@ class EvolveBuffer:
             raise
 
     def claim(self, worker: int, limit: int) -> int | None:
-        """The iteration number of ``worker``'s next child, claimed atomically (one SQLite transaction, so
-        two workers, even of two processes, never get the same one): the worker's own claim whose child is
-        not committed yet if it has one (a worker killed mid-iteration resumes it); else the lowest number
-        not claimed (a claim :meth:`release_gone` gave back, or the next one), unless ``limit`` iterations
-        are claimed already (then None: the iteration budget is spent). A claim handed over
-        (:meth:`hand_over`) is never given out again."""
-        unfinished = ("SELECT c.iteration FROM claims c LEFT JOIN programs p ON p.iteration = c.iteration AND "
-                      "p.committed = 1 WHERE p.id IS NULL AND c.handed = 0 AND {} ORDER BY c.iteration LIMIT 1")
+        """The iteration number of ``worker``'s next child, claimed atomically; None when the budget is spent.
+
+        One SQLite transaction, so two workers, even of two processes, never get the same one: the worker's
+        own claim whose child is not committed yet if it has one (a worker killed mid-iteration resumes it);
+        else the lowest number not claimed (a claim :meth:`release_gone` gave back, or the next one), unless
+        ``limit`` iterations are claimed already (then None: the iteration budget is spent). A claim handed
+        over (:meth:`hand_over`) is never given out again.
+        """
+        unfinished = ("SELECT c.iteration FROM claims c LEFT JOIN programs p ON p.iteration = c.iteration "
+                      "AND p.committed = 1 WHERE p.id IS NULL AND c.handed = 0 AND {} "
+                      "ORDER BY c.iteration LIMIT 1")
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -169,7 +180,8 @@ class EvolveBuffer:
                         row = self._db.execute(
                             "SELECT MIN(iteration) + 1 FROM claims WHERE iteration + 1 NOT IN "
                             "(SELECT iteration FROM claims)").fetchone() if gap else ((top or 0) + 1,)
-                        if gap and not self._db.execute("SELECT 1 FROM claims WHERE iteration = 1").fetchone():
+                        if gap and not self._db.execute(
+                                "SELECT 1 FROM claims WHERE iteration = 1").fetchone():
                             row = (1,)
                         self._db.execute("INSERT INTO claims VALUES (?, ?, 0)", (row[0], worker))
                 self._db.execute("COMMIT")
@@ -179,21 +191,26 @@ class EvolveBuffer:
         return None if row is None else row[0]
 
     def release_gone(self, workers: int) -> list[int]:
-        """Before a run goes on with ``workers`` workers: give back the unfinished claims of the workers it no
-        longer has (index >= ``workers``, a run resumed with fewer), so that they are made again, and return
-        their handed-over claims whose child is not committed yet (to be finished, not made again)."""
+        """Give back the claims of workers a run no longer has, before it goes on with ``workers`` workers.
+
+        The unfinished claims of the workers with an index >= ``workers`` (a run resumed with fewer) are
+        given back, so that they are made again. Returns their handed-over claims whose child is not
+        committed yet (to be finished, not made again).
+        """
         done = "SELECT iteration FROM programs WHERE committed = 1"
         with self._lock:
-            self._db.execute(f"DELETE FROM claims WHERE worker >= ? AND handed = 0 AND iteration NOT IN ({done})",
-                             (workers,))
-            rows = self._db.execute(f"SELECT iteration FROM claims WHERE worker >= ? AND handed = 1 AND iteration "
-                                    f"NOT IN ({done}) ORDER BY iteration", (workers,)).fetchall()
+            self._db.execute(f"DELETE FROM claims WHERE worker >= ? AND handed = 0 AND iteration "
+                             f"NOT IN ({done})", (workers,))
+            rows = self._db.execute(f"SELECT iteration FROM claims WHERE worker >= ? AND handed = 1 AND "
+                                    f"iteration NOT IN ({done}) ORDER BY iteration", (workers,)).fetchall()
         return [r[0] for r in rows]
 
     def hand_over(self, iteration: int) -> None:
-        """Mark ``iteration``'s claim as handed over: its worker is done with it and its commit is on its way
-        (the Summarizer behind the worker, :mod:`contextevolve.nodes.behind`), so the worker's next claim is a
-        new iteration, not this one."""
+        """Mark ``iteration``'s claim as handed over.
+
+        Its worker is done with it and its commit is on its way (the Summarizer behind the worker,
+        :mod:`contextevolve.loop.behind`), so the worker's next claim is a new iteration, not this one.
+        """
         with self._lock:
             self._db.execute("UPDATE claims SET handed = 1 WHERE iteration = ?", (iteration,))
 
@@ -212,12 +229,15 @@ class EvolveBuffer:
             return dict(self._db.execute("SELECT iteration, worker FROM claims").fetchall())
 
     def spent(self) -> tuple[int, float]:
-        """``(tokens, elapsed seconds)`` of the committed programs: every token, and the run's elapsed wall
-        seconds as the initial program's plus the busiest worker's children (workers run side by side)."""
+        """``(tokens, elapsed seconds)`` of the committed programs.
+
+        Every token, and the run's elapsed wall seconds as the initial program's plus the busiest worker's
+        children (workers run side by side).
+        """
         with self._lock:
             tokens, first = self._db.execute("SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(CASE WHEN "
-                                             "iteration = 0 THEN wall END), 0) FROM programs WHERE committed = 1"
-                                             ).fetchone()
+                                             "iteration = 0 THEN wall END), 0) FROM programs "
+                                             "WHERE committed = 1").fetchone()
             busiest = self._db.execute("SELECT COALESCE(MAX(w), 0) FROM (SELECT SUM(wall) AS w FROM programs "
                                        "WHERE committed = 1 AND iteration > 0 GROUP BY worker)").fetchone()[0]
         return int(tokens), round(first + busiest, 3)
@@ -228,9 +248,11 @@ class EvolveBuffer:
             self._db.close()
 
     def run_id(self) -> str:
-        """This run's identifier: 32 hex digits drawn once, when first asked for, and kept in the buffer
-        (so it moves with the run directory and survives a resume). Names the run's collection on a
-        shared Chroma server (:func:`contextevolve.memory.store.open_memory`)."""
+        """This run's identifier: 32 hex digits drawn once, when first asked for.
+
+        It is kept in the buffer (so it moves with the run directory and survives a resume). Names the run's
+        collection on a shared Chroma server (:func:`contextevolve.memory.store.open_memory`).
+        """
         with self._lock:
             if self._run_id is None:  # asked by every phase (the thread's identity check): read it once
                 self._db.execute("INSERT OR IGNORE INTO meta VALUES ('run_id', ?)", (uuid.uuid4().hex,))
@@ -238,9 +260,11 @@ class EvolveBuffer:
             return self._run_id
 
     def bind_worker(self, thread_id: str, wanted: int | None = None) -> int:
-        """The worker index of LangGraph thread ``thread_id`` in this run: the one it was bound to before;
-        else ``wanted`` (``evolve()`` names its threads ``worker-<i>`` and asks for ``i``), or the lowest
-        index no thread holds (a thread started from ``langgraph dev`` joins the run as a new worker).
+        """The worker index of LangGraph thread ``thread_id`` in this run.
+
+        The one it was bound to before; else ``wanted`` (``evolve()`` names its threads ``worker-<i>`` and
+        asks for ``i``), or the lowest index no thread holds (a thread started from ``langgraph dev`` joins
+        the run as a new worker).
 
         Raises:
             ValueError: ``wanted`` is held by another thread.
@@ -248,13 +272,15 @@ class EvolveBuffer:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                row = self._db.execute("SELECT worker FROM workers WHERE thread_id = ?", (thread_id,)).fetchone()
+                row = self._db.execute("SELECT worker FROM workers WHERE thread_id = ?",
+                                       (thread_id,)).fetchone()
                 if row is None:
                     held = dict(self._db.execute("SELECT worker, thread_id FROM workers").fetchall())
                     if wanted is not None and wanted in held:
                         raise ValueError(f"worker {wanted} of {self.path.parent} is LangGraph thread "
                                          f"{held[wanted]!r}, not {thread_id!r}")
-                    index = wanted if wanted is not None else next(i for i in range(len(held) + 1) if i not in held)
+                    index = (wanted if wanted is not None
+                             else next(i for i in range(len(held) + 1) if i not in held))
                     self._db.execute("INSERT INTO workers VALUES (?, ?)", (thread_id, index))
                     row = (index,)
                 self._db.execute("COMMIT")
@@ -279,8 +305,8 @@ class EvolveBuffer:
         with self._lock:
             self._parsed.pop(record.id, None)
             self._db.execute(
-                "INSERT OR REPLACE INTO programs (id, iteration, parent_id, status, combined_score, committed, "
-                "record, tokens, wall, worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO programs (id, iteration, parent_id, status, combined_score, "
+                "committed, record, tokens, wall, worker) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (record.id, record.iteration, record.parent_id, record.status, score,
                  int(record.committed), record.model_dump_json(), total_tokens(record.tokens),
                  _elapsed(record), record.worker),
@@ -306,12 +332,13 @@ class EvolveBuffer:
         return record
 
     def committed(self) -> list[ProgramRecord]:
-        """All committed programs, in iteration order. The records are shared with later calls: read them,
-        do not change them (:meth:`get` gives a record of one's own).
+        """All committed programs, in iteration order.
 
-        A record is parsed once per process: several phases of every iteration read the whole population,
-        and parsing 10,000 records took 0.4-0.8 s a call. What another process commits is read on the
-        next call; a record written through :meth:`put` here is read again."""
+        The records are shared with later calls: read them, do not change them (:meth:`get` gives a record
+        of one's own). A record is parsed once per process, since several phases of every iteration read
+        the whole population (why: docs/decisions/parsed-record-cache.md). What another process commits is
+        read on the next call; a record written through :meth:`put` here is read again.
+        """
         with self._lock:
             ids = [r[0] for r in self._db.execute(
                 "SELECT id FROM programs WHERE committed = 1 ORDER BY iteration, id").fetchall()]
@@ -329,13 +356,16 @@ class EvolveBuffer:
             return self._db.execute("SELECT COUNT(*) FROM programs WHERE committed = 1").fetchone()[0]
 
     def best_by(self, better: Callable[[float, float | None], bool]) -> ProgramRecord | None:
-        """The committed ``ok`` program that is best by ``better`` (a task's :meth:`~contextevolve.tasks.base.Task.better`,
-        which leaves out differences within the task's score tolerance), taken in iteration order: a later
-        program is best only when better than every earlier one."""
+        """The committed ``ok`` program that is best by ``better``, or None.
+
+        ``better`` is a task's :meth:`~contextevolve.tasks.base.Task.better`, which leaves out differences
+        within the task's score tolerance. Programs are taken in iteration order: a later program is best
+        only when better than every earlier one.
+        """
         best: tuple[str, float] | None = None
         with self._lock:  # (scores only: a long run's records are not parsed for this)
-            rows = self._db.execute("SELECT id, combined_score FROM programs WHERE committed = 1 AND status = 'ok' "
-                                    "ORDER BY iteration, id").fetchall()
+            rows = self._db.execute("SELECT id, combined_score FROM programs WHERE committed = 1 "
+                                    "AND status = 'ok' ORDER BY iteration, id").fetchall()
         for program, score in rows:
             if best is None or better(score, best[1]):
                 best = (program, score)
@@ -344,7 +374,8 @@ class EvolveBuffer:
     def committed_ids(self) -> list[str]:
         """Ids of the committed programs, in iteration order."""
         with self._lock:
-            return [r[0] for r in self._db.execute("SELECT id FROM programs WHERE committed = 1 ORDER BY iteration")]
+            return [r[0] for r in self._db.execute(
+                "SELECT id FROM programs WHERE committed = 1 ORDER BY iteration")]
 
     def best(self, higher_is_better: bool = True) -> ProgramRecord | None:
         """Committed ``ok`` program with the best combined score (earliest on ties)."""

@@ -39,9 +39,12 @@ def repairable(kind: FailureKind) -> bool:
 
 
 def kind_of_status(status: str) -> FailureKind:
-    """The kind a verdict implies when nothing more specific is known: ``failed`` → ``runtime``,
-    ``invalid`` → ``invalid``, ``timeout`` → ``timeout``, anything else → ``""``."""
-    return {"failed": "runtime", "invalid": "invalid", "timeout": "timeout"}.get(status, "")  # type: ignore[return-value]
+    """The kind a verdict implies when nothing more specific is known.
+
+    ``failed`` → ``runtime``, ``invalid`` → ``invalid``, ``timeout`` → ``timeout``, anything else → ``""``.
+    """
+    return {"failed": "runtime", "invalid": "invalid",  # type: ignore[return-value]
+            "timeout": "timeout"}.get(status, "")
 
 
 _LEGACY_PREFIXES: tuple[tuple[str, FailureKind], ...] = (
@@ -70,7 +73,8 @@ def legacy_failure_kind(status: str, reason: str) -> FailureKind:
 def _with_legacy_kind(data: object) -> object:
     """A ``mode="before"`` validator body: fill ``failure_kind`` of a record stored without one."""
     if isinstance(data, dict) and "failure_kind" not in data:
-        data = {**data, "failure_kind": legacy_failure_kind(str(data.get("status", "")), str(data.get("reason", "")))}
+        data = {**data, "failure_kind": legacy_failure_kind(str(data.get("status", "")),
+                                                            str(data.get("reason", "")))}
     return data
 
 
@@ -137,7 +141,8 @@ class ProgramRecord(BaseModel):
     tokens: TokenUsage = Field(default_factory=dict)
     """Tokens spent producing this program, by role."""
     eval_seconds: float = 0.0
-    """Seconds the sandbox took for this child's evaluations (pre-check smoke runs and full ones, every version)."""
+    """Seconds the sandbox took for this child's evaluations (pre-check smoke runs and full ones, every
+    version)."""
     seconds: Seconds = Field(default_factory=dict)
     """Wall seconds spent producing this program, by phase (:mod:`contextevolve.timing`)."""
     llm_calls: list[LLMCall] = Field(default_factory=list)

@@ -49,8 +49,10 @@ class RunMemory:
         return record
 
     def reconcile(self) -> int:
-        """Re-index committed programs missing from the vector index (after a crash between
-        the SQLite commit and the Chroma upsert). Returns how many were re-added."""
+        """Re-index committed programs missing from the vector index; returns how many were re-added.
+
+        They are missing after a crash between the SQLite commit and the Chroma upsert.
+        """
         indexed = self.index.ids()
         missing = [r for r in self.buffer.committed() if r.id not in indexed]
         self.index.add_many(missing)
@@ -61,7 +63,8 @@ _OPEN: dict[tuple[str, str | None], RunMemory] = {}
 _LOCK = threading.Lock()
 
 
-def open_memory(run_dir: str | Path, *, chroma_url: str | None = None, collection: str | None = None) -> RunMemory:
+def open_memory(run_dir: str | Path, *, chroma_url: str | None = None,
+                collection: str | None = None) -> RunMemory:
     """The (process-wide cached) :class:`RunMemory` of ``run_dir``, created if absent.
 
     Args:

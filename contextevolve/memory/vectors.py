@@ -34,7 +34,8 @@ def embedding_function():
                                                 normalize_embeddings=True)
 
 
-def maximal_marginal_relevance(query: np.ndarray, docs: np.ndarray, k: int, lambda_mult: float = 0.5) -> list[int]:
+def maximal_marginal_relevance(query: np.ndarray, docs: np.ndarray, k: int,
+                               lambda_mult: float = 0.5) -> list[int]:
     """Indices of ``k`` rows of ``docs`` chosen by Maximal Marginal Relevance.
 
     Carbonell & Goldstein (1998): greedily pick argmax λ·sim(q, d) − (1 − λ)·max_{s∈S} sim(d, s)
@@ -75,7 +76,8 @@ class AbstractIndex:
             :func:`contextevolve.memory.store.collection_name`).
     """
 
-    def __init__(self, path: str | Path | None = None, *, url: str | None = None, collection: str = "abstracts"):
+    def __init__(self, path: str | Path | None = None, *, url: str | None = None,
+                 collection: str = "abstracts"):
         import chromadb
         from chromadb.config import Settings
 
@@ -97,9 +99,13 @@ class AbstractIndex:
         """Upsert ``record``'s abstract and metadata (idempotent by program id)."""
         self.add_many([record])
 
-    def add_many(self, records: list[ProgramRecord], batch: int = 256, embeddings: list | None = None) -> None:
-        """Upsert the abstracts and metadata of ``records``, ``batch`` per Chroma call (embedded together, or
-        given: ``embeddings``, one 384-d vector per record, e.g. a benchmark's stand-ins)."""
+    def add_many(self, records: list[ProgramRecord], batch: int = 256,
+                 embeddings: list | None = None) -> None:
+        """Upsert the abstracts and metadata of ``records``, ``batch`` per Chroma call.
+
+        The abstracts are embedded together, or given: ``embeddings``, one 384-d vector per record (e.g. a
+        benchmark's stand-ins).
+        """
         for start in range(0, len(records), batch):
             part = records[start:start + batch]
             metadatas = []
@@ -109,7 +115,8 @@ class AbstractIndex:
                 metadata.update({f"metric_{k}": float(v) for k, v in record.metrics.items()})
                 metadatas.append(metadata)
             given = {"embeddings": embeddings[start:start + batch]} if embeddings is not None else {}
-            self._collection.upsert(ids=[r.id for r in part], documents=[r.abstract or "(no abstract)" for r in part],
+            self._collection.upsert(ids=[r.id for r in part],
+                                    documents=[r.abstract or "(no abstract)" for r in part],
                                     metadatas=metadatas, **given)
 
     def ids(self) -> set[str]:

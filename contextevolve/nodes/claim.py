@@ -17,20 +17,22 @@ from langgraph.types import Overwrite
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import ITERATION_FIELDS, WorkerState
+from contextevolve.loop.behind import settle
+from contextevolve.loop.identity import check_identity
+from contextevolve.loop.resources import memory_of, task_of
+from contextevolve.loop.stopping import budget_spent_reason, stop_reason
 from contextevolve.memory.records import program_id
-from contextevolve.nodes.behind import settle
-from contextevolve.nodes.identity import check_identity
-from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.nodes.summarize import write_abstract
-from contextevolve.nodes.stopping import budget_spent_reason, stop_reason
 
 _FRESH = {f.name: f for f in fields(WorkerState) if f.name in ITERATION_FIELDS}
 _REDUCED = ("iteration_usage", "seconds", "llm_calls")
 
 
 def fresh_iteration() -> dict:
-    """The update that empties every field of the iteration in progress (those with a reducer through
-    LangGraph's ``Overwrite``, which bypasses it)."""
+    """The update that empties every field of the iteration in progress.
+
+    Fields with a reducer are emptied through LangGraph's ``Overwrite``, which bypasses it.
+    """
     update = {}
     for name, f in _FRESH.items():
         value = f.default_factory() if callable(f.default_factory) else f.default
@@ -39,12 +41,16 @@ def fresh_iteration() -> dict:
 
 
 def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Claim the next child for this worker, or set ``stop_reason`` when a run-wide stop rule holds
-    (:func:`~contextevolve.nodes.stopping.stop_reason`) or every iteration of the budget is claimed."""
+    """Claim the next child for this worker, or set ``stop_reason``.
+
+    ``stop_reason`` is set when a run-wide stop rule holds
+    (:func:`~contextevolve.loop.stopping.stop_reason`) or every iteration of the budget is claimed.
+    """
     ctx = runtime.context
     check_identity(state.run_identity, ctx)
     task, memory = task_of(ctx), memory_of(ctx)
-    settle(ctx, state.worker, write_abstract)  # the children it handed over: errors raised, a killed run's finished
+    # the children it handed over: errors raised, a killed run's finished
+    settle(ctx, state.worker, write_abstract)
     spent = memory.buffer.spent()
     reason = stop_reason(ctx, task, memory, spent)
     workers = ctx.parallelism.workers
@@ -52,8 +58,8 @@ def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     if number is None:
         settle(ctx, state.worker, write_abstract, wait=True)  # a worker ends with its children committed
         return {"stop_reason": reason or budget_spent_reason(ctx)}  # the last iteration's ids stay readable
-    return {**fresh_iteration(), "iteration": number - 1, "child_id": program_id(number), "run_tokens": spent[0],
-            "workers": workers, "stop_reason": None}
+    return {**fresh_iteration(), "iteration": number - 1, "child_id": program_id(number),
+            "run_tokens": spent[0], "workers": workers, "stop_reason": None}
 
 
 def after_claim(state: WorkerState) -> Literal["select_parent", "__end__"]:

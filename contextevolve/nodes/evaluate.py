@@ -16,13 +16,11 @@ from langgraph.runtime import Runtime
 from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
-from contextevolve.nodes.repair import repair_due
-from contextevolve.nodes.resources import memory_of, task_of
-from contextevolve.nodes.stopping import worker_budget_spent
+from contextevolve.loop.policy import repair_due
+from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.tasks.base import Evaluation
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.timing import note
-
 
 _log = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -47,27 +45,29 @@ def run_evaluation(ctx: RunContext, source: str) -> Evaluation:
                              failure_kind="evaluator")
     values = [result.combined_score, *result.metrics.values()]
     if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
-        return task.rejected("invalid", "the evaluation produced a score or metric that is not a finite number")
-    for note in set(result.notes) - _warned:
-        _warned.add(note)
-        _log.warning("sandbox: %s", note)
+        return task.rejected("invalid",
+                             "the evaluation produced a score or metric that is not a finite number")
+    for sandbox_note in set(result.notes) - _warned:
+        _warned.add(sandbox_note)
+        _log.warning("sandbox: %s", sandbox_note)
     return result
 
 
 def evaluate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Score the pending child: pre-checks first (``ctx.search.prechecks``), then the task's full evaluation.
+    """Score the pending child: pre-checks first (``ctx.search.prechecks``), then the full evaluation.
 
     A child that failed generation keeps its worst score. A pre-check failure costs no full
     evaluation. Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets
-    ``repair_due`` while a repair is left (:func:`~contextevolve.nodes.repair.repair_due`: the failure
+    ``repair_due`` while a repair is left (:func:`~contextevolve.loop.policy.repair_due`: the failure
     kind decides, :func:`~contextevolve.memory.records.repairable`; a timeout is not repaired). Only a
-    ``pending`` child is evaluated, so a replay of this node after a crash neither runs the evaluation again nor counts its seconds and pre-checks twice.
+    ``pending`` child is evaluated, so a replay of this node after a crash neither runs the evaluation
+    again nor counts its seconds and pre-checks twice.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(state.child_id)
     if child.status != "pending":  # generation failed, or a replay after a crash: the outcome is recorded
-        return {"fix_pending": False, "repair_due": repair_due(ctx, child, worker_budget_spent(ctx, state))}
+        return {"fix_pending": False, "repair_due": repair_due(ctx, state, child)}
     started = time.perf_counter()
     result = precheck(task, child.source, ctx.sandbox) if ctx.search.prechecks else None
     note("evaluate.precheck", time.perf_counter() - started)
@@ -85,6 +85,6 @@ def evaluate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     updated = memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
                                    combined_score=result.combined_score, reason=result.reason,
                                    failure_kind=result.failure_kind, diagnostics=result.diagnostics,
-                                   traceback=result.traceback, eval_seconds=child.eval_seconds + result.seconds,
-                                   **changes)
-    return {"fix_pending": False, "repair_due": repair_due(ctx, updated, worker_budget_spent(ctx, state))}
+                                   traceback=result.traceback,
+                                   eval_seconds=child.eval_seconds + result.seconds, **changes)
+    return {"fix_pending": False, "repair_due": repair_due(ctx, state, updated)}

@@ -1,4 +1,4 @@
-"""Initialize (Algorithm 1, line 3): B_e ← {(c_0, s_0, z_0)} — evaluate and summarise the initial program.
+"""Initialize (Algorithm 1, line 3): B_e ← {(c_0, s_0, z_0)}: evaluate and summarise program c_0.
 
 Every worker's thread starts here. The first to arrive evaluates and abstracts c_0 and commits it; the
 others wait for it (:attr:`~contextevolve.memory.store.RunMemory.seeding`) and find it committed, as does
@@ -12,18 +12,18 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
+from contextevolve.loop.identity import check_identity, run_identity
+from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.memory.store import RunMemory
 from contextevolve.nodes.evaluate import run_evaluation
-from contextevolve.nodes.identity import check_identity, run_identity
-from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.nodes.summarize import abstract_for
 from contextevolve.tasks.base import Task
 from contextevolve.timing import phase_clock
 
 
 def _thread_id() -> str | None:
-    """The LangGraph thread this node runs in (None when called outside a graph, or without a checkpointer)."""
+    """The LangGraph thread this node runs in (None outside a graph, or without a checkpointer)."""
     try:
         return (get_config().get("configurable") or {}).get("thread_id")
     except RuntimeError:  # called directly, not by LangGraph
@@ -39,18 +39,21 @@ def seed_initial(ctx: RunContext, task: Task, memory: RunMemory) -> ProgramRecor
         source = task.initial_program
         with phase_clock("initialize") as watch:
             evaluation = run_evaluation(ctx, source)
-            abstract, spent = abstract_for(ctx, task, source, parent_abstract=None, diagnostics=evaluation.diagnostics)
+            abstract, spent = abstract_for(ctx, task, source, parent_abstract=None,
+                                           diagnostics=evaluation.diagnostics)
         return memory.commit(ProgramRecord(
             id=program_id(0), iteration=0, source=source, abstract=abstract, metrics=evaluation.metrics,
             combined_score=evaluation.combined_score, status=evaluation.status, reason=evaluation.reason,
             failure_kind=evaluation.failure_kind, diagnostics=evaluation.diagnostics,
-            eval_seconds=evaluation.seconds, tokens=spent, seconds=watch.seconds, llm_calls=list(watch.calls)))
+            eval_seconds=evaluation.seconds, tokens=spent, seconds=watch.seconds,
+            llm_calls=list(watch.calls)))
 
 
 def initialize(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Seed the Evolve Buffer with c_0 unless it is there, and bind this thread to its worker index
-    (:meth:`~contextevolve.memory.buffer.EvolveBuffer.bind_worker`: the index it had, the one its input
-    asks for, or the lowest free one).
+    """Seed the Evolve Buffer with c_0 unless it is there, and bind this thread to its worker index.
+
+    The index (:meth:`~contextevolve.memory.buffer.EvolveBuffer.bind_worker`) is the one it had, the one
+    its input asks for, or the lowest free one.
 
     Raises:
         ThreadMismatchError: the thread drives another run.

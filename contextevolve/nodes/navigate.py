@@ -14,11 +14,11 @@ probability proportional to ``RunContext.search.category_weights`` (p(Δs) of Eq
 A reply the endpoint keeps garbling (unreadable, empty) after the retries means no guidance
 this iteration, as when the Navigator is ablated; the run goes on.
 
-With no step yet (the first iteration: the buffer holds only the initial program) the agent is not asked.
-Its guidance is distilled from the steps (the paper's Eq. 5); without any, the embedded model's replies
-restated the task and the parent, which the Generator reads anyway, and the call cost ~20 s of the
-iteration a new user waits for first. The iteration goes on without guidance, as when the Navigator is
-ablated.
+With no step yet (the first iteration: the buffer holds only the initial program) the agent is not
+asked. Its guidance is distilled from the steps (the paper's Eq. 5); without any, the embedded model's
+replies restated the task and the parent, which the Generator reads anyway, and the call cost seconds
+of the iteration a new user waits for first (docs/decisions/first-navigator-call.md). The iteration
+goes on without guidance, as when the Navigator is ablated.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import clip_to_sentence
+from contextevolve.loop.resources import memory_of, rng_for, task_of
 from contextevolve.memory.records import ProgramRecord
-from contextevolve.nodes.resources import memory_of, rng_for, task_of
 from contextevolve.nodes.summarize import failure_prefix
 from contextevolve.prompts import navigator as prompt
 from contextevolve.tasks.base import Task
@@ -43,7 +43,8 @@ GUIDANCE_CHARS = 600
 that fits (a runaway reply must not flood later prompts, nor a half sentence mislead them)."""
 
 
-OUTCOME = {"failed": "failed", "timeout": "timed out", "invalid": "was invalid", "pending": "was never evaluated"}
+OUTCOME = {"failed": "failed", "timeout": "timed out", "invalid": "was invalid",
+           "pending": "was never evaluated"}
 """How a step's text says what happened to a program that did not run to a score."""
 
 
@@ -57,8 +58,11 @@ class Step:
     category: str
 
     def delta_text(self) -> str:
-        """Δs per metric when both programs ran; otherwise which side failed (a failed program has no
-        metrics, only placeholders such as the worst value, so deltas against them would only mislead)."""
+        """Δs per metric when both programs ran; otherwise which side failed.
+
+        A failed program has no metrics, only placeholders such as the worst value, so deltas against
+        them would only mislead.
+        """
         if self.child.status == "ok" and self.parent.status == "ok":
             # float noise and -0.0 print as +0, as the category reads them (no change)
             return ", ".join(f"Δ{k} {v if abs(v) > 1e-12 else 0.0:+.4g}" for k, v in self.deltas.items())
@@ -76,8 +80,10 @@ def program_summary(record: ProgramRecord) -> str:
 
 
 def shown_abstract(record: ProgramRecord) -> str:
-    """The abstract without the failure prefix (:func:`~contextevolve.nodes.summarize.failure_prefix`) whose
-    status :func:`program_summary` already says."""
+    """The abstract without the failure prefix whose status :func:`program_summary` already says.
+
+    The prefix is :func:`~contextevolve.nodes.summarize.failure_prefix`'s.
+    """
     return record.abstract.removeprefix(failure_prefix(record.status))
 
 
@@ -148,6 +154,8 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     try:
         reply = call_role("navigator", messages, ctx, seed=ctx.worker_seed(state.worker))
     except MalformedReply as exc:
-        return {"guidance": "", "trajectory_ids": [s.child.id for s in steps], "iteration_usage": exc.usage}
+        return {"guidance": "", "trajectory_ids": [s.child.id for s in steps],
+                "iteration_usage": exc.usage}
     guidance = clip_to_sentence(reply.text, GUIDANCE_CHARS, truncated=reply.truncated)
-    return {"guidance": guidance, "trajectory_ids": [s.child.id for s in steps], "iteration_usage": reply.usage}
+    return {"guidance": guidance, "trajectory_ids": [s.child.id for s in steps],
+            "iteration_usage": reply.usage}

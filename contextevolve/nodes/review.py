@@ -16,9 +16,10 @@ from contextevolve.graph.state import WorkerState
 
 
 def review(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Pause with ``interrupt({"worker", "child_id", "parent_id", "guidance"})`` when the run reviews
-    guidance; the value it is resumed with (``Command(resume=...)``) replaces the guidance when it is a
-    non-empty string; any other value keeps the Navigator's, with a warning for one that is not a string.
+    """Pause with ``interrupt({"worker", "child_id", "parent_id", "guidance"})`` when the run reviews.
+
+    The value it is resumed with (``Command(resume=...)``) replaces the guidance when it is a non-empty
+    string; any other value keeps the Navigator's, with a warning for one that is not a string.
     (Raising would not help: LangGraph hands the same resume value back on every retry, so the worker
     could never go on.)
     """

@@ -8,10 +8,10 @@ offered because a broken implementation of a good idea can seed a breakthrough (
 takeaway). The Sampler agent then picks ``num_exemplars``; its JSON reply is parsed
 tolerantly and an unusable reply (also one the endpoint keeps garbling after the retries)
 falls back to the retrieval order. The reply is cut where its list of picks closes
-(:data:`STOP_AFTER_PICKS`): the "why" the prompt asks for comes after the list, so it cannot change the
-picks, and nothing reads it. When there are no
-more candidates than exemplars the agent is not called, and at most ceil(k/2) of them
-may be failed programs (with a weak model, all-failed exemplars were copied bug for bug).
+(:data:`STOP_AFTER_PICKS`): the "why" the prompt asks for comes after the list, so it cannot change
+the picks, and nothing reads it. When there are no more candidates than exemplars the agent is not
+called, and at most ceil(k/2) of them may be failed programs (with a weak model, all-failed
+exemplars were copied bug for bug).
 """
 
 from __future__ import annotations
@@ -24,19 +24,22 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import parse_json_object
+from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.memory.store import RunMemory
 from contextevolve.memory.vectors import Candidate
-from contextevolve.nodes.resources import memory_of, task_of
 from contextevolve.prompts import sampler as prompt
 from contextevolve.tasks.base import Task
 
 STOP_AFTER_PICKS = ["],", "]}", "]\n"]
-"""Stop sequences of the Sampler's request: the endpoint ends the reply where ``"exemplars": [...`` closes,
-followed by the next key, the object's end or a line end (a ``"[3]"`` inside a string or a "why" citing
-``[2]`` does not end it; a reply that matches none runs to its cap as before). The prompt still asks for a "why" after the list (a reply then reads as the agent was
-asked to answer), but a model decodes left to right, so the picks before the cut are the ones the whole reply
-would hold (same prompt, same seed), and no node reads the reason. On the embedded model the "why" filled the
-rest of the 80-token cap in the stored replies (~60 tokens, 7.5 s of a 21 s Sampler call, docs/results.md)."""
+"""Stop sequences of the Sampler's request: the reply ends where ``"exemplars": [...`` closes.
+
+The list's close counts when followed by the next key, the object's end or a line end (a ``"[3]"``
+inside a string or a "why" citing ``[2]`` does not end it; a reply that matches none runs to its cap
+as before). The prompt still asks for a "why" after the list (a reply then reads as the agent was
+asked to answer), but a model decodes left to right, so the picks before the cut are the ones the
+whole reply would hold (same prompt, same seed), and no node reads the reason. On the embedded model
+the "why" filled the rest of the Sampler's token cap in the stored replies (what the cut saves:
+docs/decisions/sampler-stop.md)."""
 
 
 def top_scoring(memory: RunMemory, task: Task, n: int, exclude: set[str]) -> list[Candidate]:
@@ -50,9 +53,10 @@ def retrieve(memory: RunMemory, query: str, ctx: RunContext, exclude: set[str]) 
     """Candidates for the Sampler: MMR among ok programs, plus MMR among failed ones."""
     failed_slots = min(ctx.search.failed_candidates, ctx.search.candidate_pool)
     query_emb = memory.index.embed(query)  # embedded once, used by both retrievals
-    failed = memory.index.retrieve(query_emb, k=failed_slots, where={"status": {"$ne": "ok"}}, exclude=exclude)
-    ok = memory.index.retrieve(query_emb, k=ctx.search.candidate_pool - len(failed), where={"status": "ok"},
-                               exclude=exclude)
+    failed = memory.index.retrieve(query_emb, k=failed_slots, where={"status": {"$ne": "ok"}},
+                                   exclude=exclude)
+    ok = memory.index.retrieve(query_emb, k=ctx.search.candidate_pool - len(failed),
+                               where={"status": "ok"}, exclude=exclude)
     return ok + failed
 
 
@@ -60,7 +64,8 @@ def parse_choice(text: str, n_candidates: int, k: int) -> list[int] | None:
     """0-based candidate indices chosen in the Sampler's reply, or None if unusable.
 
     Accepts ``{"exemplars": [2, 5]}``, strings like ``"[2]"`` inside it, a reply cut at the list's
-    end (``{"exemplars": [2, 5``: the numbers after the first key, :data:`STOP_AFTER_PICKS`), or bare numbers.
+    end (``{"exemplars": [2, 5``: the numbers after the first key, :data:`STOP_AFTER_PICKS`), or bare
+    numbers.
     """
     data = parse_json_object(text)
     raw = data.get("exemplars") if isinstance(data, dict) else None
@@ -95,7 +100,8 @@ def sample(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     if len(candidates) <= k:  # nothing to choose: take them all, but at most ceil(k/2) failed ones
         failed = [c.id for c in candidates if c.status != "ok"]
         keep = set(failed[:max(1, (k + 1) // 2)])
-        return {"candidate_ids": ids, "exemplar_ids": [c.id for c in candidates if c.status == "ok" or c.id in keep]}
+        return {"candidate_ids": ids,
+                "exemplar_ids": [c.id for c in candidates if c.status == "ok" or c.id in keep]}
     messages = prompt.messages(parent.abstract, state.guidance, [
         {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k,
         task.higher_is_better)

@@ -6,13 +6,15 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
+from contextevolve.loop.resources import memory_of, rng_for, task_of
 from contextevolve.memory.records import ProgramRecord, program_id
-from contextevolve.nodes.resources import memory_of, rng_for, task_of
 
 
 def stale_parents(records: list[ProgramRecord], after: int) -> set[str]:
-    """Ids of the programs whose last ``after`` children (in ``records``' order, the buffer's iteration
-    order) were all twins: the model wrote the program, or another buffered one, back each time.
+    """Ids of the programs whose last ``after`` children were all twins.
+
+    The children are taken in ``records``' order, the buffer's iteration order; a twin means the model
+    wrote the program, or another buffered one, back each time.
 
     ``after`` <= 0 gives the empty set. A program with fewer than ``after`` children is never stale.
     """

@@ -15,11 +15,11 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import clip_to_sentence, ends_sentence, sentences
+from contextevolve.loop.behind import hand_over
+from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.memory.records import ProgramRecord
-from contextevolve.nodes.behind import hand_over
-from contextevolve.nodes.resources import memory_of, task_of
+from contextevolve.program.docstrings import without_docstrings
 from contextevolve.prompts import summarizer as prompt
-from contextevolve.prompts.generator import without_docstrings
 from contextevolve.roles import TokenUsage
 from contextevolve.tasks.base import Task
 
@@ -38,12 +38,12 @@ EMPTY_ABSTRACT = "(the summarizer returned nothing)"
 
 def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str | None,
                  diagnostics: str = "") -> tuple[str, TokenUsage]:
-    """The abstract of ``source`` and the tokens it cost (``{}`` when no LLM call was made); the program's
-    ``diagnostics`` are shown to the Summarizer only where the task asks (:attr:`Task.abstract_feedback`).
+    """The abstract of ``source`` and the tokens it cost (``{}`` when no LLM call was made).
 
-    The Summarizer is shown the program without its docstrings: they restate the task's contract, which
-    every abstract would otherwise repeat, and they cost prompt tokens (14 stored requests replayed with
-    today's prompt: 592 -> 521 prompt tokens, 23.8 -> 21.5 s per request, ``docs/results.md``).
+    The program's ``diagnostics`` are shown to the Summarizer only where the task asks
+    (:attr:`Task.abstract_feedback`). The Summarizer is shown the program without its docstrings: they
+    restate the task's contract, which every abstract would otherwise repeat, and they cost prompt
+    tokens (the replay: docs/decisions/summarizer-abstracts.md).
 
     Raises:
         contextevolve.llm.faults.EndpointUnavailable: the summarizer's endpoint is down.
@@ -63,18 +63,20 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
 def finish_abstract(reply: str, parent_abstract: str | None, truncated: bool = False) -> str:
     """The abstract a Summarizer ``reply`` gives ("" for an empty one).
 
-    The sentences the reply begins with that repeat the parent's abstract word for word are dropped, except
-    those the prompt asks for by their first word ("Changed: nothing." repeated is news), and only when a
-    whole sentence is left after them; then a reply longer than :data:`ABSTRACT_CHARS`, or cut off at the
-    cap (``truncated``), ends at its last whole sentence (:func:`clip_to_sentence`).
+    The sentences the reply begins with that repeat the parent's abstract word for word are dropped,
+    except those the prompt asks for by their first word ("Changed: nothing." repeated is news), and
+    only when a whole sentence is left after them; then a reply longer than :data:`ABSTRACT_CHARS`, or
+    cut off at the cap (``truncated``), ends at its last whole sentence (:func:`clip_to_sentence`).
 
-    Why: the embedded model began 25 of 34 stored abstracts of children by copying its parent's abstract
-    whole, so children's abstracts read alike and the new part was cut at the cap (``docs/results.md``).
+    Why: the embedded model began most stored abstracts of children by copying its parent's abstract
+    whole, so children's abstracts read alike and the new part was cut at the cap (how many:
+    docs/decisions/summarizer-abstracts.md).
     """
     said = sentences(reply)
     inherited = set(sentences(parent_abstract or ""))
     start = 0
-    while start < len(said) and said[start] in inherited and not said[start].startswith(prompt.FORM_WORDS):
+    while (start < len(said) and said[start] in inherited
+           and not said[start].startswith(prompt.FORM_WORDS)):
         start += 1
     rest = said[start:]
     if truncated and rest and not ends_sentence(rest[-1]):
@@ -96,8 +98,10 @@ def failure_abstract(status: str, reason: str, guidance: str) -> str:
 
 
 def repair_note(child: ProgramRecord) -> str:
-    """A sentence naming the errors of the child's earlier versions the model repaired ("" when none):
-    a missing import the repair added without the model is left out (it says nothing about the idea)."""
+    """A sentence naming the errors of the child's earlier versions the model repaired ("" when none).
+
+    A missing import the repair added without the model is left out (it says nothing about the idea).
+    """
     repaired = [a for a in child.attempts if a.method != "import"]
     if not repaired:
         return ""
@@ -106,12 +110,12 @@ def repair_note(child: ProgramRecord) -> str:
 
 
 def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
-    """Write z_c into the record of ``child_id``; returns the tokens the Summarizer spent (``{}`` when it was not
-    asked).
+    """Write z_c into the record of ``child_id``; returns the tokens the Summarizer spent.
 
-    The Summarizer is called only for a child that ran to completion (ok, or invalid output);
-    a child that failed or timed out gets :func:`failure_abstract` at no cost. Repaired failures
-    are named at the end of the abstract (:func:`repair_note`), so the Sampler sees them.
+    The tokens are ``{}`` when it was not asked. The Summarizer is called only for a child that ran to
+    completion (ok, or invalid output); a child that failed or timed out gets :func:`failure_abstract`
+    at no cost. Repaired failures are named at the end of the abstract (:func:`repair_note`), so the
+    Sampler sees them.
     """
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(child_id)
@@ -127,9 +131,12 @@ def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
 
 
 def summarize(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Phase 7: write z_c into the child's record (:func:`write_abstract`). With the Summarizer behind its
-    worker (``RunContext.summarizes_behind``) the child is handed over instead: its abstract is written, and
-    it is committed, while the worker goes on (:mod:`contextevolve.nodes.behind`)."""
+    """Phase 7: write z_c into the child's record (:func:`write_abstract`).
+
+    With the Summarizer behind its worker (``RunContext.summarizes_behind``) the child is handed over
+    instead: its abstract is written, and it is committed, while the worker goes on
+    (:mod:`contextevolve.loop.behind`).
+    """
     ctx = runtime.context
     if ctx.summarizes_behind:
         hand_over(ctx, state, write_abstract)

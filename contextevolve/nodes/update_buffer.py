@@ -6,21 +6,23 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
-from contextevolve.nodes.identity import check_identity
-from contextevolve.nodes.resources import memory_of
+from contextevolve.loop.identity import check_identity
+from contextevolve.loop.resources import memory_of
 from contextevolve.timing import LLMCall
 
 
 def update_buffer(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Commit the worker's child with the iteration's tokens, seconds and LLM calls: from now on it is a
-    parent, an exemplar and a step the Navigator may be shown, for every worker.
+    """Commit the worker's child with the iteration's tokens, seconds and LLM calls.
 
-    Idempotent: replaying it after a crash rewrites the same record and yields the same counters. With the
-    Summarizer behind the worker (:mod:`contextevolve.nodes.behind`) the commit is the handed-over job's.
+    From now on it is a parent, an exemplar and a step the Navigator may be shown, for every worker.
+    Idempotent: replaying it after a crash rewrites the same record and yields the same counters. With
+    the Summarizer behind the worker (:mod:`contextevolve.loop.behind`) the commit is the handed-over
+    job's.
     """
     ctx = runtime.context
     check_identity(state.run_identity, ctx)
-    if ctx.summarizes_behind:  # summarize handed the child over: it is committed once its abstract is written
+    # summarize handed the child over: it is committed once its abstract is written
+    if ctx.summarizes_behind:
         return {"committed": state.committed + 1, "last_child_id": state.child_id}
     memory = memory_of(ctx)
     child = memory.buffer.require(state.child_id)

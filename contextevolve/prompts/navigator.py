@@ -7,14 +7,14 @@ from langchain_core.messages import HumanMessage, SystemMessage
 SYSTEM = ("You are the Navigator of an evolutionary search over programs. From past parent->child steps and "
           "how each changed the metrics, you infer which directions of change help and which hurt.")
 
-DIRECTIONAL = ("Give the direction for the next change in 2-3 short sentences (at most 50 words): which kind of idea "
-               "to pursue or avoid, and why, citing the evidence. Prefer a step the current program can take "
-               "with one focused change (its ordering, its choice rule, a constant, an extra pass) over "
-               "replacing its algorithm. Stay at the level of strategy: no code and no step-by-step "
+DIRECTIONAL = ("Give the direction for the next change in 2-3 short sentences (at most 50 words): which kind "
+               "of idea to pursue or avoid, and why, citing the evidence. Prefer a step the current program "
+               "can take with one focused change (its ordering, its choice rule, a constant, an extra pass) "
+               "over replacing its algorithm. Stay at the level of strategy: no code and no step-by-step "
                "implementation instructions.")
-"""The paper's directional guidance. The "one focused change" sentence is ours: with the
-embedded 1.5B model every TS guidance asked for "an evolutionary algorithm or a heuristic approach",
-and the first version of all 8 children failed (fragments, undefined names, invented interfaces)."""
+"""The paper's directional guidance. The "one focused change" sentence is ours: without it the
+embedded 1.5B model's TS guidance asked for "an evolutionary algorithm or a heuristic approach", and
+the children written from it failed as first written (docs/decisions/directional-guidance.md)."""
 IMPLEMENTATION = ("Give a concrete implementation plan in at most 4 numbered steps (at most 70 words): which "
                   "functions to change and exactly how, with specific code-level instructions.")
 
@@ -24,11 +24,12 @@ def _clip(text: str, limit: int = 320) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def messages(task_description: str, metric_names: str, parent: dict, steps: list[dict], programs: dict[str, dict],
-             variant: str) -> list:
+def messages(task_description: str, metric_names: str, parent: dict, steps: list[dict],
+             programs: dict[str, dict], variant: str) -> list:
     """Messages asking for guidance g (paper Eq. 5: m steps (z_p, z_c, Δs)).
 
-    ``parent``: the current parent, a dict with ``id``, ``summary`` (its score or status) and ``abstract``.
+    ``parent``: the current parent, a dict with ``id``, ``summary`` (its score or status) and
+    ``abstract``.
     ``steps``: dicts with ``category``, ``parent`` and ``child`` (program ids) and ``delta`` (the change,
     signed so that + is better), in the order shown. ``programs``: id -> dict with ``summary`` and
     ``abstract`` for every other program a step names.
@@ -37,7 +38,8 @@ def messages(task_description: str, metric_names: str, parent: dict, steps: list
     share a parent (the initial program, the best one), and showing z_p in full in every step repeated
     the same text up to m + 1 times. The pairs (z_p, z_c, Δs) the paper's Navigator sees are unchanged.
     """
-    listed = "\n".join(f"{pid} ({info['summary']}): {_clip(info['abstract'])}" for pid, info in programs.items())
+    listed = "\n".join(f"{pid} ({info['summary']}): {_clip(info['abstract'])}"
+                       for pid, info in programs.items())
     lines = [f"Step {n} [{step['category']}] {step['parent']} -> {step['child']}: {step['delta']}"
              for n, step in enumerate(steps, 1)]
     history = ("Other programs in the steps:\n" + listed + "\n\n" if listed else "") + (

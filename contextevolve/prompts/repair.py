@@ -2,10 +2,10 @@
 
 The Generator's model answers it (tokens are booked under the ``repair`` role). It is asked
 for the smallest change that removes the error while keeping the child's idea, as
-SEARCH/REPLACE edits against the failing program (``diff`` mode), the functions it changes
-(``functions`` mode) or the whole fixed program (``full`` mode); any reply format is accepted
-(:func:`contextevolve.editing.build_child`). The system message and the task description come
-first and are the Generator's own, so a server reuses them from the Generator's request just before.
+SEARCH/REPLACE edits against the failing program, the functions it changes or the whole fixed
+program, as the run's edit form says (:mod:`contextevolve.program.forms`); any reply format is
+accepted. The system message and the task description come first and are the Generator's own, so a
+server reuses them from the Generator's request just before.
 The last repair may instead start again from the parent (:func:`restart_messages`).
 """
 
@@ -13,22 +13,11 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from contextevolve.prompts.generator import SYSTEM, edit_format
+from contextevolve.program.forms import EditForm
+from contextevolve.prompts.generator import SYSTEM
 
 FIX = ("You are fixing a bug in a program written for an evolutionary search: make the smallest change that "
        "fixes the error and keep the program's algorithm and idea.")
-ASK_DIFF = "Reply only with one or more SEARCH/REPLACE edits to the program above. "
-ASK_FULL = "Reply with the complete fixed program in a single ```python code block, then nothing else."
-ASK_FUNCTIONS = ("Reply with only the top-level functions (or classes) you change, each written out complete from "
-                 "its def line to its last line, plus any new imports, in a single ```python code block, then "
-                 "nothing else. Functions you leave unchanged are kept as they are: do not repeat them.")
-
-
-def _ask(mode: str, program: str) -> str:
-    """How the reply must be written in ``mode`` (``diff``, ``functions`` or ``full``)."""
-    if mode == "diff":
-        return ASK_DIFF + edit_format(program)
-    return ASK_FUNCTIONS if mode == "functions" else ASK_FULL
 REPLY_CHARS = 1500
 """Characters of an unusable earlier reply shown back to the model."""
 
@@ -38,7 +27,7 @@ def _error_section(head: str, reason: str, traceback: str, whose: str) -> str:
     return head + reason + (f"\nTraceback (lines of {whose}):\n{traceback}" if traceback else "")
 
 
-def messages(task_description: str, program: str, reason: str, traceback: str, mode: str, *,
+def messages(task_description: str, program: str, reason: str, traceback: str, form: EditForm, *,
              unusable_reply: str = "", idea: str = "") -> list:
     """Messages asking to repair ``program``.
 
@@ -47,26 +36,26 @@ def messages(task_description: str, program: str, reason: str, traceback: str, m
         program: the failing program, or the parent when the Generator's reply never became a program.
         reason: the evaluator's or the editor's reason for the failure.
         traceback: frames of the program's own file and the exception (may be empty).
-        mode: ``"diff"`` (ask for SEARCH/REPLACE edits), ``"functions"`` (the changed functions) or
-            ``"full"`` (the whole program).
+        form: the run's edit form (how the reply must be written: :meth:`EditForm.repair_format`).
         unusable_reply: the reply that could not be applied to ``program`` (edit failures only).
         idea: the direction the failed version was following, to keep.
     """
     parts = [f"## Task\n{task_description}", f"## Program\n```python\n{program}```"]
     if unusable_reply:
-        parts.append(f"## Your previous reply could not be applied to this program\n{unusable_reply[:REPLY_CHARS]}")
+        parts.append(f"## Your previous reply could not be applied to this program\n"
+                     f"{unusable_reply[:REPLY_CHARS]}")
     parts.append(_error_section("## Error\n", reason, traceback, "the program above"))
     if idea:
         parts.append(f"## The idea to keep\n{idea}")
-    parts.append(f"## Your job\n{FIX} Keep the function name and signature. " + _ask(mode, program))
+    parts.append(f"## Your job\n{FIX} Keep the function name and signature. " + form.repair_format(program))
     return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(parts))]
 
 
-def restart_messages(task_description: str, parent: str, reason: str, traceback: str, mode: str, *,
+def restart_messages(task_description: str, parent: str, reason: str, traceback: str, form: EditForm, *,
                      idea: str = "", parent_text: str = "") -> list:
-    """Messages asking for the child again, written from its (valid) parent, with the error the failed
-    version met as a warning (the last repair, with ``repair_restart``).
+    """Messages asking for the child again, written from its (valid) parent, told the failed version's error.
 
+    The failed version's error is shown as a warning; this is the last repair, with ``repair_restart``.
     The failing program is not shown, only its error: the embedded model's fixes of its own rewrites
     almost never worked, their failures being the rewrite's own inventions, which a fix keeps
     (docs/decisions/repair-restart.md).
@@ -74,21 +63,25 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
     Args:
         task_description: the task's prose.
         parent: the parent's source (valid: it was admitted and selected).
-        reason: the failed version's reason; traceback: its frames (may be empty).
-        mode: ``"diff"`` (edits against ``parent``), ``"functions"`` or ``"full"`` (the whole program).
+        reason: the failed version's reason.
+        traceback: the failed version's frames of its own file and the exception (may be empty).
+        form: the run's edit form (its repair instructions, against ``parent``).
         idea: the direction the failed version was following.
         parent_text: the parent's section exactly as the Generator's prompt showed it
             (:func:`contextevolve.prompts.generator.parent_section`); then the request starts with
             the same tokens as the Generator's, which the server has just read and reuses. Default:
             the parent's code under ``## Program``.
     """
-    parts = [f"## Task\n{task_description}", parent_text.rstrip("\n") or f"## Program\n```python\n{parent}```"]
+    parts = [f"## Task\n{task_description}",
+             parent_text.rstrip("\n") or f"## Program\n```python\n{parent}```"]
     if idea:
         parts.append(f"## Direction\n{idea}")
-    parts.append(_error_section("## A previous attempt failed\nAn earlier version written from this program failed: ",
+    parts.append(_error_section("## A previous attempt failed\n"
+                                "An earlier version written from this program failed: ",
                                 reason, traceback, "that version"))
-    parts.append("## Your job\nAn earlier attempt at the change failed: write it again, correctly, starting from "
-                 "the current program above and following the direction, without that error. Use the inputs exactly as the "
-                 "task describes them, and do not define stand-ins for them. Keep the function name and signature. "
-                 + _ask(mode, parent))
+    parts.append("## Your job\nAn earlier attempt at the change failed: write it again, correctly, starting "
+                 "from the current program above and following the direction, without that error. Use the "
+                 "inputs exactly as the task describes them, and do not define stand-ins for them. Keep the "
+                 "function name and signature. "
+                 + form.repair_format(parent))
     return [SystemMessage(SYSTEM), HumanMessage("\n\n".join(parts))]

@@ -10,8 +10,10 @@ SYSTEM = ("You are the Sampler of an evolutionary search over programs. You choo
 
 def messages(parent_abstract: str, guidance: str, candidates: list[dict], k: int,
              higher_is_better: bool = True) -> list:
-    """Messages asking for ``k`` of the numbered ``candidates`` (dicts: status, score, abstract);
-    ``higher_is_better`` is the task's score orientation, stated in the prompt."""
+    """Messages asking for ``k`` of the numbered ``candidates`` (dicts: status, score, abstract).
+
+    ``higher_is_better`` is the task's score orientation, stated in the prompt.
+    """
     listing = "\n".join(
         f"[{n}] status={c['status']} score={c['score']:.4g}: {' '.join(c['abstract'].split())[:300]}"
         for n, c in enumerate(candidates, 1))

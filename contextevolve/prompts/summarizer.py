@@ -8,9 +8,10 @@ SYSTEM = ("You write compact technical abstracts of programs for an evolutionary
           "Plain prose, no code, no headings.")
 
 INHERITED = ("Write the abstract of the NEW program in at most 70 words, as two sentences. The first begins "
-             "\"Changed:\" and says what is new or changed relative to the parent (\"nothing\" if its logic is "
-             "the same). The second begins \"Kept:\" and names the traits it keeps from the parent. Name the core "
-             "algorithm, ordering/selection rules and data structures. Do not copy the parent abstract.")
+             "\"Changed:\" and says what is new or changed relative to the parent (\"nothing\" if its logic "
+             "is the same). The second begins \"Kept:\" and names the traits it keeps from the parent. Name "
+             "the core algorithm, ordering/selection rules and data structures. Do not copy the parent "
+             "abstract.")
 """Asks for what changed first, in a set form: asked for "both" what is new and what is kept, the embedded
 model began most abstracts by copying the parent's whole (``nodes.summarize.finish_abstract``)."""
 FORM_WORDS = ("Changed:", "Kept:")
@@ -27,8 +28,11 @@ FEEDBACK_CHARS = 400
 
 def messages(task_title: str, child_code: str, parent_abstract: str | None, variant: str,
              feedback: str = "") -> list:
-    """Messages asking for z_c. ``parent_abstract=None`` abstracts the initial program; ``feedback`` (the
-    evaluator's diagnostics of the program, capped at :data:`FEEDBACK_CHARS`) follows the code when given."""
+    """Messages asking for z_c, the abstract of ``child_code``.
+
+    ``parent_abstract=None`` abstracts the initial program; ``feedback`` (the evaluator's diagnostics of
+    the program, capped at :data:`FEEDBACK_CHARS`) follows the code when given.
+    """
     shown = f"Evaluator's feedback on it:\n{feedback[:FEEDBACK_CHARS]}\n\n" if feedback.strip() else ""
     if parent_abstract is None:
         user = f"Task: {task_title}.\n\nProgram:\n```python\n{child_code}```\n\n{shown}{INITIAL}"

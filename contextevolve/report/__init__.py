@@ -77,8 +77,9 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     children = data.programs[1:]
     page = env.get_template("report.html.j2").render(
         run_name=Path(run_dir).resolve().name, run_dir=str(Path(run_dir).resolve()), task=data.task,
-        written=dt.datetime.now().strftime("%Y-%m-%d %H:%M"), iterations=max(p.iteration for p in data.programs),
-        programs=data.programs, children=len(children), valid_children=sum(p.status == "ok" for p in children),
+        written=dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
+        iterations=max(p.iteration for p in data.programs), programs=data.programs, children=len(children),
+        valid_children=sum(p.status == "ok" for p in children),
         initial=data.programs[0], best=data.best, improvements=data.improvements,
         total_tokens=data.total_tokens(), tokens_per_improvement=data.tokens_per_improvement(),
         tokens=data.tokens_by_role(), images=images, colours=STATUS_COLOURS, lineage=lineage_rows(data),

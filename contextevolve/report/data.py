@@ -6,9 +6,8 @@ re-evaluated. Only committed programs count (an iteration in flight is not shown
 
 from __future__ import annotations
 
-import functools
-
 import difflib
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +17,10 @@ from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import BUFFER_FILE
 from contextevolve.roles import USAGE_ROLES, TokenUsage, add_usage, total_tokens
-from contextevolve.timing import add_seconds, by_phase
 from contextevolve.tasks.base import Task
 from contextevolve.tasks.problem.source import staged_task
 from contextevolve.tasks.registry import get_task
+from contextevolve.timing import add_seconds, by_phase
 
 
 class ReportError(ValueError):
@@ -71,8 +70,11 @@ class RunData:
         return out
 
     def seconds_by_phase(self) -> dict[str, dict[str, float]]:
-        """Per phase, slowest first: ``{"seconds", "llm", "share"}`` (wall seconds summed over programs,
-        the part spent on LLM replies, and the phase's share of all phases; :mod:`contextevolve.timing`)."""
+        """Per phase, slowest first: ``{"seconds", "llm", "share"}`` (:func:`contextevolve.timing.by_phase`).
+
+        Wall seconds summed over programs, the part spent on LLM replies, and the phase's share of all
+        phases.
+        """
         return by_phase(functools.reduce(add_seconds, (p.seconds for p in self.programs), {}))
 
     def total_tokens(self) -> int:
@@ -84,7 +86,7 @@ class RunData:
         return self.total_tokens() / len(self.improvements) if self.improvements else None
 
     def diff(self, program: ProgramRecord) -> str:
-        """Unified diff of ``program``'s source against its parent's ('' for the initial program or no source)."""
+        """Unified diff of ``program``'s source against its parent's ('' for the initial program or none)."""
         parent = self.by_id.get(program.parent_id or "")
         if parent is None or not program.source:
             return ""
@@ -123,7 +125,8 @@ def load_run(run_dir: str | Path) -> RunData:
     data = RunData(root, task, settings, programs)
     best: ProgramRecord | None = None
     for program in programs:
-        if program.status == "ok" and (best is None or task.better(program.combined_score, best.combined_score)):
+        if program.status == "ok" and (best is None
+                                       or task.better(program.combined_score, best.combined_score)):
             if best is not None:
                 data.improvements.append(program.id)
             best = program

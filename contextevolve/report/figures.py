@@ -33,8 +33,10 @@ NOT_VALID = ("failed", "invalid", "timeout")
 
 
 def score_points(data: RunData) -> tuple[list[tuple[int, float]], dict[str, list[int]]]:
-    """What the scores figure plots: (iteration, combined score) of the valid programs, and the
-    iterations of the programs that are not valid, by status (they have no score to plot)."""
+    """What the scores figure plots: the valid programs' (iteration, combined score) pairs.
+
+    Also the iterations of the programs that are not valid, by status (they have no score to plot).
+    """
     valid = [(p.iteration, p.combined_score) for p in data.programs if p.status == "ok"]
     marked = {status: [p.iteration for p in data.programs if p.status == status] for status in NOT_VALID}
     return valid, {k: v for k, v in marked.items() if v}
@@ -48,9 +50,11 @@ def scores_figure(data: RunData, path: Path) -> Path:
     valid, not_valid = score_points(data)
     top.scatter([v[0] for v in valid], [v[1] for v in valid], s=22,
                 color=STATUS_COLOURS["ok"], label="valid child", zorder=3)
-    steps = [(p.iteration, data.by_id[b].combined_score) for p, b in zip(data.programs, data.best_so_far) if b]
+    steps = [(p.iteration, data.by_id[b].combined_score)
+             for p, b in zip(data.programs, data.best_so_far) if b]
     if steps:
-        top.step([s[0] for s in steps], [s[1] for s in steps], where="post", color="#1565c0", label="best so far")
+        top.step([s[0] for s in steps], [s[1] for s in steps], where="post", color="#1565c0",
+                 label="best so far")
     top.set_ylabel("combined score" + ("" if data.task.higher_is_better else " (lower is better)"))
     top.legend(loc="best", fontsize=8)
     top.grid(alpha=0.3)
@@ -109,8 +113,10 @@ def pareto_front(points: list[tuple[str, float, float]], higher: tuple[bool, boo
 
 
 def pareto_figure(data: RunData, path: Path) -> Path | None:
-    """The first two metrics of the valid programs with their Pareto front; ``None`` when the task
-    has fewer than two metrics or no valid program. Returns ``path``."""
+    """The first two metrics of the valid programs with their Pareto front; returns ``path``.
+
+    ``None`` (nothing written) when the task has fewer than two metrics or no valid program.
+    """
     specs = data.task.metrics[:2]
     valid = [p for p in data.programs if p.status == "ok" and all(m.name in p.metrics for m in specs)]
     if len(specs) < 2 or not valid:
@@ -120,7 +126,8 @@ def pareto_figure(data: RunData, path: Path) -> Path | None:
     points = [(p.id, p.metrics[x_spec.name], p.metrics[y_spec.name]) for p in valid]
     front = set(pareto_front(points, (x_spec.higher_is_better, y_spec.higher_is_better)))
     fig, ax = plt.subplots(figsize=(5.6, 4.2))
-    ax.scatter([x for _, x, _ in points], [y for _, _, y in points], s=22, color="#90a4ae", label="valid program")
+    ax.scatter([x for _, x, _ in points], [y for _, _, y in points], s=22, color="#90a4ae",
+               label="valid program")
     at: dict[tuple[float, float], list[str]] = {}  # programs with equal metrics share one point
     for pid, x, y in points:
         if pid in front:

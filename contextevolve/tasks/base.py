@@ -17,9 +17,9 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from contextevolve.evaluation.isolation import run_candidate
-from contextevolve.evaluation.results import CallResult, CandidateRun
 from contextevolve.evaluation.jobs import Call, EvalJob
 from contextevolve.evaluation.limits import SandboxLimits
+from contextevolve.evaluation.results import CallResult, CandidateRun
 from contextevolve.evaluation.tracebacks import candidate_excerpt
 from contextevolve.memory.records import FailureKind, kind_of_status
 
@@ -91,11 +91,12 @@ class Task(ABC):
     gets, each with its inputs) and :meth:`grade_run` (the trusted grader);
     :meth:`evaluate` runs the sandbox between them.
 
-    Rules every task follows, so that a hostile candidate cannot forge its score: the grader recomputes every metric from the
-    returned outputs with its own inputs and parses them against an explicit schema with
-    size bounds; a call that fails, times out or returns invalid output counts at its worst
-    value in every metric (partial failure never pays); call times are the supervisor's
-    measurements only; and no call's inputs hold what the grader scores that call against.
+    Rules every task follows, so that a hostile candidate cannot forge its score: the grader
+    recomputes every metric from the returned outputs with its own inputs and parses them
+    against an explicit schema with size bounds; a call that fails, times out or returns
+    invalid output counts at its worst value in every metric (partial failure never pays);
+    call times are the supervisor's measurements only; and no call's inputs hold what the
+    grader scores that call against.
     """
 
     name: str
@@ -161,7 +162,7 @@ class Task(ABC):
 
         Args:
             source: the candidate program (untrusted).
-            timeout_s: wall-clock limit, seconds; overrides ``limits.wall_s``; default
+            timeout_s: wall-clock limit, seconds; overrides ``limits.timeout_s``; default
                 :attr:`timeout_s`.
             limits: sandbox limits (default :class:`SandboxLimits`).
 
@@ -170,12 +171,13 @@ class Task(ABC):
             could not enforce), or a rejection with the worst score when no result came back.
         """
         limits = limits or SandboxLimits()
-        limits = limits.resolved(timeout_s or limits.wall_s or self.timeout_s)
+        limits = limits.resolved(timeout_s or limits.timeout_s or self.timeout_s)
         run = run_candidate(source, self.job(), limits=limits)
         if run.status != "ok":
             evaluation = self.rejected(run.status, run.reason, seconds=run.seconds,  # type: ignore[arg-type]
-                                       diagnostics=(run.reason + "\n" + (run.traceback or run.stderr_tail)[-400:])
-                                       .strip(), traceback=candidate_excerpt(run.traceback),
+                                       diagnostics=(run.reason + "\n"
+                                                    + (run.traceback or run.stderr_tail)[-400:]).strip(),
+                                       traceback=candidate_excerpt(run.traceback),
                                        failure_kind=run.failure_kind)  # type: ignore[arg-type]
         else:
             evaluation = self.grade_safely(run)
@@ -189,12 +191,16 @@ class Task(ABC):
         return evaluation
 
     def grade_safely(self, run: CandidateRun) -> Evaluation:
-        """:meth:`grade_run`, total: any exception while grading, or a metric or score that is not a
-        finite number, makes the program ``invalid`` with the reason (nothing raises out)."""
+        """:meth:`grade_run`, total: nothing raises out.
+
+        Any exception while grading, or a metric or score that is not a finite number, makes the program
+        ``invalid`` with the reason.
+        """
         try:
             evaluation = self.grade_run(run)
         except Exception as exc:  # noqa: BLE001 - whatever the candidate returned must not stop the run
-            return self.rejected("invalid", f"output could not be graded: {type(exc).__name__}: {str(exc)[:200]}")
+            return self.rejected("invalid",
+                                 f"output could not be graded: {type(exc).__name__}: {str(exc)[:200]}")
         values = {"combined_score": evaluation.combined_score, **evaluation.metrics}
         bad = [name for name, value in values.items()
                if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)]
@@ -208,8 +214,10 @@ class Task(ABC):
 
     @staticmethod
     def refusal(value: object) -> str:
-        """Why an array task's harness value is not the empty ``{}`` of a good call: its ``{"bad": why}``
-        (the harness refused the program's return value) or a malformed value; ``""`` when it is ``{}``."""
+        """Why an array task's harness value is not the empty ``{}`` of a good call; ``""`` when it is.
+
+        Its ``{"bad": why}`` (the harness refused the program's return value), or a malformed value.
+        """
         if not isinstance(value, dict) or not set(value) <= {"bad"}:
             keys = sorted(map(str, value))[:5] if isinstance(value, dict) else type(value).__name__
             return f"malformed harness output ({keys})"
@@ -222,15 +230,19 @@ class Task(ABC):
 
     def rejected(self, status: EvalStatus, reason: str, *, seconds: float = 0.0, diagnostics: str = "",
                  traceback: str = "", failure_kind: FailureKind = "") -> Evaluation:
-        """An Evaluation for a program with no valid output: worst score and worst metrics
-        (``failure_kind`` defaults to the one ``status`` implies)."""
+        """An Evaluation for a program with no valid output: worst score and worst metrics.
+
+        ``failure_kind`` defaults to the one ``status`` implies.
+        """
         return Evaluation(status=status, reason=reason, seconds=seconds, combined_score=self.worst_score,
                           failure_kind=failure_kind,
                           metrics={m.name: m.worst for m in self.metrics}, traceback=traceback,
                           diagnostics=diagnostics or (f"Rejected: {reason}" if status == "invalid" else ""))
 
     def smoke_job(self) -> EvalJob | None:
-        """One small case for the pre-check's smoke run (:mod:`contextevolve.tasks.prechecks`); None: no smoke run.
+        """One small case for the pre-check's smoke run; None: no smoke run.
+
+        The smoke run is :mod:`contextevolve.tasks.prechecks`'s.
 
         Default: the first call of :meth:`job`. Tasks whose first case is large override it.
         """
@@ -238,17 +250,24 @@ class Task(ABC):
         return job.model_copy(update={"calls": job.calls[:1]})
 
     def smoke_refusal(self, value: object) -> str:  # noqa: ARG002 - tasks that can tell override it
-        """Why the smoke call's harness value already shows a broken contract; ``""`` (default) when
-        it cannot tell without the full grader."""
+        """Why the smoke call's harness value already shows a broken contract, or ``""``.
+
+        ``""`` (the default) when it cannot tell without the full grader.
+        """
         return ""
 
     def observe(self, metrics: dict[str, float]) -> None:  # noqa: ARG002 - tasks with fixed metrics ignore it
-        """Note the metric names of a stored evaluation: a task whose evaluator decides its metrics (a user's
-        problem) lists them in :attr:`metrics` from then on. Default: nothing (the metrics are fixed)."""
+        """Note the metric names of a stored evaluation.
+
+        A task whose evaluator decides its metrics (a user's problem) lists them in :attr:`metrics` from
+        then on. Default: nothing (the metrics are fixed).
+        """
 
     def better(self, a: float | None, b: float | None) -> bool:
-        """True when combined score ``a`` is better than ``b`` by more than :attr:`score_tolerance`
-        (``None`` is worst)."""
+        """True when combined score ``a`` is better than ``b`` by more than :attr:`score_tolerance`.
+
+        ``None`` is worst.
+        """
         if a is None:
             return False
         if b is None:

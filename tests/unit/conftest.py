@@ -18,6 +18,6 @@ not a model (it exits at once)."""
 @pytest.fixture(autouse=True)
 def no_embedded_llm(monkeypatch):
     def refuse(self) -> None:
-        raise AssertionError("a unit test tried to start the embedded LLM: script the models (tests/fakes.py) "
-                             "or give the run a fake endpoint")
+        raise AssertionError("a unit test tried to start the embedded LLM: script the models "
+                             "(tests/fakes.py) or give the run a fake endpoint")
     monkeypatch.setattr(embedded.EmbeddedServer, "launch", refuse)

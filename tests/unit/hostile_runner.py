@@ -22,7 +22,8 @@ HOSTILE = {
     # forges protocol frames on every descriptor and a result file, then exits mid-call
     "forged_envelope": (
         "import json, os, struct\n"
-        "_h = json.dumps({'type': 'call', 'index': 0, 'status': 'ok', 'seconds': 0.0, 'value': {}, 'blobs': []})\n"
+        "_h = json.dumps({'type': 'call', 'index': 0, 'status': 'ok', 'seconds': 0.0, 'value': {}, "
+        "'blobs': []})\n"
         "for _fd in range(1, 12):\n"
         "    try:\n        os.write(_fd, struct.pack('>Q', len(_h)) + _h.encode())\n"
         "    except OSError:\n        pass\n"

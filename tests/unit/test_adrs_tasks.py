@@ -15,7 +15,8 @@ from contextevolve.tasks.registry import get_task
 
 TS, SQL, LB, SAK = (get_task(n) for n in ("txn_scheduling", "llm_sql", "eplb", "sparse_attention"))
 
-needs_capture = pytest.mark.skipif(not embedded.installed(), reason="SAK data is captured from the embedded LLM")
+needs_capture = pytest.mark.skipif(not embedded.installed(),
+                                   reason="SAK data is captured from the embedded LLM")
 
 
 def assert_rejected(task, source: str, fragment: str) -> None:
@@ -32,7 +33,8 @@ FIFO_TS = TS.baselines()["heuristic"]
 
 
 def test_ts_initial_beats_fifo_and_sota_beats_initial():
-    initial, fifo, sota = (TS.evaluate(s) for s in (TS.initial_program, FIFO_TS, TS.baselines()["human_sota"]))
+    initial, fifo, sota = (TS.evaluate(s)
+                           for s in (TS.initial_program, FIFO_TS, TS.baselines()["human_sota"]))
     assert {initial.status, fifo.status, sota.status} == {"ok"}
     assert fifo.combined_score < initial.combined_score < sota.combined_score
     # The score is recomputed from the makespan: 1e6 / (1 + total) at validity 1.
@@ -72,7 +74,8 @@ def test_ts_cheats_are_rejected(body, fragment):
 
 def test_ts_workload_failures_lower_validity():
     flaky = FIFO_TS.replace("    order = list(range(workload.num_txns))",
-                            "    if workload.num_txns and len(workload.txns[0]) > 8:\n        raise RuntimeError('x')\n"
+                            "    if workload.num_txns and len(workload.txns[0]) > 8:\n"
+                            "        raise RuntimeError('x')\n"
                             "    order = list(range(workload.num_txns))")
     result = TS.evaluate(flaky)
     assert result.status == "ok" and result.metrics["validity"] == pytest.approx(2 / 3)
@@ -163,15 +166,18 @@ LB_VALID = LB.baselines()["heuristic"]
     ("    L, E = weight.shape\n    phy2log = torch.zeros(L, num_replicas, dtype=torch.int64)\n"
      "    logcnt = torch.zeros(L, E, dtype=torch.int64); logcnt[:, 0] = num_replicas\n"
      "    log2phy = torch.full((L, E, num_replicas), -1, dtype=torch.int64)\n"
-     "    log2phy[:, 0, :] = torch.arange(num_replicas)\n    return phy2log, log2phy, logcnt\n", "has no replica"),
+     "    log2phy[:, 0, :] = torch.arange(num_replicas)\n    return phy2log, log2phy, logcnt\n",
+     "has no replica"),
     # fewer slots than num_replicas
     ("    L, E = weight.shape\n    p = torch.arange(E).repeat(L, 1)\n"
      "    return p, p.unsqueeze(-1).clone(), torch.ones(L, E, dtype=torch.int64)\n", "expected (58, 288)"),
     # float tensors
-    ("    L, E = weight.shape\n    return (torch.zeros(L, num_replicas), torch.zeros(L, E, 1), torch.ones(L, E))\n",
+    ("    L, E = weight.shape\n"
+     "    return (torch.zeros(L, num_replicas), torch.zeros(L, E, 1), torch.ones(L, E))\n",
      "integer array"),
     # numpy arrays instead of tensors
-    ("    import numpy as np\n    return np.zeros((58, 288), int), np.zeros((58, 256, 1), int), np.ones((58, 256), int)\n",
+    ("    import numpy as np\n"
+     "    return np.zeros((58, 288), int), np.zeros((58, 256, 1), int), np.ones((58, 256), int)\n",
      "expected a torch tensor"),
 ])
 def test_lb_cheats_are_rejected(body, fragment):
@@ -183,11 +189,13 @@ def test_lb_cheats_are_rejected(body, fragment):
     ("    log2phy[:, :, 0] = 0\n", "disagree"),                                   # all experts claim slot 0
     ("    log2phy = log2phy[:, :, :1].clone()\n", "lists 1 slots per expert"),     # drops the second replicas
     ("    log2phy[:, :, 1] = log2phy[:, :, 0]\n", "pad with exactly -1"),             # pads with slot ids
-    ("    log2phy[log2phy < 0] = -2\n", "exactly -1 after each expert's logcnt slots, found -2"),  # another negative
-    ("    log2phy[:, :, 0] = -1\n", "followed by -1 padding"),                        # a listed slot is padding
+    # another negative
+    ("    log2phy[log2phy < 0] = -2\n", "exactly -1 after each expert's logcnt slots, found -2"),
+    ("    log2phy[:, :, 0] = -1\n", "followed by -1 padding"),                      # a listed slot is padding
 ])
 def test_lb_inconsistent_maps_are_rejected(edit, fragment):
-    source = LB_VALID.replace("    return phy2log, log2phy, logcnt\n", edit + "    return phy2log, log2phy, logcnt\n")
+    source = LB_VALID.replace("    return phy2log, log2phy, logcnt\n",
+                              edit + "    return phy2log, log2phy, logcnt\n")
     assert source != LB_VALID
     assert_rejected(LB, source, fragment)
 
@@ -243,7 +251,8 @@ SAK_HEAD = "import numpy as np\n\ndef select_keys(queries, keys, values, query_p
     ("    return np.ones((H, Q, T), dtype=bool)\n", "future keys"),                    # peeks at the future
     ("    return np.zeros((H, Q, T), dtype=np.uint8)\n", "bool array"),
     ("    return np.zeros((H, Q, T // 2), dtype=bool)\n", "shape"),
-    ("    m = np.zeros((H, Q, T), bool); m[:, :, 0] = True\n    return m, np.full((H, Q, T), np.nan)\n", "finite"),
+    ("    m = np.zeros((H, Q, T), bool); m[:, :, 0] = True\n    return m, np.full((H, Q, T), np.nan)\n",
+     "finite"),
     ("    return [[0]]\n", "expected a numpy array"),
 ])
 def test_sak_cheats_are_rejected(body, fragment):

@@ -76,7 +76,8 @@ def test_two_runs_on_one_server_keep_separate_records(tmp_path, models, chroma_s
     evolve(iterations=3, run_dir=first, resume=True)  # the server comes from the run's stored settings
     name = SERVER_COLLECTION_PREFIX + open_memory(first).buffer.run_id()
     close_memory(first)
-    assert set(client.get_collection(name).get()["ids"]) == set(_abstracts(first)) and len(_abstracts(first)) == 4
+    assert (set(client.get_collection(name).get()["ids"]) == set(_abstracts(first))
+            and len(_abstracts(first)) == 4)
     again = client.get_collection(SERVER_COLLECTION_PREFIX + open_memory(second).buffer.run_id()).get(
         include=["documents"])
     close_memory(second)

@@ -48,7 +48,8 @@ def test_baselines_table_for_one_task():
     rows = {r["baseline"]: r for r in json.loads(out.stdout)}
     assert set(rows) == {"initial", "heuristic", "human_sota"}
     assert all(r["status"] == "ok" and r["task"] == "txn_scheduling" for r in rows.values())
-    assert rows["heuristic"]["combined_score"] < rows["initial"]["combined_score"] < rows["human_sota"]["combined_score"]
+    assert (rows["heuristic"]["combined_score"] < rows["initial"]["combined_score"]
+            < rows["human_sota"]["combined_score"])
     table = cli("baselines", "--task", "txn_scheduling")
     assert table.returncode == 0 and "Human-SOTA" in table.stdout and "makespan" in table.stdout
 
@@ -96,7 +97,8 @@ def test_status_json_keys(tmp_path, models):
     assert data["tokens"]["generator"] == {"prompt": 1800, "completion": 800}
     # seconds by phase and LLM calls by role beside the tokens
     assert data["llm"]["generator"]["prompt"] == 1800 and data["llm"]["generator"]["calls"] == 2
-    assert data["seconds"]["generate"] >= data["seconds"]["generate.llm"] >= 0 and data["seconds"]["evaluate"] > 0
+    assert (data["seconds"]["generate"] >= data["seconds"]["generate.llm"] >= 0
+            and data["seconds"]["evaluate"] > 0)
     shown = cli("status", str(tmp_path / "r"))
     text = shown.stdout + shown.stderr
     assert "Seconds by phase" in text and "median seconds per iteration" in text
@@ -105,7 +107,8 @@ def test_status_json_keys(tmp_path, models):
     # each worker's phase: the one worker stopped once every iteration of the budget was claimed
     assert data["workers"] == {"0": {"next": [], "child_id": None, "committed": 2,
                                      "stop_reason": "iteration budget reached (2/2)"}}
-    assert "worker 0: stopped (iteration budget reached (2/2)); 2 children committed" in " ".join(text.split())
+    assert ("worker 0: stopped (iteration budget reached (2/2)); 2 children committed"
+            in " ".join(text.split()))
 
 
 def test_run_with_scripted_models_prints_summary(tmp_path, models, capsys):
@@ -137,20 +140,34 @@ def test_log_prompts_keeps_every_request_and_reply(tmp_path, models):
 
 
 def test_run_flags_and_run_settings_agree():
-    """Every ``run`` flag sets a run setting (flat name); every setting has a flag or is listed as
-    API-only; the sandbox flags' help states the defaults the run actually uses."""
+    """Every ``run`` flag sets a run setting (flat name), and every setting has a flag or is API-only.
+
+    The sandbox flags' help states the defaults the run actually uses.
+    """
     from contextevolve.cli import build_parser
     from contextevolve.flags import API_ONLY_SETTINGS, run_settings
-    from contextevolve.graph.context import SANDBOX_DEFAULTS, RunContext, check_setting_names, flat_setting_names
+    from contextevolve.graph.context import (
+        SANDBOX_DEFAULTS,
+        RunContext,
+        check_setting_names,
+        flat_setting_names,
+    )
 
     everything = ["run", "--base-url", "http://h/v1", "--model", "m", "--role-model", "generator=g",
-                  "--max-retries", "1", "--retry-wait", "0.5", "--request-timeout", "7", "--top-p", "0.8", "--top-k", "20", "--seed", "3", "--target-score", "30",
-                  "--token-budget", "9", "--time-budget", "1.5", "--mode", "diff", "--repair-attempts", "1", "--no-repair-restart",
-                  "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop", "--no-server-per-role", "--stale-after", "3", "--log-prompts", "--eval-timeout", "5", "--exemplars", "1", "--trajectories", "2",
+                  "--max-retries", "1", "--retry-wait", "0.5", "--request-timeout", "7", "--top-p", "0.8",
+                  "--top-k", "20", "--seed", "3", "--target-score", "30",
+                  "--token-budget", "9", "--time-budget", "1.5", "--edit-form", "diff",
+                  "--repair-attempts", "1", "--no-import-fixes", "--no-repair-restart",
+                  "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop",
+                  "--no-server-per-role", "--stale-after", "3", "--log-prompts", "--eval-timeout", "5",
+                  "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
-                  "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1", "--workers", "2",
-                  "--llm-concurrency", "3", "--no-summarize-behind", "--eval-workers", "2", "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
-                  "--disable", "navigator", "--disable", "sampler", "--eval-cpu", "2", "--eval-memory-mb", "512", "--eval-max-processes", "8",
+                  "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1",
+                  "--workers", "2",
+                  "--llm-concurrency", "3", "--no-summarize-behind", "--eval-workers", "2",
+                  "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
+                  "--disable", "navigator", "--disable", "sampler", "--eval-cpu", "2",
+                  "--eval-memory-mb", "512", "--eval-max-processes", "8",
                   "--eval-output-kb", "8", "--eval-files-mb", "8", "--eval-allow-network"]
     settings = run_settings(build_parser().parse_args(everything))
     check_setting_names(settings)  # raises on a key that is not a RunContext field
@@ -163,7 +180,8 @@ def test_run_flags_and_run_settings_agree():
     with pytest.raises(SystemExit):  # the flag of rounds of lanes is gone: --workers replaced it
         build_parser().parse_args(["run", "--lanes", "2"])
     help_text = " ".join(build_parser().parse_args(["run"]).parser.format_help().split())
-    for flag, default in (("--eval-memory-mb", SANDBOX_DEFAULTS.memory_mb), ("--eval-files-mb", SANDBOX_DEFAULTS.files_mb),
+    for flag, default in (("--eval-memory-mb", SANDBOX_DEFAULTS.memory_mb),
+                          ("--eval-files-mb", SANDBOX_DEFAULTS.files_mb),
                           ("--eval-output-kb", SANDBOX_DEFAULTS.output_kb),
                           ("--eval-max-processes", SANDBOX_DEFAULTS.max_processes)):
         assert f"(default {default})" in help_text.split(flag)[-1][:200]

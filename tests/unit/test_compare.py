@@ -1,5 +1,7 @@
-"""`contextevolve compare` driven by a scripted fake endpoint: all three systems, the
-ledger, the proxy's counts against ContextEvolve's own, the result files, bad input."""
+"""`contextevolve compare` driven by a scripted fake endpoint.
+
+All three systems, the ledger, the proxy's counts against ContextEvolve's own, the result files, bad input.
+"""
 
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
     better = TASK.evaluate(TASK.initial_program.replace(OLD, NEW)).combined_score
     assert better > initial
     by_system = {r.system: r for r in results}
-    assert set(by_system) == {"contextevolve", "openevolve", "openevolve-full", "gepa", "contextevolve-no-navigator"}
+    assert set(by_system) == {"contextevolve", "openevolve", "openevolve-full", "gepa",
+                              "contextevolve-no-navigator"}
     for result in results:
         assert result.initial == pytest.approx(initial)
         assert result.best == pytest.approx(better) and result.best_recomputed == pytest.approx(better)
@@ -56,17 +59,22 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
     # the proxy's count equals ContextEvolve's own report
     for name in ("contextevolve", "contextevolve-no-navigator"):
         assert by_system[name].tokens == by_system[name].own_tokens
-        assert by_system[name].cumulative_tokens[0] < by_system[name].cumulative_tokens[-1] == by_system[name].tokens
+        assert (by_system[name].cumulative_tokens[0] < by_system[name].cumulative_tokens[-1]
+                == by_system[name].tokens)
         assert by_system[name].candidates == 2 and by_system[name].stopped == ""
     assert by_system["openevolve"].candidates == by_system["openevolve-full"].candidates == 2
-    assert json.loads((out / "openevolve-full-s0" / "spec.json").read_text())["options"] == {"diff_based_evolution": False}
+    assert json.loads((out / "openevolve-full-s0" / "spec.json").read_text())["options"] == {
+        "diff_based_evolution": False}
     assert not any(body.get("stream") for body in endpoint.requests)
     # ContextEvolve's prompts are kept for replays, each request once (no retries here); the peers' are not
-    kept = [json.loads(line) for line in (out / "contextevolve-s0" / "run" / "prompts.jsonl").read_text().splitlines()]
-    assert len(kept) == by_system["contextevolve"].llm_calls and {"generator", "summarizer"} <= {r["role"] for r in kept}
+    kept = [json.loads(line)
+            for line in (out / "contextevolve-s0" / "run" / "prompts.jsonl").read_text().splitlines()]
+    assert (len(kept) == by_system["contextevolve"].llm_calls
+            and {"generator", "summarizer"} <= {r["role"] for r in kept})
     assert not list(out.glob("openevolve*/**/prompts.jsonl")) and not list(out.glob("gepa*/**/prompts.jsonl"))
     saved = json.loads((out / "results.json").read_text())
-    assert [r["label"] for r in saved["results"]] == [r.label for r in results] and "api_key" not in saved["settings"]
+    assert ([r["label"] for r in saved["results"]] == [r.label for r in results]
+            and "api_key" not in saved["settings"])
     table = (out / "results.md").read_text()
     assert "| openevolve | 0 |" in table and "Medians over seeds" in table
     for png in ("best_so_far.png", "tokens.png", "ablations.png"):
@@ -90,7 +98,8 @@ def test_ledger_counts_copies_as_unchanged_and_the_peers_seed_evaluation_as_no_c
     ledger.evaluate(TASK, "def compute_model_placement(:\n", path)
     entries = ledger.read_ledger(path)
     assert [(e.candidate, e.changed, e.status) for e in entries] == [
-        (False, False, "ok"), (False, False, "ok"), (True, False, "ok"), (True, True, "ok"), (True, False, "failed")]
+        (False, False, "ok"), (False, False, "ok"), (True, False, "ok"), (True, True, "ok"),
+        (True, False, "failed")]
     figures = ledger.summary(entries, TASK)
     assert (figures["candidates"], figures["valid"], figures["valid_changed"]) == (3, 2, 1)
     assert figures["best_so_far"][0] == figures["initial"] < figures["best_so_far"][1] == figures["best"]
@@ -127,8 +136,8 @@ def test_a_peer_is_stopped_at_the_token_budget_and_a_comparison_can_be_extended(
         assert result.stopped == "token budget 1 reached"
         assert 1 <= result.llm_calls < 6 and result.tokens >= 1
         assert result.initial is not None and result.best is not None  # the ledger survived the stop
-        results = compare(CompareSettings(task="model_placement", systems=["openevolve"], candidates=1, seeds=[1],
-                                          out="cmp", base_url=endpoint.url, model="fake"))
+        results = compare(CompareSettings(task="model_placement", systems=["openevolve"], candidates=1,
+                                          seeds=[1], out="cmp", base_url=endpoint.url, model="fake"))
     assert [r.label for r in results] == ["gepa-s1", "openevolve-s1"] and results[1].candidates == 1
     saved = json.loads((tmp_path / "cmp" / "results.json").read_text())
     assert [r["label"] for r in saved["results"]] == ["gepa-s1", "openevolve-s1"]
@@ -138,8 +147,10 @@ def test_a_peer_is_stopped_at_the_token_budget_and_a_comparison_can_be_extended(
 
 
 def test_contextevolve_leaves_the_shared_embedded_server_running_for_the_next_system(tmp_path, monkeypatch):
-    """Regression: ``evolve`` stopped the process-wide embedded server even when it was given
-    another endpoint (the proxy), so every system after ContextEvolve met a dead upstream."""
+    """Regression: ``evolve`` stopped the process-wide embedded server even when given another endpoint.
+
+    It was given the proxy, so every system after ContextEvolve met a dead upstream.
+    """
     from contextevolve.compare import runner
     from contextevolve.llm import embedded
 
@@ -156,8 +167,8 @@ def test_contextevolve_leaves_the_shared_embedded_server_running_for_the_next_sy
     monkeypatch.setitem(embedded._servers, embedded.SHARED, shared)
     with FakeEndpoint(reply) as endpoint:
         monkeypatch.setattr(runner, "_embedded_endpoint", lambda: (endpoint.url, "fake"))
-        results = compare(CompareSettings(task="model_placement", systems=["contextevolve", "gepa"], candidates=1,
-                                          seeds=[0], out=str(tmp_path / "cmp")))
+        results = compare(CompareSettings(task="model_placement", systems=["contextevolve", "gepa"],
+                                          candidates=1, seeds=[0], out=str(tmp_path / "cmp")))
     assert not shared.stopped
     assert [r.stopped for r in results] == ["", ""]
     assert [r.candidates for r in results] == [1, 1] and results[1].valid == 1
@@ -168,8 +179,9 @@ def test_a_run_whose_requests_failed_says_so(tmp_path):
         raise RuntimeError("the model is down")  # the endpoint answers HTTP 500
 
     with FakeEndpoint(broken) as endpoint:
-        [result] = compare(CompareSettings(task="model_placement", systems=["openevolve"], candidates=1, seeds=[0],
-                                           out=str(tmp_path / "cmp"), base_url=endpoint.url, model="fake"))
+        [result] = compare(CompareSettings(task="model_placement", systems=["openevolve"], candidates=1,
+                                           seeds=[0], out=str(tmp_path / "cmp"), base_url=endpoint.url,
+                                           model="fake"))
     assert "endpoint errors: " in result.stopped and "(HTTP 500)" in result.stopped
     assert result.candidates == 0 and result.tokens == 0 and result.llm_calls >= 1
 
@@ -227,7 +239,8 @@ def test_compare_on_a_problem_folder_scores_every_system_with_the_users_evaluato
     saved = json.loads((out / "results.json").read_text())
     assert saved["settings"]["task"] == f"problem:{(out / 'problem').resolve()}"
     for result in saved["results"]:  # solve(3) = 3 scores 1/7; GAIN = 3 makes it 9: 1.0
-        assert result["initial"] == pytest.approx(1 / 7) and result["best"] == pytest.approx(1.0), result["label"]
+        assert result["initial"] == pytest.approx(1 / 7) and result["best"] == pytest.approx(1.0), (
+            result["label"])
         assert result["best_recomputed"] == pytest.approx(1.0)
 
 
@@ -238,13 +251,14 @@ def test_every_run_is_also_cut_at_the_same_tokens():
     # ContextEvolve checks its budget between iterations, so its last child can end past it:
     # its 24.0 came after 41,000 tokens and must not count against a 40,000-token budget.
     ours = SystemResult(system="contextevolve", seed=0, label="contextevolve-s0", initial=20.0, best=24.0,
-                        tokens=47_000, best_so_far=[20.0, 22.0, 24.0], cumulative_tokens=[9_000, 30_000, 47_000])
+                        tokens=47_000, best_so_far=[20.0, 22.0, 24.0],
+                        cumulative_tokens=[9_000, 30_000, 47_000])
     peer = SystemResult(system="gepa", seed=0, label="gepa-s0", initial=20.0, best=21.0, tokens=40_100,
                         best_so_far=[21.0, 21.0], cumulative_tokens=[20_000, 40_100])
     late = SystemResult(system="openevolve", seed=0, label="openevolve-s0", initial=20.0, best=23.0,
                         tokens=41_000, best_so_far=[23.0], cumulative_tokens=[41_000])
-    broken = SystemResult(system="openevolve-full", seed=0, label="openevolve-full-s0", initial=20.0, best=20.0,
-                          best_so_far=[20.0, 20.0], cumulative_tokens=[5_000])
+    broken = SystemResult(system="openevolve-full", seed=0, label="openevolve-full-s0", initial=20.0,
+                          best=20.0, best_so_far=[20.0, 20.0], cumulative_tokens=[5_000])
     assert best_within(ours, 40_000) == (22.0, 2)
     assert best_within(peer, 40_000) == (21.0, 1)
     assert best_within(late, 40_000) == (20.0, 0)  # nothing finished within: the initial program

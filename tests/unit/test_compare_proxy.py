@@ -10,7 +10,8 @@ from openai import OpenAI
 from contextevolve.compare.proxy import CountingProxy
 from tests.fake_endpoint import FakeEndpoint, words
 
-MESSAGES = [{"role": "system", "content": "You write code."}, {"role": "user", "content": "Sort three numbers please"}]
+MESSAGES = [{"role": "system", "content": "You write code."},
+            {"role": "user", "content": "Sort three numbers please"}]
 
 
 def answer(body: dict) -> str:
@@ -18,7 +19,8 @@ def answer(body: dict) -> str:
 
 
 def test_plain_and_streamed_requests_are_counted_from_the_endpoints_usage(tmp_path):
-    with FakeEndpoint(answer) as endpoint, CountingProxy(endpoint.url, log_path=tmp_path / "requests.jsonl") as proxy:
+    with (FakeEndpoint(answer) as endpoint,
+          CountingProxy(endpoint.url, log_path=tmp_path / "requests.jsonl") as proxy):
         client = OpenAI(base_url=proxy.url("contextevolve-s0"), api_key="none")
         plain = client.chat.completions.create(model="fake", messages=MESSAGES, seed=7)
         stream = client.chat.completions.create(model="fake", messages=MESSAGES, seed=7, stream=True,
@@ -32,7 +34,8 @@ def test_plain_and_streamed_requests_are_counted_from_the_endpoints_usage(tmp_pa
         prompt_words = words("You write code.\nSort three numbers please")
         records = proxy.records("contextevolve-s0")
         assert [r.streamed for r in records] == [False, True]
-        assert all((r.prompt_tokens, r.completion_tokens) == (prompt_words, words(answer({}))) for r in records)
+        assert all((r.prompt_tokens, r.completion_tokens) == (prompt_words, words(answer({})))
+                   for r in records)
         assert proxy.totals("contextevolve-s0") == {
             "requests": 2, "prompt_tokens": 2 * prompt_words, "completion_tokens": 2 * words(answer({})),
             "total_tokens": 2 * (prompt_words + words(answer({}))), "unreported": 0}
@@ -51,7 +54,8 @@ def test_seed_policy_remove_overrides_and_upstream_errors_are_recorded():
 
     with FakeEndpoint(answer) as endpoint, CountingProxy(endpoint.url, seed_policy="remove",
                                                          overrides={"top_k": 20}) as proxy:
-        OpenAI(base_url=proxy.url("x"), api_key="none").chat.completions.create(model="fake", messages=MESSAGES, seed=3)
+        OpenAI(base_url=proxy.url("x"), api_key="none").chat.completions.create(
+            model="fake", messages=MESSAGES, seed=3)
         assert "seed" not in endpoint.requests[0] and endpoint.requests[0]["top_k"] == 20
     with FakeEndpoint(refuse) as endpoint, CountingProxy(endpoint.url) as proxy:
         client = OpenAI(base_url=proxy.url("x"), api_key="none", max_retries=0)

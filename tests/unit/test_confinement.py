@@ -28,7 +28,7 @@ from contextevolve.tasks.registry import get_task
 
 TASK = get_task("model_placement")
 INITIAL_SCORE = 21.891622105209393
-LIMITS = SandboxLimits(wall_s=30, cpu_s=10, memory_mb=2048, output_kb=256, max_processes=32, files_mb=64)
+LIMITS = SandboxLimits(timeout_s=30, cpu_s=10, memory_mb=2048, output_kb=256, max_processes=32, files_mb=64)
 SECRET = "sk-confined-" + uuid.uuid4().hex
 FILES_NOTE = "files readable: no mount namespace"
 
@@ -100,7 +100,8 @@ def test_secret_files_are_unreadable(host, tmp_path):
     assert "READ" not in secret_a + secret_b and SECRET not in result.reason, result.reason
     assert not data_seen.startswith("LISTED") and not tmp_seen.startswith("LISTED"), result.reason
     # the home directory is at most a path to the interpreter (pyenv): none of its files are there
-    assert not {".config", ".cache", in_home.name} & set(home_seen.removeprefix("LISTED ").split(";")), home_seen
+    assert not {".config", ".cache", in_home.name} & set(home_seen.removeprefix("LISTED ").split(";")), (
+        home_seen)
 
 
 def test_host_process_command_lines_are_invisible(host):
@@ -150,11 +151,13 @@ def test_sysv_ipc_does_not_outlive_an_evaluation_or_reach_the_host(host):
                        f"msg = libc.msgget({key}, {_IPC_CREAT} | 0o600)\n"
                        f"sem = libc.semget({key}, 1, {_IPC_CREAT} | 0o600)\n"
                        "raise RuntimeError(f'found: created {shm} {msg} {sem}')\n")
-    look = common + (f"shm = libc.shmget({key}, 0, 0)\nmsg = libc.msgget({key}, 0)\nsem = libc.semget({key}, 0, 0)\n"
+    look = common + (f"shm = libc.shmget({key}, 0, 0)\nmsg = libc.msgget({key}, 0)\n"
+                     f"sem = libc.semget({key}, 0, 0)\n"
                      "raise RuntimeError(f'found: looked {shm} {msg} {sem}')\n")
     try:
         created = reported(evaluate(create)).split()
-        assert created[0] == "created" and all(int(i) >= 0 for i in created[1:]), created  # it could make them
+        # it could make them
+        assert created[0] == "created" and all(int(i) >= 0 for i in created[1:]), created
         on_host = {kind: key in _host_ipc_keys(kind) for kind in ("shm", "msg", "sem")}
         second = evaluate(look)
     finally:

@@ -22,7 +22,8 @@ def test_cited_documents_are_in_the_repository(path):
         assert (ROOT / ref).is_file(), f"{path.name} cites {ref}, which does not exist"
     for link in MD_LINK.findall(text) if path.suffix == ".md" else []:
         if "://" not in link:
-            assert (path.parent / link).resolve().is_file(), f"{path.name} links to {link}, which does not exist"
+            assert (path.parent / link).resolve().is_file(), (
+                f"{path.name} links to {link}, which does not exist")
 
 
 def test_the_docs_cover_architecture_tasks_and_the_embedded_model():
@@ -50,8 +51,10 @@ def run_flags() -> set[str]:
 @pytest.mark.parametrize("path", [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))],
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_run_commands_the_docs_show_use_flags_run_has(path):
-    """A command line a reader copies must run: e.g. ``--lanes``, gone since workers replaced rounds of
-    lanes (``--workers``), must not be shown."""
+    """A command line a reader copies must run.
+
+    E.g. ``--lanes``, gone since workers replaced rounds of lanes (``--workers``), must not be shown.
+    """
     flags = run_flags()
     shown = [(n, flag) for n, line in enumerate(path.read_text().splitlines(), 1)
              for match in RUN_LINE.finditer(line) for flag in FLAG.findall(match.group(1))]

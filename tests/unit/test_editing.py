@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from contextevolve.editing import EditError, apply_diffs, build_child, extract_code, parse_diffs
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.nodes.sample import parse_choice
-from contextevolve.prompts.generator import SYSTEM, edit_format, reask_messages, without_docstrings
+from contextevolve.program.docstrings import without_docstrings
+from contextevolve.program.edits import apply_diffs, parse_diffs
+from contextevolve.program.forms import build_child, edit_form, edit_format
+from contextevolve.program.replies import EditError, extract_code
+from contextevolve.prompts.generator import SYSTEM, reask_messages
 
 PARENT = "import math\nX = 1\n# EVOLVE-BLOCK-START\ndef f(a):\n    return a + X\n# EVOLVE-BLOCK-END\nY = 2\n"
 
@@ -31,7 +34,8 @@ def test_rewrite_replaces_only_the_evolve_block():
 
 
 def test_rewrite_with_markers_takes_inner_block():
-    reply = "```python\nimport os\n# EVOLVE-BLOCK-START\ndef f(a):\n    return 0\n# EVOLVE-BLOCK-END\nZ=3\n```"
+    reply = ("```python\nimport os\n# EVOLVE-BLOCK-START\ndef f(a):\n    return 0\n"
+             "# EVOLVE-BLOCK-END\nZ=3\n```")
     child = build_child(PARENT, reply, "full")
     assert "Z=3" not in child and "return 0" in child
     # only a new import outside the markers survives, moved inside the block
@@ -103,15 +107,16 @@ def test_fenced_edits_in_full_mode_are_applied_as_edits():
     assert "return a - X" in build_child(PARENT, reply, "full")
 
 
-LOOP = ("# EVOLVE-BLOCK-START\ndef g(items):\n    total = 0\n    for item in items:\n\n        total += item\n"
-        "    return total\n# EVOLVE-BLOCK-END\n")
+LOOP = ("# EVOLVE-BLOCK-START\ndef g(items):\n    total = 0\n    for item in items:\n\n"
+        "        total += item\n    return total\n# EVOLVE-BLOCK-END\n")
 
 
 @pytest.mark.parametrize("search, replace", [
     # dedented by the model: found, and its replacement is indented back
     ("for item in items:\n    total += item", "for item in sorted(items):\n    total += 2 * item"),
     # blank line dropped, trailing spaces added
-    ("    for item in items:   \n        total += item", "    for item in sorted(items):\n        total += 2 * item"),
+    ("    for item in items:   \n        total += item",
+     "    for item in sorted(items):\n        total += 2 * item"),
 ])
 def test_a_search_differing_only_in_whitespace_still_applies(search, replace):
     child = apply_diffs(LOOP, f"<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE")
@@ -120,12 +125,14 @@ def test_a_search_differing_only_in_whitespace_still_applies(search, replace):
 
 
 def test_a_loose_search_must_still_be_unique_and_present():
-    twice = LOOP.replace("    return total\n", "    for item in items:\n        total += item\n    return total\n")
+    twice = LOOP.replace("    return total\n",
+                         "    for item in items:\n        total += item\n    return total\n")
     reply = "<<<<<<< SEARCH\nfor item in items:\n    total += item\n=======\npass\n>>>>>>> REPLACE"
     with pytest.raises(EditError, match="not found"):
         apply_diffs(twice, reply)
     with pytest.raises(EditError, match="not found"):
-        apply_diffs(LOOP, reply.replace("for item in items:\n    total += item", "while queue:\n    queue.pop()"))
+        apply_diffs(LOOP, reply.replace("for item in items:\n    total += item",
+                                        "while queue:\n    queue.pop()"))
     # one changed character is a near match, applied where the model meant it
     assert "    pass\n    return total" in apply_diffs(LOOP, reply.replace("total += item", "total -= item"))
 
@@ -133,11 +140,13 @@ def test_a_loose_search_must_still_be_unique_and_present():
 def test_edit_markers_without_arrows_still_parse():
     reply = "SEARCH\n    return a\n=======\n    return a + 1\nREPLACE\n"
     assert "return a + 1" in apply_diffs(PARENT, reply)
-    assert "return a * 2" in apply_diffs(PARENT, "<<< SEARCH\n    return a\n===\n    return a * 2\n>>> REPLACE")
+    assert "return a * 2" in apply_diffs(PARENT,
+                                         "<<< SEARCH\n    return a\n===\n    return a * 2\n>>> REPLACE")
 
 
 def test_the_edit_format_example_is_made_of_the_programs_own_statements():
-    program = ('import math\n# EVOLVE-BLOCK-START\ndef f(xs):\n    """Sum.\n\n    Args:\n        xs: numbers.\n    """\n'
+    program = ('import math\n# EVOLVE-BLOCK-START\ndef f(xs):\n    """Sum.\n\n    Args:\n'
+               '        xs: numbers.\n    """\n'
                '    total = 0\n    for x in xs:\n        total += x\n    return total\n# EVOLVE-BLOCK-END\n')
     text = edit_format(program)
     search = text.split("<<<<<<< SEARCH\n")[1].split("\n=======")[0]
@@ -149,22 +158,27 @@ def test_the_edit_format_example_is_made_of_the_programs_own_statements():
 
 
 def test_a_search_written_as_the_model_believes_the_program_reads_is_matched_to_the_closest_lines():
-    parent = ("# EVOLVE-BLOCK-START\ndef place(models):\n    ordered = sorted(models, key=lambda m: m.rate / m.slo, reverse=True)\n"
+    parent = ("# EVOLVE-BLOCK-START\ndef place(models):\n"
+              "    ordered = sorted(models, key=lambda m: m.rate / m.slo, reverse=True)\n"
               "    placement = {}\n    return ordered, placement\n# EVOLVE-BLOCK-END\n")
-    reply = ("<<<<<<< SEARCH\n  ordered = sorted(models, key=lambda m: m.rate / m.slo + m.size, reverse=True)\n=======\n"
+    reply = ("<<<<<<< SEARCH\n"
+             "  ordered = sorted(models, key=lambda m: m.rate / m.slo + m.size, reverse=True)\n"
+             "=======\n"
              "  ordered = sorted(models, key=lambda m: m.size, reverse=True)\n>>>>>>> REPLACE")
     child = build_child(parent, reply, "diff")
     assert "    ordered = sorted(models, key=lambda m: m.size, reverse=True)\n    placement = {}\n" in child
     # nothing close enough: still an error naming the SEARCH text
     with pytest.raises(EditError, match="not found"):
-        apply_diffs(parent, "<<<<<<< SEARCH\n    heap = build_heap(gpus, capacity)\n=======\n    heap = []\n>>>>>>> REPLACE")
+        apply_diffs(parent, "<<<<<<< SEARCH\n    heap = build_heap(gpus, capacity)\n=======\n"
+                            "    heap = []\n>>>>>>> REPLACE")
 
 
 def test_edits_headed_search_and_replace_without_separator_parse():
     reply = ("```\nSEARCH\n    return a + X\nREPLACE\n    return a * X\n```\n")
     assert parse_diffs(reply) == [("    return a + X", "    return a * X")]
     assert "    return a * X\n" in build_child(PARENT, reply, "diff")
-    two = "SEARCH\n    return a + X\nREPLACE\n    return a * X\n>>>>>>> REPLACE\nSEARCH\nY = 2\nREPLACE\nY = 3\n"
+    two = ("SEARCH\n    return a + X\nREPLACE\n    return a * X\n>>>>>>> REPLACE\n"
+           "SEARCH\nY = 2\nREPLACE\nY = 3\n")
     assert parse_diffs(two) == [("    return a + X", "    return a * X"), ("Y = 2", "Y = 3")]
 
 
@@ -176,18 +190,20 @@ def test_a_fragment_is_not_taken_for_the_whole_program():
 
 
 def test_novelty_ignores_comments_docstrings_and_unused_imports_but_not_code():
-    from contextevolve.editing import normalized_code
+    from contextevolve.program.twins import normalized_code
 
     base = 'import math\n\ndef f(x):\n    """Doc."""\n    return math.sqrt(x)\n'
     same = [
         "import math\n\ndef f(x):\n    # a comment\n    return math.sqrt(x)\n",
         'import math\nimport pandas as pd\n\ndef f(x):\n    """Other doc."""\n    return math.sqrt(x)\n',
-        "import math, heapq\nfrom typing import List\n\ndef f(x):\n    import random\n    return math.sqrt(x)\n",
+        "import math, heapq\nfrom typing import List\n\n"
+        "def f(x):\n    import random\n    return math.sqrt(x)\n",
     ]
     assert {normalized_code(s) for s in same} == {normalized_code(base)}
     different = [
         "import math\n\ndef f(x):\n    return math.sqrt(x) + 1\n",
-        "import math\nimport heapq\n\ndef f(x):\n    heapq.heapify([])\n    return math.sqrt(x)\n",  # used: kept
+        # used: kept
+        "import math\nimport heapq\n\ndef f(x):\n    heapq.heapify([])\n    return math.sqrt(x)\n",
         "from math import *\n\ndef f(x):\n    return sqrt(x)\n",
     ]
     assert normalized_code(base) not in {normalized_code(s) for s in different}
@@ -196,26 +212,33 @@ def test_novelty_ignores_comments_docstrings_and_unused_imports_but_not_code():
 
 
 def test_novelty_given_the_entry_ignores_helpers_nothing_calls():
-    """Salvaged transaction-scheduling programs (a measured experiment) kept only classes the model
-    added and never used; with the task's entry function named, such code does not make a program new."""
-    from contextevolve.editing import normalized_code
+    """Given the task's entry function, helpers nothing calls do not make a program new.
+
+    Salvaged transaction-scheduling programs (a measured experiment) kept only classes the model
+    added and never used; with the task's entry function named, such code does not make a program new.
+    """
+    from contextevolve.program.twins import normalized_code
 
     base = "def f(x):\n    return x + 1\n"
-    dead = base + "\n\nclass State:\n    def go(self):\n        return helper()\n\n\ndef helper():\n    return 2\n"
+    dead = base + ("\n\nclass State:\n    def go(self):\n        return helper()\n\n\n"
+                   "def helper():\n    return 2\n")
     assert normalized_code(dead, "f") == normalized_code(base, "f")  # helper is read only by dead code
     assert normalized_code(dead) != normalized_code(base)  # without the entry nothing is dropped
     called = "def helper():\n    return 2\n\n\ndef f(x):\n    return x + helper()\n"
     assert normalized_code(called, "f") != normalized_code("def f(x):\n    return x + 2\n", "f")
     decorated = base + "\n\n@register\ndef hook():\n    return 1\n"  # a decorator may register it
     assert normalized_code(decorated, "f") != normalized_code(base, "f")
-    assert normalized_code("def g(x):\n    return x\n", "f") != normalized_code("def h(x):\n    return x\n", "f")
+    assert (normalized_code("def g(x):\n    return x\n", "f")
+            != normalized_code("def h(x):\n    return x\n", "f"))
 
 
 def test_novelty_without_annotations_ignores_the_type_hints_of_functions_only():
-    """A copy that only adds type hints (the embedded model's favourite) runs the same: without annotations
-    it has its original's digest. Class-level annotations stay (a dataclass reads them) and so does any
-    change of what runs."""
-    from contextevolve.editing import normalized_code
+    """A copy that only adds type hints (the embedded model's favourite) runs the same.
+
+    Without annotations it has its original's digest. Class-level annotations stay (a dataclass reads
+    them) and so does any change of what runs.
+    """
+    from contextevolve.program.twins import normalized_code
 
     base = "def f(x, *rest, k=1):\n    y = x + k\n    return y\n"
     hinted = ("from typing import List\n\n\ndef f(x: int, *rest: List[int], k: int = 1) -> int:\n"
@@ -233,11 +256,13 @@ def test_novelty_without_annotations_ignores_the_type_hints_of_functions_only():
 
 
 def test_a_parse_that_ran_out_of_memory_is_not_remembered(monkeypatch):
-    """The digest is cached, but running out of memory or stack depends on the moment: the next call
-    on the same source must parse again and give the real digest."""
+    """The digest is cached, but running out of memory or stack depends on the moment.
+
+    The next call on the same source must parse again and give the real digest.
+    """
     import ast
 
-    from contextevolve import editing
+    from contextevolve.program import twins as editing
 
     source = "def f(x):\n    return x * 7919\n"  # a source no other test digests
     real_parse, calls = ast.parse, []
@@ -263,7 +288,7 @@ def test_the_second_ask_shows_the_program_without_docstrings_and_names_one_chang
     assert stripped == ('\nimport random\n\n# EVOLVE-BLOCK-START\n\n\ndef pick(xs):\n    # keep the first\n'
                         '    return xs[0]\n\n\n# EVOLVE-BLOCK-END\n')
     assert without_docstrings("def broken(:\n") == "def broken(:\n"  # does not parse: unchanged
-    system, request = reask_messages("Pick well.", program, "reverse the order", higher_is_better=False)
+    system, request = reask_messages("Pick well.", program, "reverse the order", False, edit_form("full"))
     assert "complete improved program" in request.content and "## Task\nPick well." in request.content
     assert system.content == SYSTEM  # every Generator-model request starts alike (the prompt cache)
     assert stripped in request.content and "Longer text" not in request.content
@@ -275,7 +300,8 @@ def test_the_second_ask_shows_the_program_without_docstrings_and_names_one_chang
     ('def f(): "doc"; return 1\n', "def f(): return 1\n"),
     ('def h():\n    """a"""; x = 1\n    return x\n', "def h():\n    x = 1\n    return x\n"),
     # a comment after the docstring stays on its own line
-    ('def g():\n    """\u00e9 doc"""  # why\n    return "\u00fc"\n', 'def g():\n    # why\n    return "\u00fc"\n'),
+    ('def g():\n    """\u00e9 doc"""  # why\n    return "\u00fc"\n',
+     'def g():\n    # why\n    return "\u00fc"\n'),
     # a string opening an if body is not a docstring
     ('def k(x):\n    if x:\n        "note"\n        return 1\n    return 2\n',
      'def k(x):\n    if x:\n        "note"\n        return 1\n    return 2\n'),
@@ -283,7 +309,8 @@ def test_the_second_ask_shows_the_program_without_docstrings_and_names_one_chang
     ('class E(Exception):\n    """Only this."""\n', 'class E(Exception):\n    """Only this."""\n'),
     ('"""Only a module docstring."""\n', ""),
     # a form feed (a page break) is no line end to Python: the lines after it keep their numbers
-    ('\x0c\n\x0c\nz = 12345678\ndef f():\n    """d"""\n    return z\n', '\x0c\n\x0c\nz = 12345678\ndef f():\n    return z\n'),
+    ('\x0c\n\x0c\nz = 12345678\ndef f():\n    """d"""\n    return z\n',
+     '\x0c\n\x0c\nz = 12345678\ndef f():\n    return z\n'),
     ('def f():\r\n    """d"""\r\n    return 1\r\n', "def f():\r\n    return 1\r\n"),
 ])
 def test_without_docstrings_removes_only_the_docstrings(program, expected):

@@ -20,11 +20,13 @@ def test_the_report_says_what_served_the_run():
                "tokens_per_iteration": {"generator": 900.0}, "tokens_per_iteration_total": 900.0,
                "generator_completion_per_iteration": 400.0, "tokens_per_valid_child": 900.0,
                "seconds_per_iteration": 60.0, "median_seconds_per_iteration": 60.0,
-               "median_generated_tokens_per_iteration": 400.0, "seconds_by_phase_per_iteration": {"generate": 50.0},
+               "median_generated_tokens_per_iteration": 400.0,
+               "seconds_by_phase_per_iteration": {"generate": 50.0},
                "llm_by_role_per_iteration": {}, "statuses": ["ok"], "reasons": []}
 
     assert ("served by: embedded model, llama.cpp AVX512 build, prompt cache on, every token's "
-            "logits\n") in bench.report({**figures, "prompt_cache": True, "llama_cpp_build": "CPU : AVX2 = 1 | AVX512 = 1"})
+            "logits\n") in bench.report({**figures, "prompt_cache": True,
+                                         "llama_cpp_build": "CPU : AVX2 = 1 | AVX512 = 1"})
     assert ("served by: embedded model, llama.cpp AVX2, servers shared, navigator, generator, every token's "
             "logits\n") in bench.report(
         {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared", "navigator", "generator"]})
@@ -34,15 +36,16 @@ def test_the_report_says_what_served_the_run():
         {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": True})
     native = {**figures, "llama_cpp_build": "AVX2", "embedded_servers": ["shared"], "logits_all": False,
               "server_kind": "native"}
-    assert "served by: embedded model, llama.cpp AVX2, llama.cpp's own server, 4 workers, one server\n" in bench.report(
-        {**native, "workers": 4})
+    assert ("served by: embedded model, llama.cpp AVX2, llama.cpp's own server, 4 workers, one server\n"
+            in bench.report({**native, "workers": 4}))
     # a record from before workers counted lanes: they are what workers are now
-    assert "served by: embedded model, llama.cpp AVX2, llama.cpp's own server, 4 workers, one server\n" in bench.report(
-        {**native, "lanes": 4})
-    assert "served by: embedded model, llama.cpp AVX2, llama.cpp's own server, drafts ngram-simple, one server\n" in (
-        bench.report({**native, "workers": 1, "speculative": "ngram-simple"}))
+    assert ("served by: embedded model, llama.cpp AVX2, llama.cpp's own server, 4 workers, one server\n"
+            in bench.report({**native, "lanes": 4}))
+    assert ("served by: embedded model, llama.cpp AVX2, llama.cpp's own server, drafts ngram-simple, "
+            "one server\n" in bench.report({**native, "workers": 1, "speculative": "ngram-simple"}))
     assert "served by: http://gpu-box:8000/v1\n" in bench.report({**figures, "endpoint": "http://gpu-box:8000/v1"})
-    assert "served by: embedded model, llama.cpp (build not recorded), every token's logits\n" in bench.report(figures)
+    assert ("served by: embedded model, llama.cpp (build not recorded), every token's logits\n"
+            in bench.report(figures))
 
 
 class _Stop(Exception):

@@ -8,8 +8,10 @@ from contextevolve.llm import embedded
 
 
 class FakeServer:
-    """Stands in for :class:`embedded.EmbeddedServer`: records launches, waits and stops; the server
-    whose number is in ``FakeServer.broken`` exits at start."""
+    """Stands in for :class:`embedded.EmbeddedServer`: records launches, waits and stops.
+
+    The server whose number is in ``FakeServer.broken`` exits at start.
+    """
 
     made: list[FakeServer] = []
     broken: set[int] = set()
@@ -56,8 +58,10 @@ def test_servers_are_launched_side_by_side_once_per_key_and_stopped_together(fak
     assert navigator.base_url == "http://127.0.0.1:9000/v1"
     assert embedded.shared_server("generator").base_url == "http://127.0.0.1:9001/v1"
     assert len(fake_servers.made) == 2  # asking again starts nothing
-    assert embedded.shared_server(slots=4).base_url == "http://127.0.0.1:9002/v1"  # the shared one, on first use
-    assert [server.slots for server in fake_servers.made] == [1, 1, 4]  # one slot per worker of the run asking
+    # the shared one, on first use
+    assert embedded.shared_server(slots=4).base_url == "http://127.0.0.1:9002/v1"
+    # one slot per worker of the run asking
+    assert [server.slots for server in fake_servers.made] == [1, 1, 4]
     assert embedded.shared_server(slots=2).slots == 4  # a running server keeps its slots
     navigator.alive = False  # a server that died is started again when asked for
     assert embedded.shared_server("navigator").base_url == "http://127.0.0.1:9003/v1"
@@ -74,4 +78,5 @@ def test_a_server_that_fails_to_start_stops_the_others_launched_with_it(fake_ser
     assert not made[1].alive and not made[2].alive  # launched by the failed call: stopped
     assert made[0].alive  # started before: still serving
     fake_servers.broken = set()
-    assert embedded.shared_server("navigator").base_url == "http://127.0.0.1:9003/v1"  # a later call starts anew
+    # a later call starts anew
+    assert embedded.shared_server("navigator").base_url == "http://127.0.0.1:9003/v1"

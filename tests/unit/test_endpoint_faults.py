@@ -50,7 +50,8 @@ Response = tuple[int, str, bytes]
 def completion(content: str | None, finish: str = "stop") -> Response:
     """A well-formed chat completion carrying ``content``."""
     body = {"id": "c1", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                         "finish_reason": finish}],
             "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}}
     return 200, "application/json", json.dumps(body).encode()
 
@@ -115,7 +116,8 @@ class FakeEndpoint:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def requests(self, model: str | None = None, status: int | None = None) -> int:
-        return sum(1 for m, s in self.log if (model is None or m == model) and (status is None or s == status))
+        return sum(1 for m, s in self.log
+                   if (model is None or m == model) and (status is None or s == status))
 
     def close(self) -> None:
         self.server.shutdown()
@@ -124,8 +126,10 @@ class FakeEndpoint:
 
 @pytest.fixture(autouse=True)
 def no_refusals(monkeypatch):
-    """Refused parameters are remembered per endpoint URL for the process: a port the OS hands out again
-    must not inherit another test's."""
+    """Refused parameters are remembered per endpoint URL for the process: start each test afresh.
+
+    A port the OS hands out again must not inherit another test's.
+    """
     from contextevolve.llm import models
 
     monkeypatch.setattr(models, "_refused", {})
@@ -211,7 +215,8 @@ def test_intermittent_500_is_retried_and_the_run_completes(endpoint, tmp_path, c
     assert main(run_args(run_dir, endpoint.url)) == 0
     status = run_status(run_dir)
     assert status["iterations"] == 2 and status["programs"] == 3
-    assert endpoint.requests(status=500) >= 3 and endpoint.requests(status=500) == endpoint.requests(status=200)
+    assert (endpoint.requests(status=500) >= 3
+            and endpoint.requests(status=500) == endpoint.requests(status=200))
     # the children were generated (whatever the evaluator made of them), not lost to the 500s
     assert not any("endpoint fault" in r["reason"] for r in records(run_dir))
     assert "Traceback" not in capsys.readouterr().err
@@ -227,8 +232,8 @@ def test_malformed_json_bodies_fail_the_generation_and_the_run_goes_on(endpoint,
     children = records(run_dir)[1:]
     for child in children:
         assert child["status"] == "failed" and child["source"] == ""
-        assert child["reason"].startswith(f"endpoint fault: generator reply from {endpoint.url} unusable after "
-                                          f"{ATTEMPTS} attempts: unreadable response (JSONDecodeError")
+        assert child["reason"].startswith(f"endpoint fault: generator reply from {endpoint.url} unusable "
+                                          f"after {ATTEMPTS} attempts: unreadable response (JSONDecodeError")
         assert child["abstract"].startswith("FAILED (failed): endpoint fault")
         assert child["guidance"] == ""  # the navigator's replies were garbled too: no guidance
     assert records(run_dir)[0]["abstract"] == "(the summarizer returned nothing)"
@@ -275,7 +280,8 @@ def test_a_malformed_reply_then_a_good_one_is_used(endpoint):
     endpoint.behave = lambda request: next(replies)
     ctx = RunContext(base_url=endpoint.url, model="ctx", max_retries=RETRIES, retry_wait_s=0.01)
     reply = call_role("navigator", [HumanMessage("hi")], ctx)
-    assert reply.text == "balance projected pressure" and reply.usage == {"navigator": {"prompt": 50, "completion": 10}}
+    assert (reply.text == "balance projected pressure"
+            and reply.usage == {"navigator": {"prompt": 50, "completion": 10}})
 
 
 def test_a_refused_request_stops_without_retrying(endpoint):
@@ -290,25 +296,32 @@ def test_context_agents_fall_back_on_replies_that_stay_empty(seeded, ctx, models
     state, memory = seeded
     for n in range(1, 5):
         memory.commit(ProgramRecord(id=program_id(n), iteration=n, parent_id="it00000", status="ok",
-                                    combined_score=21.0 + n, metrics={"max_kvpr": 20.0 + n, "success_rate": 1.0},
+                                    combined_score=21.0 + n,
+                                    metrics={"max_kvpr": 20.0 + n, "success_rate": 1.0},
                                     abstract=f"program {n} idea", source=INITIAL))
     ctx = replace(ctx, max_retries=1, retry_wait_s=0, num_exemplars=2)
     state = replace(state, parent_id="it00000")
     for role in ("navigator", "sampler", "summarizer"):
         models[role].messages = iter([reply("", 100, 0), reply(" \n", 100, 0)])
     guided = run_node(navigate, state, ctx)
-    assert guided["guidance"] == "" and guided["iteration_usage"] == {"navigator": {"prompt": 200, "completion": 0}}
+    assert guided["guidance"] == "" and guided["iteration_usage"] == {
+        "navigator": {"prompt": 200, "completion": 0}}
     picked = run_node(sample, state, ctx)
     assert picked["exemplar_ids"] == picked["candidate_ids"][:2]
     assert picked["iteration_usage"] == {"sampler": {"prompt": 200, "completion": 0}}
     abstract, usage = abstract_for(ctx, get_task("model_placement"), INITIAL, None)
-    assert abstract == "(the summarizer returned nothing)" and usage == {"summarizer": {"prompt": 200, "completion": 0}}
+    assert abstract == "(the summarizer returned nothing)" and usage == {
+        "summarizer": {"prompt": 200, "completion": 0}}
 
 
 def test_a_json_mode_reply_cut_off_at_the_cap_is_a_truncated_reply(endpoint):
-    """The OpenAI client raises LengthFinishReasonError for a cut-off ``response_format`` reply; a
-    run once stopped on it in the Sampler. It is a truncated reply, parsed as far as it goes."""
-    endpoint.behave = lambda request: completion('{"exemplars": [2, 1], "why": "the first one is', finish="length")
+    """A cut-off ``response_format`` reply is a truncated reply, parsed as far as it goes.
+
+    The OpenAI client raises LengthFinishReasonError for such a reply; a run once stopped on it in the
+    Sampler.
+    """
+    endpoint.behave = lambda request: completion('{"exemplars": [2, 1], "why": "the first one is',
+                                                 finish="length")
     ctx = RunContext(base_url=endpoint.url, model="ctx", max_retries=RETRIES, retry_wait_s=0.01)
     reply = call_role("sampler", [HumanMessage("pick")], ctx, json_mode=True)
     assert reply.truncated and reply.text.startswith('{"exemplars": [2, 1]')
@@ -326,8 +339,10 @@ def test_a_content_filter_stop_is_a_malformed_reply(endpoint):
 
 
 def refusing(parameter: str, body: dict, record: list[dict] | None = None) -> Callable[[dict], Response]:
-    """:func:`healthy`, except that a request carrying ``parameter`` gets HTTP 400 with ``body``; every request's
-    body is appended to ``record`` when one is given."""
+    """:func:`healthy`, except that a request carrying ``parameter`` gets HTTP 400 with ``body``.
+
+    Every request's body is appended to ``record`` when one is given.
+    """
     def behave(request: dict) -> Response:
         if record is not None:
             record.append(request)
@@ -350,7 +365,8 @@ def test_a_run_against_an_endpoint_that_refuses_stop_goes_on_without_it(endpoint
     child = records(run_dir)[1]
     # the Generator's reply, asked without its stop sequence, became the program it holds
     assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
-    assert child["combined_score"] == pytest.approx(get_task("model_placement").evaluate(BETTER_PROGRAM).combined_score)
+    assert child["combined_score"] == pytest.approx(
+        get_task("model_placement").evaluate(BETTER_PROGRAM).combined_score)
     # refused once per model asked with a stop (the generator "gen"; the sampler is not asked with one
     # exemplar slot free), then never sent again to it
     refused = [(b["model"], "stop" in b) for b in bodies]
@@ -363,7 +379,8 @@ def test_a_refused_temperature_named_only_in_the_message_is_left_out(endpoint):
     message = ("Unsupported value: 'temperature' does not support 0.7 with this model. Only the default (1) "
                "value is supported.")
     bodies: list[dict] = []
-    endpoint.behave = refusing("temperature", {"message": message, "type": "invalid_request_error"}, record=bodies)
+    endpoint.behave = refusing("temperature", {"message": message, "type": "invalid_request_error"},
+                               record=bodies)
     ctx = RunContext(base_url=endpoint.url, model="ctx", max_retries=RETRIES, retry_wait_s=0.01)
     for _ in range(2):
         assert call_role("navigator", [HumanMessage("hi")], ctx, temperature=0.7).text.startswith("Greedy")
@@ -374,9 +391,11 @@ def test_a_refused_temperature_named_only_in_the_message_is_left_out(endpoint):
 @pytest.mark.parametrize("body", [
     {"message": "This model's maximum context length is 8192 tokens.", "type": "invalid_request_error",
      "param": "messages", "code": "context_length_exceeded"},
-    {"message": "Unsupported parameter: 'logit_bias'.", "type": "invalid_request_error"},  # not one we can drop
+    # not one we can drop
+    {"message": "Unsupported parameter: 'logit_bias'.", "type": "invalid_request_error"},
     # a value out of range is the user's setting to fix, not a parameter to drop
-    {"message": "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 2.5 instead.",
+    {"message": "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, "
+                "but got 2.5 instead.",
      "type": "invalid_request_error", "param": "temperature", "code": "decimal_above_max_value"},
 ])
 def test_a_400_about_anything_else_still_stops_at_once(endpoint, body):
@@ -388,8 +407,11 @@ def test_a_400_about_anything_else_still_stops_at_once(endpoint, body):
 
 
 def test_a_refusal_met_by_another_request_is_left_out_of_a_retry(endpoint):
-    """A request waiting to retry (here after a 500) while another worker learnt of a refusal sends its
-    retry without the refused parameter."""
+    """A retry leaves out a parameter another worker learnt was refused while the request waited.
+
+    A request waiting to retry (here after a 500) while another worker learnt of a refusal sends its
+    retry without the refused parameter.
+    """
     from contextevolve.llm import models
 
     bodies: list[dict] = []

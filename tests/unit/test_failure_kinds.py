@@ -9,8 +9,8 @@ from pathlib import Path
 from contextevolve.api import run_status
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.graph.context import RunContext
+from contextevolve.loop.policy import SearchPolicy
 from contextevolve.memory.records import ProgramRecord, RepairAttempt, legacy_failure_kind, repairable
-from contextevolve.nodes.ask import SamplingPolicy
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 from tests.fakes import BETTER_PROGRAM, INITIAL, fenced, reply, scripted
@@ -25,7 +25,7 @@ SEARCHES = {"startswith", "endswith", "search", "match", "fullmatch", "findall",
 ALLOWED = {
     ("contextevolve/memory/records.py", "legacy_failure_kind"):
         "gives a record stored before records carried a kind its kind, once, on load",
-    ("contextevolve/nodes/repair.py", "import_fix"):
+    ("contextevolve/loop/policy.py", "import_fix"):
         "parses the candidate's own NameError (CPython's fixed message) to add an import, not our reason",
     ("benchmarks/repair_replay.py", "main"): "replays the repair's own import check (import_fix)",
 }
@@ -38,14 +38,18 @@ def _reason_named(node: ast.AST) -> bool:
 
 
 def reason_readers(path: Path) -> list[tuple[str, int]]:
-    """``(enclosing function, line)`` of every place in ``path`` where code searches or compares a
-    reason's text (``reason.startswith``, ``"x" in reason``, ``reason == "x"``, ``re.search(p, reason)``)."""
+    """``(enclosing function, line)`` of every place in ``path`` where code searches a reason's text.
+
+    That is, where it searches or compares a reason's text (``reason.startswith``, ``"x" in reason``,
+    ``reason == "x"``, ``re.search(p, reason)``).
+    """
     found = []
     tree = ast.parse(path.read_text())
     for fn in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
         for node in ast.walk(fn):
             if isinstance(node, ast.Call):
-                name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+                name = (node.func.attr if isinstance(node.func, ast.Attribute)
+                        else getattr(node.func, "id", ""))
                 receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
                 if name in SEARCHES and any(_reason_named(a) for a in [*receiver, *node.args]):
                     found.append((fn.name, node.lineno))
@@ -62,20 +66,24 @@ def test_no_code_path_decides_by_a_reasons_text():
     readers = []
     for path in sorted([*(ROOT / "contextevolve").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]):
         rel = str(path.relative_to(ROOT))
-        readers += [f"{rel}:{line} in {fn}()" for fn, line in reason_readers(path) if (rel, fn) not in ALLOWED]
-    assert not readers, "decides by a reason's text (set and read a failure kind instead):\n" + "\n".join(readers)
+        readers += [f"{rel}:{line} in {fn}()" for fn, line in reason_readers(path)
+                    if (rel, fn) not in ALLOWED]
+    assert not readers, ("decides by a reason's text (set and read a failure kind instead):\n"
+                         + "\n".join(readers))
 
 
 def test_the_check_sees_a_reason_read_as_text(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("def f(record, reason):\n    if record.reason.startswith('endpoint'):\n        return 1\n"
-                   "    return 'duplicate' in reason\n\ndef g(r):\n    return r.stop_reason == 'x' or r.status == 'ok'\n")
+                   "    return 'duplicate' in reason\n\n"
+                   "def g(r):\n    return r.stop_reason == 'x' or r.status == 'ok'\n")
     assert reason_readers(bad) == [("f", 2), ("f", 4)]
 
 
 def test_records_written_before_failure_kinds_load_with_one():
     """Old run directories still load: a record without ``failure_kind`` gets the one its reason implies."""
-    old = {"id": "it00003", "iteration": 3, "status": "failed", "reason": "duplicate of it00001 (the same code)"}
+    old = {"id": "it00003", "iteration": 3, "status": "failed",
+           "reason": "duplicate of it00001 (the same code)"}
     assert ProgramRecord.model_validate(old).failure_kind == "twin"
     assert ProgramRecord.model_validate_json(json.dumps({**old, "reason": "endpoint fault: empty completion"})
                                              ).failure_kind == "endpoint"
@@ -85,21 +93,24 @@ def test_records_written_before_failure_kinds_load_with_one():
     assert legacy_failure_kind("failed", "every case failed; first: KeyError") == "runtime"
     assert legacy_failure_kind("timeout", "wall-clock limit") == "timeout"
     assert legacy_failure_kind("ok", "") == ""
-    assert RepairAttempt.model_validate({"attempt": 1, "status": "invalid", "reason": "x"}).failure_kind == "invalid"
+    assert RepairAttempt.model_validate(
+        {"attempt": 1, "status": "invalid", "reason": "x"}).failure_kind == "invalid"
     # a record written now keeps its kind whatever its reason says
-    now = ProgramRecord(id="a", iteration=1, status="failed", reason="duplicate of it00001", failure_kind="runtime")
+    now = ProgramRecord(id="a", iteration=1, status="failed", reason="duplicate of it00001",
+                        failure_kind="runtime")
     assert ProgramRecord.model_validate_json(now.model_dump_json()).failure_kind == "runtime"
 
 
 def test_repairable_kinds():
     assert [k for k in ("endpoint", "edit", "twin", "compile", "precheck", "runtime", "invalid", "timeout",
-                        "evaluator", "") if repairable(k)] == ["edit", "compile", "precheck", "runtime", "invalid",
-                                                               "evaluator"]
+                        "evaluator", "") if repairable(k)] == ["edit", "compile", "precheck", "runtime",
+                                                               "invalid", "evaluator"]
 
 
 def test_prechecks_and_evaluations_carry_their_kind():
     limits = SandboxLimits()
-    assert precheck(TASK, "def compute_model_placement(gpu_num, models:\n    pass\n", limits).failure_kind == "compile"
+    assert precheck(TASK, "def compute_model_placement(gpu_num, models:\n    pass\n",
+                    limits).failure_kind == "compile"
     assert precheck(TASK, "def f(a, b):\n    return {}\n", limits).failure_kind == "precheck"
     assert precheck(TASK, NAME_ERROR, limits).failure_kind == "precheck"  # the smoke run raised
     assert TASK.evaluate(NAME_ERROR).failure_kind == "runtime"
@@ -109,12 +120,14 @@ def test_prechecks_and_evaluations_carry_their_kind():
 def test_a_child_is_repaired_by_its_kind_not_by_what_its_reason_says(tmp_path):
     """A program whose own error text reads like an endpoint fault is still the program's fault."""
     lying = BETTER_PROGRAM.replace("    ordered = sorted(",
-                                   "    raise RuntimeError('endpoint fault: duplicate of it00000')\n    ordered = sorted(")
+                                   "    raise RuntimeError('endpoint fault: duplicate of it00000')\n"
+                                   "    ordered = sorted(")
     generator = scripted(reply(fenced(lying), 900, 400), reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=1)
     child = records[1]
     assert len(generator.seen) == 2 and len(child["attempts"]) == 1  # it was repaired
-    assert child["attempts"][0]["failure_kind"] == "precheck" and "endpoint fault" in child["attempts"][0]["reason"]
+    assert (child["attempts"][0]["failure_kind"] == "precheck"
+            and "endpoint fault" in child["attempts"][0]["reason"])
     assert child["status"] == "ok" and child["failure_kind"] == ""
 
 
@@ -129,24 +142,28 @@ def test_a_twin_is_a_failed_child_of_kind_twin_and_is_not_repaired(tmp_path):
 
 
 def test_workers_sample_with_seeds_of_their_own():
-    """The workers' first iterations ask with the same prompt (same parent, no guidance yet): with one seed
-    an endpoint that honours seeds answers them with the same program. Worker 0 keeps the run's seed."""
+    """Each worker samples with a seed of its own; worker 0 keeps the run's seed.
+
+    The workers' first iterations ask with the same prompt (same parent, no guidance yet): with one seed
+    an endpoint that honours seeds answers them with the same program.
+    """
     ctx = RunContext(seed=7, workers=3)
-    policies = [SamplingPolicy.of(ctx, iteration, worker) for worker, iteration in enumerate((4, 5, 6))]
-    requests = [[p.first(), p.second_ask(), p.repair(1, restart=False), p.repair(2, restart=True),
+    policies = [SearchPolicy.of(ctx, iteration, worker) for worker, iteration in enumerate((4, 5, 6))]
+    requests = [[p.first("go"), p.second_ask(), p.repair(1, restart=False), p.repair(2, restart=True),
                  p.restart_second_ask(2)] for p in policies]
-    assert policies[0] == SamplingPolicy(seed=7, temperature=0.8, iteration=4)
+    assert (policies[0].seed, policies[0].temperature, policies[0].iteration) == (7, 0.8, 4)
     assert [ctx.worker_seed(worker) for worker in range(3)] == [7, 10_007, 20_007]
     seeds = [r.seed for worker in requests for r in worker]
     assert len(set(seeds)) == len(seeds) == 15
 
 
 def test_the_sampling_policy_gives_every_request_of_an_iteration_its_own_seed():
-    policy = SamplingPolicy(seed=7, temperature=0.8, iteration=4)
-    seeds = [policy.first().seed, policy.second_ask().seed, policy.repair(1, restart=False).seed,
+    policy = SearchPolicy.of(RunContext(seed=7), 4)
+    seeds = [policy.first("go").seed, policy.second_ask().seed, policy.repair(1, restart=False).seed,
              policy.repair(2, restart=True).seed, policy.restart_second_ask(2).seed]
     assert seeds == [7, 12, 1011, 2011, 2511] and len(set(seeds)) == 5
-    assert policy.second_ask().temperature == policy.restart_second_ask(1).temperature > policy.first().temperature
+    assert (policy.second_ask().temperature == policy.restart_second_ask(1).temperature
+            > policy.first("go").temperature)
     assert policy.repair(1, restart=False).temperature == 0.8 < policy.repair(2, restart=False).temperature
     assert policy.repair(3, restart=True).temperature == 0.8
     assert policy.mutation() != policy.mutation(after_restart=True)
@@ -160,6 +177,7 @@ def test_a_failure_on_our_side_of_the_sandbox_is_kind_evaluator(monkeypatch):
 
     monkeypatch.setattr(isolation, "_supervise", broken)
     result = TASK.evaluate(INITIAL)
-    assert result.status == "failed" and result.failure_kind == "evaluator" and "no space left" in result.reason
+    assert (result.status == "failed" and result.failure_kind == "evaluator"
+            and "no space left" in result.reason)
     assert legacy_failure_kind("failed", "a restart's second ask could not be applied: no code") == "edit"
     assert legacy_failure_kind("failed", "evaluation on the Ray cluster failed: RayError: x") == "evaluator"

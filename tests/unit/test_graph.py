@@ -22,14 +22,15 @@ TASK = get_task("model_placement")
 
 def test_graph_has_the_eight_phases_in_a_loop():
     graph = build_graph().get_graph()
-    assert set(graph.nodes) - {"__start__", "__end__"} == set(NODES) == {"initialize", "claim", "review", "repair",
-                                                                           *PHASES}
+    assert set(graph.nodes) - {"__start__", "__end__"} == set(NODES) == {"initialize", "claim", "review",
+                                                                           "repair", *PHASES}
     edges = {(e.source, e.target) for e in graph.edges}
     path = ["claim", *ITERATION_PHASES[:4], "review", *ITERATION_PHASES[4:], "update_buffer", "claim"]
     assert ("initialize", "claim") in edges and ("claim", "__end__") in edges
     assert all((a, b) in edges for a, b in zip(path, path[1:]) if a != "evaluate")
     # repair sits in a loop with evaluate, off the paper's path
-    assert ("evaluate", "repair") in edges and ("repair", "evaluate") in edges and ("evaluate", "summarize") in edges
+    assert (("evaluate", "repair") in edges and ("repair", "evaluate") in edges
+            and ("evaluate", "summarize") in edges)
     assert PHASES == (*ITERATION_PHASES, "update_buffer")
 
 
@@ -83,8 +84,8 @@ def test_phase_updates_stream_with_their_content(tmp_path, models):
 
     ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=1, max_retries=0, repair_attempts=0)
     try:
-        updates = list(build_graph(InMemorySaver()).stream({}, {"configurable": {"thread_id": "t"}}, context=ctx,
-                                                           stream_mode="updates"))
+        updates = list(build_graph(InMemorySaver()).stream({}, {"configurable": {"thread_id": "t"}},
+                                                           context=ctx, stream_mode="updates"))
     finally:
         close_memory(ctx.run_dir)
     phases = [next(iter(u)) for u in updates]
@@ -128,7 +129,8 @@ def test_the_thread_state_tells_what_the_worker_did(tmp_path, models):
                for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()}
     assert state["committed"] == 2 and state["next"] == () and state["last_child_id"] == "it00002"
     child = records[state["child_id"]]  # the last iteration's ids stay readable
-    assert state["parent_id"] == child["parent_id"] and state["guidance"] == child["guidance"] and child["guidance"]
+    assert (state["parent_id"] == child["parent_id"] and state["guidance"] == child["guidance"]
+            and child["guidance"])
     assert state["context_exemplar_ids"] == child["exemplar_ids"]
     # the program's facts have one owner, its record: the state keeps none of them
     assert not {"child_status", "child_score", "repairs", "best_score"} & set(state)
@@ -228,14 +230,18 @@ def test_workers_share_one_buffer_and_claim_distinct_children(tmp_path, models):
 
 
 def test_a_worker_goes_on_while_another_is_paused(tmp_path, models):
-    """No barrier: a worker paused before generate (a person reviewing it, or a slow endpoint) does not hold
-    the others back; it finishes its own child when resumed."""
+    """No barrier: a worker paused before generate does not hold the others back.
+
+    The worker is paused by a person reviewing it, or a slow endpoint; it finishes its own child when
+    resumed.
+    """
     from langgraph.checkpoint.memory import InMemorySaver
 
     from contextevolve.graph.context import RunContext
     from contextevolve.memory.store import close_memory, open_memory
 
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=4, workers=2, max_retries=0, repair_attempts=0)
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=4, workers=2, max_retries=0,
+                     repair_attempts=0)
     graph = build_graph(InMemorySaver())
     slow, fast = ({"configurable": {"thread_id": name}} for name in ("slow", "fast"))
     try:
@@ -255,7 +261,8 @@ def test_a_worker_goes_on_while_another_is_paused(tmp_path, models):
 def test_sigkill_mid_iteration_with_two_workers_then_resume(tmp_path, models):
     run_dir = tmp_path / "r"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.crash_runner", str(run_dir), "6", "--workers", "2"],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.crash_runner", str(run_dir), "6",
+                             "--workers", "2"],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     seen = []
     for line in proc.stdout:
@@ -279,18 +286,20 @@ def test_sigkill_mid_iteration_with_two_workers_then_resume(tmp_path, models):
 
 
 def test_hostile_children_are_failed_and_the_run_goes_on(tmp_path):
-    from tests.fakes import default_models, fenced, reply, scripted
     from contextevolve.llm.models import use_chat_models
+    from tests.fakes import default_models, fenced, reply, scripted
 
     hostile = ["import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
-               "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(%d, signal.SIGKILL)\n" % os.getpid(),
-               "import subprocess\nsubprocess.Popen(['sleep', '977.5'], start_new_session=True)\nwhile True:\n    pass\n"]
+               "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
+               "os.kill(%d, signal.SIGKILL)\n" % os.getpid(),
+               "import subprocess\nsubprocess.Popen(['sleep', '977.5'], start_new_session=True)\n"
+               "while True:\n    pass\n"]
     scripted_models = default_models()
     entry = "\n\ndef compute_model_placement(gpu_num, models):\n    return {}\n"  # the attack runs on import
     scripted_models["generator"] = scripted(*(reply(fenced(h + entry), 900, 100) for h in hostile))
     with use_chat_models(**scripted_models):
-        result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0, eval_timeout_s=5,
-                        eval_cpu_s=2, repair_attempts=0)
+        result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0,
+                        eval_timeout_s=5, eval_cpu_s=2, repair_attempts=0)
     records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
     assert result.iterations == 3 and [r["status"] for r in records[2:]] == ["failed", "failed"]
     # the fork bomb ends at the wall clock, or at the CPU limit on a host with many cores
@@ -373,9 +382,9 @@ def test_a_thread_refuses_settings_of_another_run_and_a_second_thread_joins_as_a
     from langgraph.checkpoint.memory import InMemorySaver
 
     from contextevolve.graph.context import RunContext
+    from contextevolve.loop.identity import ThreadMismatchError
     from contextevolve.memory.buffer import EvolveBuffer, stored_run_id
     from contextevolve.memory.store import BUFFER_FILE, close_memory, open_memory
-    from contextevolve.nodes.identity import ThreadMismatchError
 
     ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=1, max_retries=0, repair_attempts=0)
     graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
@@ -424,7 +433,8 @@ def test_new_input_on_a_worker_stopped_mid_iteration_makes_the_same_child(tmp_pa
         done = graph.get_state(config)
         assert done.next == () and done.values["committed"] == 2
         # the claim the worker held was taken up again: no id skipped, none made twice
-        assert [r.id for r in open_memory(ctx.run_dir).buffer.committed()] == ["it00000", "it00001", "it00002"]
+        assert [r.id for r in open_memory(ctx.run_dir).buffer.committed()] == [
+            "it00000", "it00001", "it00002"]
     finally:
         close_memory(ctx.run_dir)
 
@@ -440,7 +450,8 @@ def test_every_child_records_its_seconds_by_phase_and_its_llm_calls(tmp_path, mo
     evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
     records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
     initial, children = records[0], records[1:]
-    assert initial["seconds"]["initialize"] > 0 and [c["role"] for c in initial["llm_calls"]] == ["summarizer"]
+    assert (initial["seconds"]["initialize"] > 0
+            and [c["role"] for c in initial["llm_calls"]] == ["summarizer"])
     for child in children:
         seconds = child["seconds"]
         assert set(ITERATION_PHASES) <= set(seconds) and all(seconds[p] >= 0 for p in ITERATION_PHASES)
@@ -455,7 +466,8 @@ def test_every_child_records_its_seconds_by_phase_and_its_llm_calls(tmp_path, mo
     ok = next(c for c in children if c["status"] in ("ok", "invalid"))
     assert ok["seconds"]["evaluate.full"] >= ok["seconds"]["evaluate.calls"] > 0
     status = run_status(tmp_path / "r")
-    assert status["seconds"]["generate"] == pytest.approx(sum(c["seconds"]["generate"] for c in children), abs=0.01)
+    assert status["seconds"]["generate"] == pytest.approx(sum(c["seconds"]["generate"] for c in children),
+                                                          abs=0.01)
     assert status["llm"]["generator"]["calls"] == 2 and status["llm"]["generator"]["prompt"] == 1800
     assert status["seconds_per_iteration"] > 0
     from contextevolve.memory.buffer import EvolveBuffer
@@ -468,16 +480,20 @@ def test_every_child_records_its_seconds_by_phase_and_its_llm_calls(tmp_path, mo
 
 
 def test_a_time_budget_stops_the_run_before_the_next_claim(tmp_path, models):
-    spent = evolve("model_placement", iterations=10, run_dir=tmp_path / "t", time_budget_s=0.01, max_retries=0,
-                   repair_attempts=0)
-    assert spent.iterations == 0 and "time budget reached" in spent.stop_reason  # the initial program took longer
+    spent = evolve("model_placement", iterations=10, run_dir=tmp_path / "t", time_budget_s=0.01,
+                   max_retries=0, repair_attempts=0)
+    # the initial program took longer
+    assert spent.iterations == 0 and "time budget reached" in spent.stop_reason
     with pytest.raises(ValueError, match="time_budget_s must be > 0"):
         evolve("model_placement", iterations=1, run_dir=tmp_path / "u", time_budget_s=0)
 
 
 def _cut_before_the_last_commit_was_checkpointed(run_dir: Path) -> None:
-    """Make the checkpoint store look as after a SIGKILL that landed after ``update_buffer`` had
-    committed its child to the buffer and saved its writes, but before the step's checkpoint."""
+    """Make the checkpoint store look as after a SIGKILL between a commit and its checkpoint.
+
+    The SIGKILL landed after ``update_buffer`` had committed its child to the buffer and saved its
+    writes, but before the step's checkpoint.
+    """
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = sqlite3.connect(run_dir / "checkpoints.sqlite")
@@ -491,10 +507,14 @@ def _cut_before_the_last_commit_was_checkpointed(run_dir: Path) -> None:
 
 
 @pytest.mark.parametrize("how", ["resume", "new input"])
-def test_a_kill_between_the_commit_and_its_checkpoint_loses_nothing_and_repeats_nothing(tmp_path, models, how):
-    """Found by benchmarks/soak.py (with rounds of lanes): resuming on new input after such a kill dropped the
-    saved writes of update_buffer. Now the buffer owns what was committed: the claim of the committed child is
-    finished, so the worker claims the next one, and every token is a committed record's."""
+def test_a_kill_between_the_commit_and_its_checkpoint_loses_nothing_and_repeats_nothing(
+        tmp_path, models, how):
+    """A kill between a commit and its checkpoint loses nothing and repeats nothing.
+
+    Found by benchmarks/soak.py (with rounds of lanes): resuming on new input after such a kill dropped
+    the saved writes of update_buffer. Now the buffer owns what was committed: the claim of the committed
+    child is finished, so the worker claims the next one, and every token is a committed record's.
+    """
     from contextevolve.api import thread_state
     from contextevolve.memory.buffer import EvolveBuffer
     from contextevolve.roles import total_tokens

@@ -28,11 +28,11 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 def test_hostile_children_killed_and_resumed_run_to_the_budget(tmp_path):
-    """Every hostile child ends worse than the initial program; a SIGKILL mid-run loses and duplicates nothing."""
+    """Hostile children end worse than the initial program; a SIGKILL mid-run loses and duplicates nothing."""
     run_dir, n = tmp_path / "r", len(HOSTILE)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.hostile_runner", str(run_dir), str(n)], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.hostile_runner", str(run_dir), str(n)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     evaluated = 0
     for line in proc.stdout:
         evaluated += line.strip() == "evaluate"
@@ -42,7 +42,8 @@ def test_hostile_children_killed_and_resumed_run_to_the_budget(tmp_path):
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert run_status(run_dir)["iterations"] == 2
-    resumed = subprocess.run([sys.executable, "-m", "tests.unit.hostile_runner", str(run_dir), str(n), "--resume"],
+    resumed = subprocess.run([sys.executable, "-m", "tests.unit.hostile_runner", str(run_dir), str(n),
+                              "--resume"],
                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     status = run_status(run_dir)
@@ -52,7 +53,8 @@ def test_hostile_children_killed_and_resumed_run_to_the_budget(tmp_path):
     initial = records[0]["combined_score"]
     assert initial == pytest.approx(21.891622105209393)
     # the editor puts each program into the parent's EVOLVE-BLOCK: find it by its body
-    seen = {name: r for r in records[1:] for name, source in HOSTILE.items() if _normal(source) in _normal(r["source"])}
+    seen = {name: r for r in records[1:] for name, source in HOSTILE.items()
+            if _normal(source) in _normal(r["source"])}
     assert len(seen) >= len(HOSTILE) - 1  # a replay after the kill may repeat one program
     for record in records[1:]:
         assert record["combined_score"] < initial, record["id"]
@@ -62,7 +64,7 @@ def test_hostile_children_killed_and_resumed_run_to_the_budget(tmp_path):
 
 
 def test_a_crashing_grader_fails_the_child_and_the_run_goes_on(tmp_path, models, monkeypatch):
-    """An exception inside the grader (or anywhere in the evaluation) is that child's failure, not the run's."""
+    """An exception in the grader (or anywhere in the evaluation) is that child's failure, not the run's."""
     from contextevolve.tasks.model_placement.task import ModelPlacement
 
     real = ModelPlacement.grade_run

@@ -4,9 +4,10 @@ The test starts ``langgraph dev`` (in-memory runtime, offline) on this repositor
 ``langgraph.json`` and drives it through ``langgraph_sdk``: each worker of a run is a thread; one
 interrupted before ``generate`` shows its guidance in the thread's state, resumes and completes its
 iterations; a thread cannot be driven with another run's settings, and a second thread on a run
-directory joins it as another worker. (``langgraph dev`` itself drops context keys that are not RunContext fields, before the run
-starts; the Python API and the CLI refuse them.) The models are a fake OpenAI-compatible endpoint (the generator's replies are
-real programs, evaluated for real), reached over HTTP like any user's endpoint.
+directory joins it as another worker. (``langgraph dev`` itself drops context keys that are not
+RunContext fields, before the run starts; the Python API and the CLI refuse them.) The models are a
+fake OpenAI-compatible endpoint (the generator's replies are real programs, evaluated for real),
+reached over HTTP like any user's endpoint.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ def server(tmp_path_factory):
     log = open(work / "server.log", "w")
     cmd = [str(LANGGRAPH if LANGGRAPH.exists() else shutil.which("langgraph")), "dev", "--no-browser",
            "--no-reload", "--port", str(port), "--config", str(work / "langgraph.json")]
-    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_S
     while True:
@@ -88,7 +90,8 @@ def test_a_served_worker_pauses_before_generate_shows_the_guidance_and_completes
     # (the Summarizer in each worker's order, so that a worker's second iteration sees its first child)
     context = {"run_dir": str(run_dir), "max_iterations": 2 * workers,
                "parallelism": {"workers": workers, "summarize_behind": False},
-               "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"}, "max_retries": 0},
+               "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"},
+                       "max_retries": 0},
                "search": {"repair_attempts": 0}}
     for thread in threads:
         client.runs.wait(thread, "contextevolve", input={}, context=context, interrupt_before=["generate"])
@@ -133,12 +136,14 @@ def test_a_served_thread_refuses_another_runs_settings_and_a_second_thread_joins
     client = get_sync_client(url=server, timeout=120)
     thread = client.threads.create()["thread_id"]
     context = {"run_dir": str(tmp_path / "run"), "max_iterations": 1, "search": {"repair_attempts": 0},
-               "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"}, "max_retries": 0}}
+               "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"},
+                       "max_retries": 0}}
     client.runs.wait(thread, "contextevolve", input={}, context=context)
     other = {**context, "run_dir": str(tmp_path / "default")}
-    refused = client.runs.wait(thread, "contextevolve", input={}, context=other, raise_error=False)["__error__"]
-    assert refused["error"] == "ThreadMismatchError" and f"drives the model_placement run in {context['run_dir']}" \
-        in refused["message"]
+    refused = client.runs.wait(thread, "contextevolve", input={}, context=other,
+                               raise_error=False)["__error__"]
+    assert (refused["error"] == "ThreadMismatchError"
+            and f"drives the model_placement run in {context['run_dir']}" in refused["message"])
     assert not (tmp_path / "default").exists()
     second = client.threads.create()["thread_id"]
     client.runs.wait(second, "contextevolve", input={}, context=context)

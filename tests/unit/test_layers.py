@@ -1,13 +1,16 @@
-"""Imports point one way: every import inside the package, lazy ones included, goes to a module of the
-same layer or a lower one, and no modules import each other in a circle (a circle inside a layer means
-two modules that cannot be read, tested or changed apart). Layers, bottom to top:
+"""Imports point one way, down the layers, and no modules import each other in a circle.
+
+Every import inside the package, lazy ones included, goes to a module of the same layer or a lower
+one, and no modules import each other in a circle (a circle inside a layer means two modules that
+cannot be read, tested or changed apart). Layers, bottom to top:
 
 0. schemas: run settings and sandbox limits, graph state, roles and token usage, seconds by phase,
-   program records, text editing
-1. services: memory, LLM access, prompts, the sandbox, mechanical fixes
+   program records, program text (replies, edit forms, twins, docstrings, mechanical fixes)
+1. services: memory, LLM access, prompts, the sandbox
 2. tasks (their evaluators use the sandbox)
 3. executors (run a task's evaluation locally or on Ray)
-4. nodes (one per phase)
+4. what the nodes share (resources, stop rules, the search policy, Generator requests), then the nodes
+   (one per phase)
 5. the graph builder (and the ``contextevolve.graph`` package, which re-exports it)
 6. the Python API and the workers it drives (one LangGraph thread of the graph each), baselines, reports,
    the comparison with OpenEvolve and GEPA
@@ -22,17 +25,18 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "contextevolve"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("contextevolve.graph.context", "contextevolve.graph.settings", "contextevolve.graph.state", "contextevolve.evaluation.limits",
-         "contextevolve.memory.records", "contextevolve.roles", "contextevolve.timing", "contextevolve.editing", "contextevolve.leftovers",
-         "contextevolve.splicing", "contextevolve.replies")),
-    (1, ("contextevolve.memory", "contextevolve.llm", "contextevolve.prompts", "contextevolve.evaluation",
-         "contextevolve.fixes")),
+    (0, ("contextevolve.agents", "contextevolve.graph.context", "contextevolve.graph.settings",
+         "contextevolve.graph.state", "contextevolve.evaluation.limits", "contextevolve.memory.records",
+         "contextevolve.roles", "contextevolve.timing", "contextevolve.program", "contextevolve.leftovers")),
+    (1, ("contextevolve.memory", "contextevolve.llm", "contextevolve.prompts", "contextevolve.evaluation")),
     (2, ("contextevolve.tasks",)),
     (3, ("contextevolve.evaluation.executors",)),
-    (4, ("contextevolve.nodes",)),
+    (4, ("contextevolve.loop", "contextevolve.nodes")),
     (5, ("contextevolve.graph",)),
-    (6, ("contextevolve.api", "contextevolve.workers", "contextevolve.baselines", "contextevolve.report", "contextevolve.compare")),
-    (7, ("contextevolve.cli", "contextevolve.__main__", "contextevolve.flags", "contextevolve.display")),
+    (6, ("contextevolve.api", "contextevolve.workers", "contextevolve.baselines", "contextevolve.report",
+         "contextevolve.compare")),
+    (7, ("contextevolve.cli", "contextevolve.commands", "contextevolve.__main__", "contextevolve.flags",
+         "contextevolve.display")),
 ]
 """Layer of each module: the longest matching prefix wins (``contextevolve.graph.state`` is 0,
 ``contextevolve.graph.builder`` is 5)."""
@@ -52,8 +56,11 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
-    """Modules of the package that ``path`` imports anywhere (top level, functions, TYPE_CHECKING), or
-    only at its top level (what runs when it is imported)."""
+    """Modules of the package that ``path`` imports anywhere, or only at its top level.
+
+    Anywhere is the top level, functions and TYPE_CHECKING blocks; the top level alone is what runs when
+    it is imported.
+    """
     found = set()
     tree = ast.parse(path.read_text())
     for node in (tree.body if top_level_only else ast.walk(tree)):
@@ -67,7 +74,8 @@ def imports(path: Path, *, top_level_only: bool = False) -> set[str]:
 
 def existing(module: str) -> bool:
     rel = Path(*module.split("."))
-    return (PACKAGE.parent / rel).with_suffix(".py").exists() or (PACKAGE.parent / rel / "__init__.py").exists()
+    return ((PACKAGE.parent / rel).with_suffix(".py").exists()
+            or (PACKAGE.parent / rel / "__init__.py").exists())
 
 
 def package_inits(module: str) -> list[Path]:
@@ -87,7 +95,8 @@ def test_imports_point_down_the_layers():
             implied = {m for init in package_inits(imported) for m in imports(init, top_level_only=True)}
             for target in sorted({imported} | {m for m in implied if existing(m)}):
                 if layer(target) > layer(importer):
-                    upward.append(f"{importer} (layer {layer(importer)}) imports {target} (layer {layer(target)})"
+                    upward.append(f"{importer} (layer {layer(importer)}) imports {target} "
+                                  f"(layer {layer(target)})"
                                   + ("" if target == imported else f", through {imported}'s package"))
     assert not upward, "imports pointing up:\n" + "\n".join(sorted(set(upward)))
 
@@ -97,7 +106,8 @@ def test_any_module_imports_first():
     import subprocess
     import sys
 
-    for module in ("contextevolve.nodes.generate", "contextevolve.graph.context", "contextevolve.nodes.repair"):
+    for module in ("contextevolve.nodes.generate", "contextevolve.graph.context",
+                   "contextevolve.nodes.repair"):
         done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=PACKAGE.parent,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"import {module}: {done.stderr[-800:]}"
@@ -105,7 +115,8 @@ def test_any_module_imports_first():
 
 def test_the_check_sees_an_upward_import(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import contextevolve.memory.records\n\ndef f():\n    from contextevolve.graph.builder import build_graph\n")
+    bad.write_text("import contextevolve.memory.records\n\n"
+                   "def f():\n    from contextevolve.graph.builder import build_graph\n")
     assert imports(bad) == {"contextevolve.memory.records", "contextevolve.graph.builder",
                             "contextevolve.graph.builder.build_graph"}
     assert imports(bad, top_level_only=True) == {"contextevolve.memory.records"}

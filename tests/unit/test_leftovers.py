@@ -50,7 +50,8 @@ def test_owner_tags_tell_live_owners_from_dead_and_recycled_ones():
     assert not owner_alive(tag)
     pid, start, namespace = owner_tag().split(".")
     assert not owner_alive(f"{pid}.{int(start) + 1}.{namespace}")  # same pid, another process: gone
-    assert owner_alive(f"{tag.rsplit('.', 1)[0]}.{int(namespace) + 1}")  # another pid namespace: not ours to judge
+    # another pid namespace: not ours to judge
+    assert owner_alive(f"{tag.rsplit('.', 1)[0]}.{int(namespace) + 1}")
     assert owner_alive("not-a-tag") and owner_alive("12.34")  # names we did not write are never judged
     names = [Path(f"ce-eval-{tag}-a"), Path(f"ce-eval-{owner_tag()}-b"), Path("ce-eval-old"), Path("other")]
     assert orphaned(names, "ce-eval-") == [names[0]]
@@ -60,10 +61,12 @@ def test_a_killed_evaluation_leaves_nothing_after_the_next_one_starts(private_tm
     candidate = tmp_path / "candidate.py"
     candidate.write_text(HANGS)
     env = dict(os.environ, TMPDIR=str(private_tmp), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
-    killed = subprocess.Popen([sys.executable, "-c", EVALUATE, str(candidate)], env=env, start_new_session=True)
+    killed = subprocess.Popen([sys.executable, "-c", EVALUATE, str(candidate)], env=env,
+                              start_new_session=True)
     owner = owner_tag(killed.pid)
     deadline = time.monotonic() + 120
-    while not (tagged_processes(owner) and list(private_tmp.glob("ce-eval-*"))) and time.monotonic() < deadline:
+    while (not (tagged_processes(owner) and list(private_tmp.glob("ce-eval-*")))
+           and time.monotonic() < deadline):
         time.sleep(0.2)
     assert tagged_processes(owner), "the candidate never started"
     time.sleep(1)  # let the candidate reach its call
@@ -80,8 +83,8 @@ def test_a_killed_evaluation_leaves_nothing_after_the_next_one_starts(private_tm
     assert not list(private_tmp.glob(f"ce-eval-{owner}-*"))
     assert mine.exists()
     assert counts["directories"] == 1 and counts["cgroups"] == len(groups)
-    # (processes of the tree may exit on their own, their parent killed, or be swept first by another process's
-    # sweep on this machine: fewer to kill, never more; none may be left, below)
+    # (processes of the tree may exit on their own, their parent killed, or be swept first by another
+    # process's sweep on this machine: fewer to kill, never more; none may be left, below)
     assert counts["processes"] <= len(survivors)
     deadline = time.monotonic() + 10
     while tagged_processes(owner) and time.monotonic() < deadline:

@@ -34,7 +34,8 @@ def _args(tmp_path: Path, flags: str | None, cc: str = "cc") -> str:
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text("processor\t: 0\n" + ("" if flags is None else f"flags\t\t: {flags}\n"))
     env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "CPUINFO": str(cpuinfo), "CC": cc}
-    done = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60, check=True)
+    done = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60,
+                          check=True)
     return done.stdout.strip()
 
 
@@ -72,7 +73,8 @@ def test_a_partial_avx512_set_is_not_used(tmp_path):
 
 def test_the_real_compiler_runs_the_real_cpus_avx512(tmp_path):
     info = Path("/proc/cpuinfo")
-    line = next((l for l in info.read_text().splitlines() if l.startswith("flags")), "") if info.exists() else ""
+    line = (next((row for row in info.read_text().splitlines() if row.startswith("flags")), "")
+            if info.exists() else "")
     if not set(EXTENSIONS.split()) <= set(line.split(":")[-1].split()) or not shutil.which("cc"):
         pytest.skip("this CPU does not list the AVX-512 extensions probed, or there is no cc")
     assert _args(tmp_path, ALL_AVX512) == FULL

@@ -41,21 +41,24 @@ def test_external_endpoint_needs_a_model():
 
 
 def test_external_endpoint_builds_chat_openai():
-    model = create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m", api_key="k",
-                                                      temperatures={"generator": 0.3}))
+    model = create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m",
+                                                      api_key="k", temperatures={"generator": 0.3}))
     assert type(model).__name__ == "ChatOpenAI"
     assert model.model_name == "m" and model.temperature == 0.3 and model.max_tokens == 1400
     assert model.seed == 0
-    assert create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m", seed=7)).seed == 7
+    assert create_chat_model("generator",
+                             RunContext(base_url="http://localhost:9/v1", model="m", seed=7)).seed == 7
 
 
 def test_sampling_settings_reach_the_request():
     plain = create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m"))
     assert plain.top_p is None and "top_k" not in plain.extra_body  # the endpoint's defaults
-    tuned = create_chat_model("generator", RunContext(base_url="http://localhost:9/v1", model="m", top_p=0.8, top_k=20))
+    tuned = create_chat_model("generator",
+                              RunContext(base_url="http://localhost:9/v1", model="m", top_p=0.8, top_k=20))
     assert tuned.top_p == 0.8 and tuned._default_params["top_p"] == 0.8
     assert tuned.extra_body == {"max_tokens": 1400, "top_k": 20}
-    official = create_chat_model("generator", RunContext(base_url="https://api.openai.com/v1", model="m", top_k=20))
+    official = create_chat_model("generator",
+                                 RunContext(base_url="https://api.openai.com/v1", model="m", top_k=20))
     assert not official.extra_body  # OpenAI refuses top_k
 
 
@@ -186,9 +189,13 @@ def test_completion_cap_reaches_non_openai_servers():
     assert official.extra_body is None and official.max_tokens == 100
 
 
-def test_a_server_start_removes_the_logs_of_killed_servers_and_a_failed_start_keeps_none(monkeypatch, tmp_path):
-    """A run killed with SIGKILL leaves its server's log in the temporary directory; the next start
-    removes it (and only logs whose owner is gone). A server that exits at start leaves no log."""
+def test_a_server_start_removes_the_logs_of_killed_servers_and_a_failed_start_keeps_none(
+        monkeypatch, tmp_path):
+    """A server start removes the logs of killed servers, and a failed start keeps none.
+
+    A run killed with SIGKILL leaves its server's log in the temporary directory; the next start
+    removes it (and only logs whose owner is gone). A server that exits at start leaves no log.
+    """
     import subprocess
     import sys
     import tempfile
@@ -215,8 +222,11 @@ def test_a_server_start_removes_the_logs_of_killed_servers_and_a_failed_start_ke
 
 
 def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(monkeypatch, tmp_path):
-    """llama-cpp-python's server computes and keeps every prompt token's logits unless told not to; no
-    agent asks for logprobs, so the embedded servers are started with ``--logits_all False``."""
+    """The embedded servers are started with ``--logits_all False`` unless told otherwise.
+
+    llama-cpp-python's server computes and keeps every prompt token's logits unless told not to; no
+    agent asks for logprobs, so the embedded servers are started with ``--logits_all False``.
+    """
     import tempfile
 
     from contextevolve.llm.embedded import EmbeddedModelError, EmbeddedServer
@@ -257,14 +267,18 @@ def test_the_server_computes_only_the_last_tokens_logits_unless_told_otherwise(m
 
 
 def test_the_server_kind_picks_llama_cpps_own_server_with_a_slot_per_worker(monkeypatch, tmp_path):
-    """llama.cpp's ``llama-server`` is the default where it is installed beside this Python (or named by
-    ``CONTEXTEVOLVE_LLAMA_SERVER_BIN``): one slot per worker, the context of every slot, drafts from the prompt;
-    without it (or with ``CONTEXTEVOLVE_LLAMA_SERVER=python``) it is llama-cpp-python's server, which queues."""
+    """llama.cpp's ``llama-server`` is the default where it is installed, with a slot per worker.
+
+    It is the default where it is installed beside this Python (or named by
+    ``CONTEXTEVOLVE_LLAMA_SERVER_BIN``): one slot per worker, the context of every slot, drafts from the
+    prompt; without it (or with ``CONTEXTEVOLVE_LLAMA_SERVER=python``) it is llama-cpp-python's server,
+    which queues.
+    """
     from contextevolve.llm import server_flags
     from contextevolve.llm.embedded import EmbeddedModelError
 
-    for name in ("CONTEXTEVOLVE_LLAMA_SERVER", "CONTEXTEVOLVE_LLAMA_SERVER_BIN", "CONTEXTEVOLVE_PROMPT_CACHE_MB",
-                 "CONTEXTEVOLVE_SPECULATIVE"):
+    for name in ("CONTEXTEVOLVE_LLAMA_SERVER", "CONTEXTEVOLVE_LLAMA_SERVER_BIN",
+                 "CONTEXTEVOLVE_PROMPT_CACHE_MB", "CONTEXTEVOLVE_SPECULATIVE"):
         monkeypatch.delenv(name, raising=False)
     venv = tmp_path / "venv"
     venv.mkdir()
@@ -272,8 +286,10 @@ def test_the_server_kind_picks_llama_cpps_own_server_with_a_slot_per_worker(monk
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert server_flags.server_kind() == "python"
     python = server_flags.server_command("m.gguf", "alias", 1234, threads=2, n_ctx=8192, slots=4)
-    assert python[1:3] == ["-m", "llama_cpp.server"] and "--parallel" not in python and "--spec-type" not in python
-    assert python[python.index("--n_ctx") + 1] == "8192" and python[python.index("--interrupt_requests") + 1] == "False"
+    assert (python[1:3] == ["-m", "llama_cpp.server"] and "--parallel" not in python
+            and "--spec-type" not in python)
+    assert (python[python.index("--n_ctx") + 1] == "8192"
+            and python[python.index("--interrupt_requests") + 1] == "False")
 
     beside = venv / "llama-server"
     beside.write_text("#!/bin/sh\n")
@@ -282,17 +298,23 @@ def test_the_server_kind_picks_llama_cpps_own_server_with_a_slot_per_worker(monk
     native = server_flags.server_command("m.gguf", "alias", 1234, threads=2, n_ctx=8192, slots=4)
     assert native[0] == str(beside)
     flag = {native[i]: native[i + 1] for i in range(1, len(native) - 1) if native[i].startswith("--")}
-    assert (flag["--parallel"], flag["--ctx-size"], flag["--threads"], flag["--port"]) == ("4", "32768", "2", "1234")
-    assert flag["--cache-ram"] == "0" and flag["--alias"] == "alias"  # no RAM cache of older prompts by default
+    assert (flag["--parallel"], flag["--ctx-size"], flag["--threads"], flag["--port"]) == (
+        "4", "32768", "2", "1234")
+    # no RAM cache of older prompts by default
+    assert flag["--cache-ram"] == "0" and flag["--alias"] == "alias"
     assert flag["--spec-type"] == "ngram-simple"
     monkeypatch.setenv("CONTEXTEVOLVE_SPECULATIVE", "none")
-    assert "--spec-type" not in server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
+    assert "--spec-type" not in server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512,
+                                                            slots=1)
     monkeypatch.setenv("CONTEXTEVOLVE_SPECULATIVE", "eagle")
-    with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_SPECULATIVE must be one of ngram-simple, none, not 'eagle'"):
+    with pytest.raises(EmbeddedModelError,
+                       match="CONTEXTEVOLVE_SPECULATIVE must be one of ngram-simple, none, not 'eagle'"):
         server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
     monkeypatch.delenv("CONTEXTEVOLVE_SPECULATIVE")
-    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "python")  # asked for: even where llama-server is installed
-    assert server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)[1:3] == ["-m", "llama_cpp.server"]
+    # asked for: even where llama-server is installed
+    monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "python")
+    assert server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)[1:3] == [
+        "-m", "llama_cpp.server"]
     beside.unlink()
 
     binary = tmp_path / "llama-server"
@@ -307,14 +329,17 @@ def test_the_server_kind_picks_llama_cpps_own_server_with_a_slot_per_worker(monk
     assert native[native.index("--cache-ram") + 1] == "150" and native[native.index("--parallel") + 1] == "1"
 
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER_BIN", str(tmp_path / "absent"))
-    with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LLAMA_SERVER_BIN=.*absent.* is not an executable"):
+    with pytest.raises(EmbeddedModelError,
+                       match="CONTEXTEVOLVE_LLAMA_SERVER_BIN=.*absent.* is not an executable"):
         server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
     monkeypatch.delenv("CONTEXTEVOLVE_LLAMA_SERVER_BIN")
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
-    with pytest.raises(EmbeddedModelError, match="llama-server is not installed; build it with: make native-server"):
+    with pytest.raises(EmbeddedModelError,
+                       match="llama-server is not installed; build it with: make native-server"):
         server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "vllm")
-    with pytest.raises(EmbeddedModelError, match="CONTEXTEVOLVE_LLAMA_SERVER must be one of native, python, not 'vllm'"):
+    with pytest.raises(EmbeddedModelError,
+                       match="CONTEXTEVOLVE_LLAMA_SERVER must be one of native, python, not 'vllm'"):
         server_flags.server_command("m.gguf", "alias", 1, threads=1, n_ctx=512, slots=1)
 
 
@@ -323,8 +348,9 @@ def test_a_runs_servers_get_a_slot_per_worker(monkeypatch, tmp_path):
     from contextevolve.llm import models
 
     started = []
-    monkeypatch.setattr(embedded, "start_shared_servers", lambda keys, slots=1: started.append((keys, slots)) or [
-        types.SimpleNamespace(base_url="http://127.0.0.1:1/v1") for _ in keys])
+    monkeypatch.setattr(embedded, "start_shared_servers",
+                        lambda keys, slots=1: started.append((keys, slots)) or [
+                            types.SimpleNamespace(base_url="http://127.0.0.1:1/v1") for _ in keys])
     for name in ("CONTEXTEVOLVE_BASE_URL", "OPENAI_BASE_URL", "CONTEXTEVOLVE_GENERATOR_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     models.create_chat_model("generator", RunContext(workers=3))
@@ -341,8 +367,11 @@ def _gone(pid: int) -> bool:
 
 
 def test_a_server_started_from_a_worker_thread_outlives_the_thread_and_dies_with_a_killed_process():
-    """Linux ties PR_SET_PDEATHSIG to the forking *thread*: a server a LangGraph worker thread starts must
-    neither die when that thread ends nor outlive a SIGKILLed run (``lifetime.popen_tied``)."""
+    """A server a worker thread starts outlives the thread and dies with a killed process.
+
+    Linux ties PR_SET_PDEATHSIG to the forking *thread*: a server a LangGraph worker thread starts must
+    neither die when that thread ends nor outlive a SIGKILLed run (``lifetime.popen_tied``).
+    """
     import signal
     import subprocess
     import time
@@ -374,8 +403,11 @@ def test_a_server_started_from_a_worker_thread_outlives_the_thread_and_dies_with
 
 
 def test_a_server_forked_after_its_parent_died_exits_before_it_runs():
-    """The death signal is armed in the child after the fork: a parent that died in between would never
-    send it, so the child checks and exits (``lifetime.die_with_parent``) instead of running on, orphaned."""
+    """A server forked after its parent died exits before it runs, instead of running on, orphaned.
+
+    The death signal is armed in the child after the fork: a parent that died in between would never
+    send it, so the child checks and exits (``lifetime.die_with_parent``).
+    """
     import subprocess
     from functools import partial
 
@@ -388,8 +420,11 @@ def test_a_server_forked_after_its_parent_died_exits_before_it_runs():
 
 
 def test_an_interrupt_after_a_server_was_forked_kills_it(monkeypatch):
-    """Ctrl-C while ``popen_tied`` waits for the forking thread, which forked the server all the same:
-    nobody would ever stop that server, so it is killed."""
+    """An interrupt that comes after the forking thread forked a server kills that server.
+
+    Ctrl-C while ``popen_tied`` waits for the forking thread, which forked the server all the same:
+    nobody would ever stop that server, so it is killed.
+    """
     import subprocess
     from concurrent.futures import Future
 
@@ -415,8 +450,10 @@ def test_an_interrupt_after_a_server_was_forked_kills_it(monkeypatch):
 
 
 def test_an_interrupt_before_a_server_was_forked_cancels_it(monkeypatch):
-    """Ctrl-C while the request still waits in the forking thread's queue: it is cancelled, and the
-    thread skips it when it comes to it."""
+    """Ctrl-C while the request still waits in the forking thread's queue cancels it.
+
+    The thread skips the cancelled request when it comes to it.
+    """
     import queue
     import subprocess
     from concurrent.futures import Future
@@ -439,16 +476,20 @@ def test_an_interrupt_before_a_server_was_forked_cancels_it(monkeypatch):
     assert cmd == ["sleep", "30"] and done.cancelled()
     forked: list[list[str]] = []
     real_popen = subprocess.Popen
-    monkeypatch.setattr(lifetime.subprocess, "Popen", lambda cmd, **kw: forked.append(cmd) or real_popen(cmd, **kw))
+    monkeypatch.setattr(lifetime.subprocess, "Popen",
+                        lambda cmd, **kw: forked.append(cmd) or real_popen(cmd, **kw))
     real_jobs.put(job)  # the thread now comes to it, and then to a request made after it
     assert lifetime.popen_tied(["true"]).wait(timeout=10) == 0
     assert forked == [["true"]]
 
 
 def test_a_forked_child_gets_its_own_forking_thread_and_queue(monkeypatch):
-    """``os.fork()`` (a multiprocessing worker, say) copies the module's forking thread as a dead object,
-    its lock in whatever state another thread held it, and the parent's queued requests: the child starts
-    from none of them (``lifetime._reset_after_fork``) and can still start servers of its own."""
+    """A forked child gets its own forking thread and queue, and can still start servers of its own.
+
+    ``os.fork()`` (a multiprocessing worker, say) copies the module's forking thread as a dead object,
+    its lock in whatever state another thread held it, and the parent's queued requests: the child
+    starts from none of them (``lifetime._reset_after_fork``).
+    """
     import os
     import queue
     import signal

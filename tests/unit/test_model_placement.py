@@ -53,9 +53,11 @@ def test_better_placement_scores_higher():
     (variant("    return placement\n", "    return {0: list(models)}\n"), "GB >"),
     (variant("    return placement\n", "    placement[gpu_num] = placement.pop(0)\n    return placement\n"),
      "unknown GPU id"),
-    (variant("    return placement\n", "    return {str(k): v for k, v in placement.items()}\n"), "unknown GPU id"),
+    (variant("    return placement\n", "    return {str(k): v for k, v in placement.items()}\n"),
+     "unknown GPU id"),
     (variant("placement[best_gpu].append(model)",
-             "placement[best_gpu].append(type(model)(model.model_name, 0, 0, 1, 0))"), "not the given models"),
+             "placement[best_gpu].append(type(model)(model.model_name, 0, 0, 1, 0))"),
+     "not the given models"),
     (variant("    return placement\n", "    return list(placement.values())\n"), "expected dict"),
     # Shrinking the models handed in must not help: the grader uses its own copy.
     (variant(LOOP, "for m in models:\n        m.model_size = 0\n    " + LOOP).replace(
@@ -83,7 +85,8 @@ def test_broken_programs_fail_with_reason(source, reason):
 
 
 def test_some_cases_failing_lowers_success_rate():
-    source = variant("    ordered = sorted(", "    if gpu_num == 5:\n        raise ValueError('no')\n    ordered = sorted(")
+    source = variant("    ordered = sorted(",
+                     "    if gpu_num == 5:\n        raise ValueError('no')\n    ordered = sorted(")
     result = TASK.evaluate(source)
     fives = sum(c.gpu_num == 5 for c in mp_cases())
     assert result.status == "ok"
@@ -91,7 +94,8 @@ def test_some_cases_failing_lowers_success_rate():
 
 
 def test_hung_candidate_is_killed_at_timeout_with_its_children(tmp_path):
-    marker = f"{time.time() % 1000:.6f}"  # the forked child becomes `sleep 9<marker>` (pids differ in the sandbox)
+    # the forked child becomes `sleep 9<marker>` (pids differ in the sandbox)
+    marker = f"{time.time() % 1000:.6f}"
     source = (f"import os, time\nif os.fork() == 0:\n    os.execvp('sleep', ['sleep', '9{marker}'])\n"
               "while True: pass\n")
     start = time.perf_counter()
@@ -115,7 +119,8 @@ def test_case_time_limit_counts_as_case_failure(monkeypatch):
     from contextevolve.tasks.model_placement import task as mp_task
 
     monkeypatch.setattr(mp_task, "CASE_TIMEOUT_S", 0.2)
-    source = variant("    ordered = sorted(", "    if gpu_num == 9:\n        while True: pass\n    ordered = sorted(")
+    source = variant("    ordered = sorted(",
+                     "    if gpu_num == 9:\n        while True: pass\n    ordered = sorted(")
     result = TASK.evaluate(source)
     nines = sum(c.gpu_num == 9 for c in mp_cases())
     assert result.status == "ok"

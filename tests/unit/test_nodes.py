@@ -8,22 +8,25 @@ import pytest
 from langgraph.graph import END
 
 from contextevolve.llm.calls import estimate_tokens
+from contextevolve.llm.models import use_chat_models
+from contextevolve.loop.composing import prompt_of
+from contextevolve.loop.policy import SearchPolicy
+from contextevolve.loop.resources import rng_for
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.claim import after_claim, claim
-from contextevolve.nodes.compose import compose, load, render
+from contextevolve.nodes.compose import compose
 from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import Step, navigate, rollout, sample_steps
-from contextevolve.nodes.resources import rng_for
 from contextevolve.nodes.sample import STOP_AFTER_PICKS, sample
 from contextevolve.nodes.select_parent import select_parent, stale_parents
-from contextevolve.llm.models import use_chat_models
 from contextevolve.nodes.summarize import finish_abstract, summarize
 from contextevolve.nodes.update_buffer import update_buffer
-from contextevolve.workers import commit_report
+from contextevolve.program.forms import edit_form
 from contextevolve.tasks.registry import get_task
-from tests.conftest import apply, run_node
+from contextevolve.workers import commit_report
+from tests.conftest import apply, composed, run_node
 from tests.fakes import BETTER_PROGRAM, INITIAL, reply, scripted
 
 TASK = get_task("model_placement")
@@ -140,7 +143,8 @@ def test_sample_steps_respects_category_weights(seeded, ctx):
 def test_navigate_shows_trajectories_and_returns_guidance(seeded, ctx, models):
     state, memory = seeded
     add_program(memory, 1, score=25.0, abstract="projected-pressure greedy")
-    state = apply(state, run_node(select_parent, replace(state, iteration=1), replace(ctx, parent_selection="best")))
+    state = apply(state, run_node(select_parent, replace(state, iteration=1),
+                                  replace(ctx, parent_selection="best")))
     update = run_node(navigate, state, ctx)
     assert update["guidance"] == "Balance projected pressure rather than current pressure."
     assert update["trajectory_ids"] == ["it00001"]
@@ -172,7 +176,8 @@ def test_navigate_shows_each_abstract_once_and_no_deltas_for_failed_children(see
 
 
 def test_step_delta_text_names_the_failed_side():
-    ok = ProgramRecord(id="a", iteration=1, status="ok", combined_score=3.0, metrics={"max_kvpr": 2.0, "success_rate": 1.0})
+    ok = ProgramRecord(id="a", iteration=1, status="ok", combined_score=3.0,
+                       metrics={"max_kvpr": 2.0, "success_rate": 1.0})
     bad = ProgramRecord(id="b", iteration=2, status="timeout")
     assert Step(ok, bad, {"max_kvpr": -2.0}, "decline").delta_text() == "the child timed out, no metrics"
     assert Step(bad, ok, {"max_kvpr": 2.0}, "improvement").delta_text() == \
@@ -193,7 +198,8 @@ def test_navigate_asks_nothing_before_the_first_step(seeded, ctx, models):
 def test_navigate_is_asked_once_a_step_exists_even_if_none_is_sampled(seeded, ctx, models):
     state, memory = seeded
     add_program(memory, 1)
-    update = run_node(navigate, replace(state, parent_id="it00000", iteration=2), replace(ctx, num_trajectories=0))
+    update = run_node(navigate, replace(state, parent_id="it00000", iteration=2),
+                      replace(ctx, num_trajectories=0))
     assert update["guidance"] and len(models["navigator"].seen) == 1
     assert "none yet" in models["navigator"].seen[-1][1].content
 
@@ -205,7 +211,8 @@ def test_navigate_variants_and_ablation(seeded, ctx, models):
     run_node(navigate, state, replace(ctx, guidance_variant="implementation"))
     assert "implementation plan" in models["navigator"].seen[-1][1].content
     calls = len(models["navigator"].seen)
-    assert run_node(navigate, state, replace(ctx, navigator_enabled=False)) == {"guidance": "", "trajectory_ids": []}
+    assert run_node(navigate, state, replace(ctx, navigator_enabled=False)) == {"guidance": "",
+                                                                                "trajectory_ids": []}
     assert len(models["navigator"].seen) == calls
 
 
@@ -263,10 +270,11 @@ def test_compose_fits_budget(seeded, ctx):
     state = replace(state, parent_id="it00000", guidance="g", exemplar_ids=["it00001", "it00002"])
     roomy = run_node(compose, state, replace(ctx, context_token_budget=10_000))
     assert roomy["exemplar_code_ids"] == ["it00001", "it00002"]
-    # measured once, by parts: the same estimate as the rendered prompt the Generator gets
-    parent, exemplars = load(memory, "it00000", roomy["context_exemplar_ids"])
-    rendered = render(ctx, TASK, parent, "g", exemplars, set(roomy["exemplar_code_ids"]))
-    assert roomy["context_tokens"] == sum(estimate_tokens(str(m.content)) for m in rendered)
+    # the prompt knows its size: the same estimate as the messages the Generator gets, rebuilt from the ids
+    policy = SearchPolicy.of(ctx, state.iteration, state.worker)
+    prompt = prompt_of(policy, TASK, memory, apply(state, roomy))
+    assert roomy["context_tokens"] == prompt.tokens == sum(estimate_tokens(str(m.content))
+                                                           for m in prompt.messages())
     tight = run_node(compose, state, replace(ctx, context_token_budget=roomy["context_tokens"] - 200))
     assert tight["context_exemplar_ids"] == ["it00001", "it00002"] and len(tight["exemplar_code_ids"]) == 1
     assert tight["context_tokens"] <= roomy["context_tokens"] - 200
@@ -278,7 +286,7 @@ def test_compose_fits_budget(seeded, ctx):
 def test_generate_writes_pending_child(seeded, ctx, models):
     state, memory = seeded
     state = replace(state, parent_id="it00000", guidance="balance projected pressure")
-    update = run_node(generate, state, ctx)
+    update = run_node(generate, composed(state, ctx), ctx)
     assert update == {"iteration_usage": {"generator": {"prompt": 900, "completion": 400}}}
     child = memory.buffer.require(state.child_id)  # the id claim took: generate writes no ids
     assert state.child_id == "it00001" and child.status == "pending" and child.iteration == 1
@@ -295,7 +303,7 @@ def test_generate_writes_pending_child(seeded, ctx, models):
 def test_malformed_generator_output_is_a_failed_child(seeded, ctx, models, text, finish, reason):
     state, memory = seeded
     models["generator"].messages = iter([reply(text, finish=finish)])
-    update = run_node(generate, replace(state, parent_id="it00000"), ctx)
+    update = run_node(generate, composed(replace(state, parent_id="it00000"), ctx), ctx)
     child = memory.buffer.require(state.child_id)
     assert child.status == "failed" and reason in child.reason
     # and the rest of the iteration copes with it
@@ -310,7 +318,8 @@ def test_malformed_generator_output_is_a_failed_child(seeded, ctx, models, text,
 
 def test_evaluate_summarize_update_buffer_commit_the_child(seeded, ctx, models):
     state, memory = seeded
-    state = apply(replace(state, parent_id="it00000"), run_node(generate, replace(state, parent_id="it00000"), ctx))
+    state = apply(replace(state, parent_id="it00000"),
+                  run_node(generate, composed(replace(state, parent_id="it00000"), ctx), ctx))
     update = run_node(evaluate, state, ctx)
     assert update == {"fix_pending": False, "repair_due": False}
     state = apply(state, update)
@@ -359,7 +368,8 @@ def test_an_abstract_drops_the_parent_abstract_its_reply_begins_with(seeded, ctx
     state, memory = seeded
     add_program(memory, 1, source=BETTER_PROGRAM, abstract="Greedy by demand. Picks the least loaded GPU.")
     add_program(memory, 2, parent="it00001", source=BETTER_PROGRAM)
-    echo = "Greedy by demand.  Picks the least\nloaded GPU. Changed: packs by memory first. Kept: greedy order."
+    echo = ("Greedy by demand.  Picks the least\nloaded GPU. Changed: packs by memory first. "
+            "Kept: greedy order.")
     summarizer = scripted(reply(echo, 300, 40))
     with use_chat_models(summarizer=summarizer):
         run_node(summarize, replace(state, child_id="it00002"), ctx)
@@ -389,7 +399,8 @@ def test_finish_abstract(text, parent, truncated, expected):
 def test_stop_conditions(seeded, ctx):
     """The stop rules hold run-wide, read from the buffer by ``claim`` once the child is committed."""
     state, memory = seeded
-    state = apply(replace(state, parent_id="it00000"), run_node(generate, replace(state, parent_id="it00000"), ctx))
+    state = apply(replace(state, parent_id="it00000"),
+                  run_node(generate, composed(replace(state, parent_id="it00000"), ctx), ctx))
     state = apply(state, run_node(evaluate, state, ctx))
     state = apply(state, run_node(summarize, state, ctx))
     state = apply(state, run_node(update_buffer, state, ctx))
@@ -420,7 +431,8 @@ def test_compose_shows_failed_exemplars_without_code(seeded, ctx):
     add_program(memory, 2, status="failed", score=0.0)
     state = replace(state, parent_id="it00000", exemplar_ids=["it00002", "it00001"])
     update = run_node(compose, state, replace(ctx, context_token_budget=10_000))
-    assert update["context_exemplar_ids"] == ["it00002", "it00001"] and update["exemplar_code_ids"] == ["it00001"]
+    assert (update["context_exemplar_ids"] == ["it00002", "it00001"]
+            and update["exemplar_code_ids"] == ["it00001"])
 
 
 def test_lower_is_better_task_orients_rollout_prompts_and_failures():
@@ -428,18 +440,22 @@ def test_lower_is_better_task_orients_rollout_prompts_and_failures():
     from contextevolve.prompts import sampler as sampler_prompt
 
     sak = get_task("sparse_attention")
-    base = ProgramRecord(id="p", iteration=0, status="ok", metrics={"density": 0.2, "error": 0.1}, committed=True)
+    base = ProgramRecord(id="p", iteration=0, status="ok", metrics={"density": 0.2, "error": 0.1},
+                         committed=True)
     sparser = ProgramRecord(id="a", iteration=1, parent_id="p", status="ok",
                             metrics={"density": 0.1, "error": 0.1}, committed=True)
     # a failed child carries the worst metrics (1.0): a decline, never an "improvement"
-    failed = ProgramRecord(id="b", iteration=2, parent_id="p", status="failed", combined_score=sak.worst_score,
-                           metrics={m.name: m.worst for m in sak.metrics}, committed=True)
+    failed = ProgramRecord(id="b", iteration=2, parent_id="p", status="failed",
+                           combined_score=sak.worst_score, metrics={m.name: m.worst for m in sak.metrics},
+                           committed=True)
     zeroed = ProgramRecord(id="c", iteration=3, parent_id="p", status="invalid",
                            metrics={"density": 0.0, "error": 0.0}, committed=True)
     steps = {s.child.id: s for s in rollout([base, sparser, failed, zeroed], sak)}
     assert steps["a"].category == "improvement" and steps["a"].deltas["density"] == pytest.approx(0.1)
     assert steps["b"].category == steps["c"].category == "decline"
-    ask = gen_prompt.messages("t", "parent", "", [], "full", sak.higher_is_better)[1].content
+    full = edit_form("full")
+    ask = gen_prompt.generator_prompt("t", "parent", "", [], full, sak.higher_is_better,
+                                      "").messages()[1].content
     assert "lowers the score (lower is better)" in ask
     pick = sampler_prompt.messages("z", "g", [{"status": "ok", "score": 0.1, "abstract": "x"}], 1, False)
     assert "lower is better" in pick[1].content
@@ -450,7 +466,7 @@ def test_lower_is_better_task_orients_rollout_prompts_and_failures():
 
 def test_a_worker_spends_an_even_share_of_the_token_budget_left_at_its_claim(ctx):
     from contextevolve.graph.state import WorkerState
-    from contextevolve.nodes.stopping import worker_budget_spent
+    from contextevolve.loop.stopping import worker_budget_spent
 
     state = WorkerState(worker=1, iteration=5, run_tokens=1000, workers=2,
                         iteration_usage={"generator": {"prompt": 300, "completion": 100}})
@@ -458,7 +474,8 @@ def test_a_worker_spends_an_even_share_of_the_token_budget_left_at_its_claim(ctx
     assert not worker_budget_spent(two, state)  # 400 of its 500
     assert worker_budget_spent(two, state, {"repair": {"prompt": 90, "completion": 10}})  # 500 of 500
     alone = replace(state, workers=1)  # claimed as the run's only worker: the whole rest is its share
-    assert not worker_budget_spent(replace(two, workers=1), alone, {"repair": {"prompt": 90, "completion": 10}})
+    assert not worker_budget_spent(replace(two, workers=1), alone,
+                                   {"repair": {"prompt": 90, "completion": 10}})
     assert not worker_budget_spent(replace(two, token_budget=None), state,
                                    {"repair": {"prompt": 10**6, "completion": 0}})
     # claimed with two workers, it keeps splitting over two when a resumed run now names one
@@ -486,13 +503,13 @@ def test_claim_takes_the_next_child_with_the_workers_and_tokens_spent_and_starts
 
 def test_the_first_ask_is_hotter_only_when_the_navigator_gave_no_guidance(seeded, ctx, monkeypatch):
     """Without a direction the model mostly writes its parent back, so that first ask samples hotter."""
+    from contextevolve.loop.generation import Outcome
     from contextevolve.nodes import generate as generate_node
-    from contextevolve.nodes.ask import Outcome
 
     state, _ = seeded
     asked = []
 
-    def ask(run_ctx, messages, sampling, **kwargs):
+    def ask(run_ctx, messages, sampling, policy, **kwargs):
         asked.append(sampling.temperature)
         return Outcome(source=BETTER_PROGRAM)
 
@@ -501,5 +518,6 @@ def test_the_first_ask_is_hotter_only_when_the_navigator_gave_no_guidance(seeded
     off = replace(ctx, search=replace(ctx.search, unguided_hotter=0.0))
     ablated = replace(ctx, ablations=replace(ctx.ablations, navigator_enabled=False))  # one change only
     for guidance, run_ctx in (("", ctx), ("Place the largest models first.", ctx), ("", off), ("", ablated)):
-        run_node(generate, replace(state, parent_id="it00000", guidance=guidance), run_ctx)
-    assert asked == [pytest.approx(own + ctx.search.unguided_hotter), own, own, own] and ctx.search.unguided_hotter > 0
+        run_node(generate, composed(replace(state, parent_id="it00000", guidance=guidance), run_ctx), run_ctx)
+    assert (asked == [pytest.approx(own + ctx.search.unguided_hotter), own, own, own]
+            and ctx.search.unguided_hotter > 0)

@@ -13,8 +13,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_notebook_walks_state_history_and_plots(tmp_path, models, monkeypatch):
-    """Two workers, extended once (each worker's thread passes initialize again, with its last child's ids): the
-    notebook walks both threads' histories and finds every committed child once."""
+    """Two workers, extended once: the notebook walks both threads' histories, each child found once.
+
+    On the extension each worker's thread passes initialize again, with its last child's ids; the
+    notebook walks both threads' histories and finds every committed child once.
+    """
     evolve("model_placement", iterations=2, run_dir=tmp_path / "run", max_retries=0, workers=2)
     evolve("model_placement", iterations=3, run_dir=tmp_path / "run", resume=True)
     monkeypatch.setenv("CONTEXTEVOLVE_RUN_DIR", str(tmp_path / "run"))

@@ -11,15 +11,18 @@ import pytest
 
 from contextevolve.llm import embedded
 
-_spec = importlib.util.spec_from_file_location("prefill_bench", Path(__file__).parents[2] / "benchmarks" / "prefill.py")
+_spec = importlib.util.spec_from_file_location("prefill_bench",
+                                               Path(__file__).parents[2] / "benchmarks" / "prefill.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
 
 def test_stored_requests_keep_every_role_in_order_as_openai_messages(tmp_path):
-    rows = [{"role": "summarizer", "messages": [{"type": "system", "content": "S"}, {"type": "human", "content": "a"}]},
+    rows = [{"role": "summarizer", "messages": [{"type": "system", "content": "S"},
+                                                {"type": "human", "content": "a"}]},
             {"role": "navigator", "messages": [{"type": "human", "content": "b"}]},
-            {"role": "generator", "messages": [{"type": "human", "content": "c"}, {"type": "ai", "content": "d"},
+            {"role": "generator", "messages": [{"type": "human", "content": "c"},
+                                               {"type": "ai", "content": "d"},
                                                {"type": "human", "content": "e"}]}]
     (tmp_path / "prompts.jsonl").write_text("\n".join(map(json.dumps, rows)) + "\n")
     found = bench.stored_requests(tmp_path)
@@ -36,7 +39,8 @@ def test_the_table_sums_seconds_by_role_and_the_saving_against_the_first_size():
         roles = ["generator", "navigator", "generator"]
         return {"cache_mb": cache_mb, "layout": "shared", "logits": "last", "peak_rss_mb": 1000.0 + cache_mb,
                 "anon_mb": 500.0,
-                "rows": [{"run": "r", "role": role, "prompt_tokens": 100, "seconds": s} for role, s in zip(roles, seconds)]}
+                "rows": [{"run": "r", "role": role, "prompt_tokens": 100, "seconds": s}
+                         for role, s in zip(roles, seconds)]}
 
     text = bench.table([result(0, [10.0, 6.0, 4.0]), result(150, [5.0, 6.0, 4.0])])
     lines = text.splitlines()

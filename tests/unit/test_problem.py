@@ -1,5 +1,8 @@
-"""A user's own problem in OpenEvolve's form (initial program + evaluator.py [+ config.yaml]) through the
-real graph with scripted models: scores, diagnostics in the prompts, failed children, resume, report."""
+"""A user's own problem in OpenEvolve's form through the real graph with scripted models.
+
+The problem is an initial program + evaluator.py [+ config.yaml]; checked are scores, diagnostics in the
+prompts, failed children, resume, report.
+"""
 
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ PROGRAM = textwrap.dedent('''\
     # EVOLVE-BLOCK-END
     ''')
 
-#: One evaluator for every behaviour; the candidate's MODE picks it (the candidate controls its evaluation anyway).
+#: One evaluator for every behaviour; the candidate's MODE picks it (the candidate controls its evaluation
+#: anyway).
 EVALUATOR = textwrap.dedent('''\
     """Scores solve(3) against 9: closer is better."""
     import importlib.util
@@ -74,7 +78,8 @@ EVALUATOR = textwrap.dedent('''\
     ''')
 
 
-def make_problem(root: Path, *, evaluator: str = EVALUATOR, program: str = PROGRAM, config: str | None = None) -> Path:
+def make_problem(root: Path, *, evaluator: str = EVALUATOR, program: str = PROGRAM,
+                 config: str | None = None) -> Path:
     root.mkdir(parents=True)
     (root / "initial_program.py").write_text(program)
     (root / "evaluator.py").write_text(evaluator)
@@ -105,22 +110,26 @@ def test_a_problem_folder_runs_through_the_graph_resumes_and_reports(tmp_path):
         result = evolve(problem=folder, iterations=2, run_dir=tmp_path / "run", max_retries=0)
         staged = tmp_path / "run" / "problem"
         assert (staged / "evaluator.py").read_text() == EVALUATOR and (staged / "problem.json").is_file()
-        (folder / "evaluator.py").write_text("def evaluate(p):\n    return {'combined_score': -1.0}\n")  # the run keeps its copy
+        # the run keeps its copy
+        (folder / "evaluator.py").write_text("def evaluate(p):\n    return {'combined_score': -1.0}\n")
         resumed = evolve(iterations=3, run_dir=tmp_path / "run", resume=True)
     programs = [json.loads(line) for line in (tmp_path / "run" / "programs.jsonl").read_text().splitlines()]
     by_iteration = {p["iteration"]: p for p in programs}
     assert by_iteration[0]["combined_score"] == pytest.approx(1 / 7)  # solve(3) = 3, |3 - 9| = 6
     assert by_iteration[1]["status"] == "ok" and by_iteration[1]["combined_score"] == pytest.approx(1 / 4)
-    assert by_iteration[1]["metrics"] == {"closeness": pytest.approx(0.25), "combined_score": pytest.approx(0.25)}
+    assert by_iteration[1]["metrics"] == {"closeness": pytest.approx(0.25),
+                                          "combined_score": pytest.approx(0.25)}
     assert "note: solve(3) = 6.0" in by_iteration[1]["diagnostics"]
     repaired = by_iteration[2]  # the evaluator raised on the child; the repair (a restart) made GAIN = 3
-    assert repaired["attempts"][0]["reason"] == "the evaluator failed: RuntimeError: the evaluator broke on purpose"
+    assert repaired["attempts"][0]["reason"] == (
+        "the evaluator failed: RuntimeError: the evaluator broke on purpose")
     assert repaired["status"] == "ok" and repaired["combined_score"] == pytest.approx(1.0)
     assert result.iterations == 2 and resumed.iterations == 3
     assert resumed.best_score == pytest.approx(1.0)  # GAIN = 3: solve(3) = 9, scored by the staged evaluator
     task = get_task(json.loads((tmp_path / "run" / "run.json").read_text())["task"])
     assert task.evaluate(resumed.best_program).combined_score == resumed.best_score  # recomputed
-    summarizer_prompts = "\n".join(str(m.content) for call in scripted_models["summarizer"].seen for m in call)
+    summarizer_prompts = "\n".join(str(m.content)
+                                   for call in scripted_models["summarizer"].seen for m in call)
     assert "note: solve(3) = 6.0" in summarizer_prompts  # the evaluator's text reaches the Summarizer
     generator_prompts = "\n".join(str(m.content) for call in scripted_models["generator"].seen for m in call)
     assert "the evaluator broke on purpose" in generator_prompts  # ... and the repair prompt
@@ -138,8 +147,10 @@ def test_every_broken_evaluation_fails_its_child_with_a_reason_and_the_run_goes_
     programs = [json.loads(line) for line in (tmp_path / "run" / "programs.jsonl").read_text().splitlines()]
     children = {p["iteration"]: p for p in programs if p["iteration"]}
     reasons = {modes[i - 1]: (p["status"], p["reason"]) for i, p in children.items()}
-    assert reasons["raise"] == ("failed", "the evaluator failed: RuntimeError: the evaluator broke on purpose")
-    assert reasons["garbage"][0] == "failed" and "returned str, expected a dict of metrics" in reasons["garbage"][1]
+    assert reasons["raise"] == ("failed",
+                                "the evaluator failed: RuntimeError: the evaluator broke on purpose")
+    assert (reasons["garbage"][0] == "failed"
+            and "returned str, expected a dict of metrics" in reasons["garbage"][1])
     assert reasons["nan"] == ("failed", "the evaluator returned a non-finite metric combined_score (nan)")
     assert reasons["strings"] == ("failed", "the evaluator returned no numeric metric (it returned verdict)")
     assert reasons["hang"] == ("timeout", "the evaluator did not return within 3 s")
@@ -152,7 +163,8 @@ def test_evaluation_result_objects_and_cascades(tmp_path):
     source = ProblemSource.read(folder)
     task = get_task(source.stage(tmp_path / "staged"))
     result = task.evaluate(PROGRAM.replace('MODE = "ok"', 'MODE = "result"'))
-    assert result.status == "ok" and result.metrics == {"closeness": pytest.approx(1 / 7), "combined_score": pytest.approx(1 / 7)}
+    assert result.status == "ok" and result.metrics == {"closeness": pytest.approx(1 / 7),
+                                                        "combined_score": pytest.approx(1 / 7)}
     assert "stdout: tried 3" in result.diagnostics  # artifacts become diagnostics
     cascade = EVALUATOR + textwrap.dedent('''
         def evaluate_stage1(program_path):
@@ -167,9 +179,12 @@ def test_evaluation_result_objects_and_cascades(tmp_path):
     task2 = get_task(ProblemSource.read(folder2).stage(tmp_path / "staged2"))
     low = task2.evaluate(PROGRAM)  # stage 1 scores 0.1 < 0.25: stage 2 does not run
     high = task2.evaluate(PROGRAM.replace("GAIN = 1.0", "GAIN = 3.0"))  # 0.3 >= 0.25: stage 2 runs
-    assert (low.combined_score, low.metrics) == (pytest.approx(0.1), {"combined_score": pytest.approx(0.1), "stage1": 1.0})
-    assert (high.combined_score, high.metrics) == (pytest.approx(0.9), {"combined_score": 0.9, "stage1": 1.0, "stage2": 1.0})
-    off = make_problem(tmp_path / "off", evaluator=cascade, config="evaluator:\n  cascade_evaluation: false\n")
+    assert (low.combined_score, low.metrics) == (pytest.approx(0.1),
+                                                 {"combined_score": pytest.approx(0.1), "stage1": 1.0})
+    assert (high.combined_score, high.metrics) == (pytest.approx(0.9),
+                                                   {"combined_score": 0.9, "stage1": 1.0, "stage2": 1.0})
+    off = make_problem(tmp_path / "off", evaluator=cascade,
+                       config="evaluator:\n  cascade_evaluation: false\n")
     plain = get_task(ProblemSource.read(off).stage(tmp_path / "staged3")).evaluate(PROGRAM)
     assert plain.metrics["closeness"] == pytest.approx(1 / 7)  # evaluate() itself
 
@@ -195,7 +210,7 @@ def test_config_maps_onto_settings_and_names_what_it_ignores(tmp_path):
         '''))
     cfg = read_config(path)
     assert cfg.settings["max_iterations"] == 12 and cfg.settings["seed"] == 7
-    assert cfg.settings["generation_mode"] == "diff" and cfg.settings["base_url"] == "http://localhost:8000/v1"
+    assert cfg.settings["edit_form"] == "diff" and cfg.settings["base_url"] == "http://localhost:8000/v1"
     assert cfg.settings["model"] == "qwen" and cfg.settings["top_p"] == 0.9
     assert cfg.settings["temperatures"]["generator"] == 0.6 and cfg.settings["max_tokens"]["generator"] == 900
     assert (cfg.timeout_s, cfg.thresholds, cfg.description) == (20.0, [0.3], "Make it fast.")
@@ -254,7 +269,8 @@ def test_the_copy_leaves_out_runs_environments_and_caches_kept_beside_the_evalua
         (folder / junk).parent.mkdir(parents=True, exist_ok=True)
         (folder / junk).write_text("x")
     name = ProblemSource.read(folder).stage(tmp_path / "staged")
-    copied = sorted(str(p.relative_to(tmp_path / "staged")) for p in (tmp_path / "staged").rglob("*") if p.is_file())
+    copied = sorted(str(p.relative_to(tmp_path / "staged")) for p in (tmp_path / "staged").rglob("*")
+                    if p.is_file())
     assert copied == ["data.txt", "evaluator.py", "initial_program.py", "problem.json"]
     assert name == f"problem:{(tmp_path / 'staged').resolve()}"
     assert ProblemSource.read(folder).stage(tmp_path / "staged") == name  # the same problem again: reused
@@ -272,7 +288,8 @@ def test_baselines_with_one_shot_on_a_problem(tmp_path, capsys):
     assert rows["one_shot"]["status"] == "ok" and rows["one_shot"]["combined_score"] == pytest.approx(1.0)
 
 
-def test_the_program_imports_the_problems_own_modules_and_a_late_stage_that_raises_keeps_the_earlier_result(tmp_path):
+def test_the_program_imports_the_problems_own_modules_and_a_late_stage_that_raises_keeps_the_earlier_result(
+        tmp_path):
     program = "from helper import BASE\n" + PROGRAM.replace("GAIN = 1.0", "GAIN = BASE")
     cascade = EVALUATOR + textwrap.dedent('''
         def evaluate_stage1(program_path):
@@ -285,8 +302,10 @@ def test_the_program_imports_the_problems_own_modules_and_a_late_stage_that_rais
     (folder / "helper.py").write_text("BASE = 3.0\n")
     task = get_task(ProblemSource.read(folder).stage(tmp_path / "staged"))
     result = task.evaluate(task.initial_program)
-    assert result.status == "ok" and result.combined_score == 0.6 and result.metrics == {"combined_score": 0.6}
-    assert "stage2_error: RuntimeError: stage 2 too slow" in result.diagnostics and "valid: True" in result.diagnostics
+    assert (result.status == "ok" and result.combined_score == 0.6
+            and result.metrics == {"combined_score": 0.6})
+    assert ("stage2_error: RuntimeError: stage 2 too slow" in result.diagnostics
+            and "valid: True" in result.diagnostics)
 
 
 def test_a_moved_problem_run_still_reports_and_a_restaged_folder_is_a_new_task(tmp_path):
@@ -312,5 +331,5 @@ def test_a_failing_initial_program_is_flagged_when_the_run_starts(tmp_path, caps
                      "--no-report"])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 0
-    assert ("warning: the initial program is not ok (failed: the evaluator failed: RuntimeError: the evaluator "
-            "broke on purpose)") in err
+    assert ("warning: the initial program is not ok (failed: the evaluator failed: RuntimeError: "
+            "the evaluator broke on purpose)") in err

@@ -25,7 +25,8 @@ def _pipe_with(data: bytes) -> int:
 
 
 def test_frames_round_trip_with_blobs():
-    frame = protocol.encode_frame({"type": "result", "value": [1, "a"]}, {"mask.npy": b"\x00" * 100_000, "w": b""})
+    frame = protocol.encode_frame({"type": "result", "value": [1, "a"]},
+                                  {"mask.npy": b"\x00" * 100_000, "w": b""})
     fd = _pipe_with(frame + frame)
     for _ in range(2):
         header, blobs = protocol.read_frame(fd, max_header=1000, max_blobs=200_000)
@@ -68,8 +69,8 @@ def test_overflowing_and_deeply_nested_numbers_are_refused():
 def test_raised_limits_come_from_the_exception_not_its_text():
     import errno
 
-    from contextevolve.evaluation.report import resource_reason as _resource_reason
     from contextevolve.evaluation.limits import SandboxLimits
+    from contextevolve.evaluation.report import resource_reason as _resource_reason
 
     assert protocol.raised_limit(MemoryError()) == "memory"
     assert protocol.raised_limit(OSError(errno.EFBIG, "File too large")) == "file_size"

@@ -11,9 +11,9 @@ from contextevolve.api import evolve
 from contextevolve.display import child_line
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.tracebacks import candidate_excerpt
-from contextevolve.fixes import add_import, missing_import
 from contextevolve.llm.models import use_chat_models
 from contextevolve.llm.parsing import clip_to_sentence, sentences
+from contextevolve.program.fixes import add_import, missing_import
 from contextevolve.prompts.generator import MUTATIONS, mutation_for
 from contextevolve.tasks.prechecks import precheck, static_check
 from contextevolve.tasks.registry import get_task
@@ -69,7 +69,8 @@ def test_repairs_stop_at_r(tmp_path):
                          reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=2)
     child = records[1]
-    assert len(generator.seen) == 3  # the generation and R = 2 repairs; the 4th (good) reply is never asked for
+    # the generation and R = 2 repairs; the 4th (good) reply is never asked for
+    assert len(generator.seen) == 3
     assert child["status"] == "failed" and len(child["attempts"]) == 2 and "pq3" in child["reason"]
     assert child["tokens"]["repair"] == {"prompt": 1800, "completion": 800}
 
@@ -122,13 +123,15 @@ def test_without_restart_every_repair_fixes_the_failing_program(tmp_path):
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(still_broken), 1000, 400),
                          reply(fenced(BETTER_PROGRAM), 1100, 400), cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=2, repair_restart=False)
-    assert still_broken in generator.seen[2][1].content and "A previous attempt failed" not in generator.seen[2][1].content
+    assert (still_broken in generator.seen[2][1].content
+            and "A previous attempt failed" not in generator.seen[2][1].content)
     assert records[1]["status"] == "ok"
 
 
 def test_a_restart_that_copies_the_parent_gets_the_second_ask(tmp_path):
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
-                         reply(fenced(INITIAL), 1100, 400), reply(fenced(BETTER_PROGRAM), 700, 300), cycle=False)
+                         reply(fenced(INITIAL), 1100, 400), reply(fenced(BETTER_PROGRAM), 700, 300),
+                         cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=2)
     child = records[1]
     assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
@@ -166,11 +169,12 @@ def test_a_diff_that_does_not_apply_is_repaired(tmp_path):
             "                kvpr = (load[gpu_id] + model.req_rate / model.slo) / max(free_mem[gpu_id] - "
             "model.model_size, 1e-9)\n>>>>>>> REPLACE\n")
     generator = scripted(reply(bad, 900, 50), reply(good, 1000, 60), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=1, generation_mode="diff")
+    _, records, _ = run(tmp_path, generator, repair_attempts=1, edit_form="diff")
     child = records[1]
     assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
     assert "SEARCH text not found" in child["attempts"][0]["reason"]
-    assert "could not be applied" in generator.seen[1][1].content and "no such line" in generator.seen[1][1].content
+    assert ("could not be applied" in generator.seen[1][1].content
+            and "no such line" in generator.seen[1][1].content)
 
 
 def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
@@ -178,13 +182,16 @@ def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
 
     evaluated = []
     real = evaluate_node.run_evaluation
-    monkeypatch.setattr(evaluate_node, "run_evaluation", lambda ctx, src: evaluated.append(src) or real(ctx, src))
+    monkeypatch.setattr(evaluate_node, "run_evaluation",
+                        lambda ctx, src: evaluated.append(src) or real(ctx, src))
     # the parent again, differing only in comments and a docstring: a twin
-    twin = INITIAL.replace("# Greedy: most demanding", "# A new comment\n    # Greedy: most demanding").replace(
+    twin = INITIAL.replace("# Greedy: most demanding",
+                           "# A new comment\n    # Greedy: most demanding").replace(
         '"""Place each model', '"""Docstring changed. Place each model')
     # and, asked again, the same plus a helper nothing calls: still a twin
-    with_helper = twin.replace("# EVOLVE-BLOCK-END", "def unused_helper(models):\n    return sorted(models)\n\n\n"
-                                                     "# EVOLVE-BLOCK-END")
+    with_helper = twin.replace("# EVOLVE-BLOCK-END",
+                               "def unused_helper(models):\n    return sorted(models)\n\n\n"
+                               "# EVOLVE-BLOCK-END")
     assert "def unused_helper" in with_helper
     generator = scripted(reply(fenced(twin), 900, 400), reply(fenced(with_helper), 950, 400), cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=2)
@@ -193,26 +200,32 @@ def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
     assert child["status"] == "failed" and child["reason"].startswith("duplicate of it00000")
     assert len(generator.seen) == 2  # asked once more, in a new conversation without the copy in it
     reask = generator.seen[1]
-    assert len(reask) == 2 and twin not in reask[-1].content and '"""Place each model' not in reask[-1].content
+    assert (len(reask) == 2 and twin not in reask[-1].content
+            and '"""Place each model' not in reask[-1].content)
     assert "# Greedy: most demanding" in reask[-1].content  # the parent's code, without its docstrings
     assert mutation_for(0, 0) in reask[-1].content  # naming one concrete change (seed 0, iteration 0)
     assert child["attempts"] == []  # a twin is not repaired
 
 
 def test_a_copy_of_a_working_parent_with_type_hints_is_a_twin(tmp_path, monkeypatch):
-    """Type hints added to a program that runs change nothing it does: the child is a twin, never
-    evaluated, and the model is asked once more."""
+    """Type hints added to a program that runs change nothing it does: the child is a twin.
+
+    It is never evaluated, and the model is asked once more.
+    """
     from contextevolve.nodes import evaluate as evaluate_node
 
     evaluated = []
     real = evaluate_node.run_evaluation
-    monkeypatch.setattr(evaluate_node, "run_evaluation", lambda ctx, src: evaluated.append(src) or real(ctx, src))
+    monkeypatch.setattr(evaluate_node, "run_evaluation",
+                        lambda ctx, src: evaluated.append(src) or real(ctx, src))
     hinted = INITIAL.replace("def compute_model_placement(gpu_num, models):",
                              "def compute_model_placement(gpu_num: int, models: list) -> dict:")
     assert hinted != INITIAL
-    generator = scripted(reply(fenced(hinted), 900, 400), reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
+    generator = scripted(reply(fenced(hinted), 900, 400), reply(fenced(BETTER_PROGRAM), 900, 400),
+                         cycle=False)
     _, records, _ = run(tmp_path, generator)
-    assert len(generator.seen) == 2 and evaluated == [BETTER_PROGRAM]  # the copy was asked again, not evaluated
+    # the copy was asked again, not evaluated
+    assert len(generator.seen) == 2 and evaluated == [BETTER_PROGRAM]
     assert records[1]["status"] == "ok" and records[1]["source"] == BETTER_PROGRAM
 
 
@@ -230,12 +243,17 @@ def test_a_twin_on_the_first_ask_gets_a_second_chance(tmp_path):
 
 
 def test_a_second_ask_written_without_docstrings_keeps_the_parents(tmp_path):
-    """The second ask shows the parent without docstrings (also in ``full`` mode, where the first ask
-    shows them): the rewrite gets them back, or every second ask would strip a lineage of them."""
-    from contextevolve.prompts.generator import without_docstrings
+    """A rewrite of the parent shown without docstrings gets the parent's docstrings back.
 
-    assert '"""' in BETTER_PROGRAM and '"""' not in without_docstrings(BETTER_PROGRAM).split("EVOLVE-BLOCK-START")[1]
-    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(without_docstrings(BETTER_PROGRAM)), 900, 300),
+    The second ask shows the parent without docstrings (also in ``full`` mode, where the first ask
+    shows them): the rewrite gets them back, or every second ask would strip a lineage of them.
+    """
+    from contextevolve.program.docstrings import without_docstrings
+
+    assert ('"""' in BETTER_PROGRAM
+            and '"""' not in without_docstrings(BETTER_PROGRAM).split("EVOLVE-BLOCK-START")[1])
+    generator = scripted(reply(fenced(INITIAL), 900, 400),
+                         reply(fenced(without_docstrings(BETTER_PROGRAM)), 900, 300),
                          cycle=False)
     _, records, _ = run(tmp_path, generator)
     assert records[1]["status"] == "ok" and records[1]["source"] == BETTER_PROGRAM
@@ -253,7 +271,8 @@ def test_the_second_ask_may_answer_with_an_edit(tmp_path):
 def test_static_prechecks_name_the_problem():
     assert static_check(TASK, TASK.initial_program) == ""
     assert "SyntaxError" in static_check(TASK, "def compute_model_placement(gpu_num, models:\n    pass\n")
-    assert "defines no top-level function compute_model_placement" in static_check(TASK, "def f(a, b):\n  pass\n")
+    assert "defines no top-level function compute_model_placement" in static_check(
+        TASK, "def f(a, b):\n  pass\n")
     assert "must take 2 positional arguments (gpu_num, models)" in static_check(
         TASK, "def compute_model_placement(gpu_num):\n    return {}\n")
     assert static_check(TASK, "def compute_model_placement(gpu_num, models, extra=1):\n    return {}\n") == ""
@@ -267,11 +286,13 @@ def test_smoke_run_catches_errors_but_passes_slow_programs():
     assert "NameError" in failed.traceback and "line " in failed.traceback
     assert precheck(TASK, TASK.initial_program, limits) is None
     slow = "import time\ndef compute_model_placement(gpu_num, models):\n    time.sleep(60)\n"
-    assert precheck(TASK, slow, limits.model_copy(update={"wall_s": 3})) is None  # the full evaluation judges it
+    # the full evaluation judges it
+    assert precheck(TASK, slow, limits.model_copy(update={"timeout_s": 3})) is None
 
 
 def test_traceback_excerpt_keeps_only_the_candidates_frames():
-    text = ('Traceback (most recent call last):\n  File "/tmp/x/lib/contextevolve/evaluation/runner.py", line 103, '
+    text = ('Traceback (most recent call last):\n'
+            '  File "/tmp/x/lib/contextevolve/evaluation/runner.py", line 103, '
             'in main\n    value = harness.f()\n  File "/tmp/x/work/candidate.py", line 7, in place\n'
             '    heapq.heapify(x)\n    ^^^^^\nNameError: name \'heapq\' is not defined\n')
     excerpt = candidate_excerpt(text)
@@ -291,7 +312,8 @@ def test_guidance_and_abstracts_end_on_a_sentence(text, cap, truncated, expected
 
 @pytest.mark.parametrize("text, expected", [
     ("It sorts.  It packs\nby size! Then", ["It sorts.", "It packs by size!", "Then"]),
-    ("Uses e.g. a heap... and a list. Then i.e. more.", ["Uses e.g. a heap... and a list.", "Then i.e. more."]),
+    ("Uses e.g. a heap... and a list. Then i.e. more.",
+     ["Uses e.g. a heap... and a list.", "Then i.e. more."]),
     ("(Sorted.) Done?", ["(Sorted.)", "Done?"]),
     ("  ", []),
 ])
@@ -305,7 +327,8 @@ def test_navigator_guidance_cut_at_the_cap_ends_on_a_sentence(tmp_path):
                                          "when the", 400, 160, finish="length"))
     with use_chat_models(**models):
         evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0)
-    child = json.loads((tmp_path / "r" / "programs.jsonl").read_text().splitlines()[2])  # the first had no step
+    # the first had no step
+    child = json.loads((tmp_path / "r" / "programs.jsonl").read_text().splitlines()[2])
     assert child["guidance"] == "Balance projected pressure."
 
 
@@ -319,7 +342,8 @@ def test_progress_names_the_phase_and_each_failure(tmp_path):
     child = [p for p in phases if p[1]]
     assert [n for n, _ in child] == ["select_parent", "navigate", "sample", "compose", "review", "generate",
                                      "evaluate", "repair", "summarize", "update_buffer"]
-    assert {c for _, c in child} == {"it00001"} and ("initialize", None) in phases and ("claim", None) in phases
+    assert ({c for _, c in child} == {"it00001"} and ("initialize", None) in phases
+            and ("claim", None) in phases)
     # c_0's report, then the child's, read from its record
     assert [c["child_id"] for c in commits] == ["it00000", "it00001"]
     report = commits[1]
@@ -340,14 +364,15 @@ def test_a_replayed_repair_does_not_ask_or_record_twice(seeded, ctx):
     from contextevolve.nodes.evaluate import evaluate
     from contextevolve.nodes.generate import generate
     from contextevolve.nodes.repair import repair
-    from tests.conftest import apply, run_node
+    from tests.conftest import apply, composed, run_node
 
     state, memory = seeded
     models = default_models()
-    models["generator"] = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
+    models["generator"] = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60),
+                                   cycle=False)
     with use_chat_models(**models):
         state = replace(state, parent_id="it00000")
-        state = apply(state, run_node(generate, state, ctx))
+        state = apply(state, run_node(generate, composed(state, ctx), ctx))
         state = apply(state, run_node(evaluate, state, ctx))
         assert state.repair_due
         first = run_node(repair, state, ctx)
@@ -361,7 +386,7 @@ def test_a_replayed_evaluation_neither_runs_nor_counts_twice(seeded, ctx, monkey
 
     from contextevolve.nodes import evaluate as evaluate_node
     from contextevolve.nodes.generate import generate
-    from tests.conftest import apply, run_node
+    from tests.conftest import apply, composed, run_node
 
     state, memory = seeded
     models = default_models()
@@ -371,7 +396,7 @@ def test_a_replayed_evaluation_neither_runs_nor_counts_twice(seeded, ctx, monkey
     monkeypatch.setattr(evaluate_node, "precheck", lambda *a: checked.append(1) or real(*a))
     with use_chat_models(**models):
         state = replace(state, parent_id="it00000")
-        state = apply(state, run_node(generate, state, ctx))
+        state = apply(state, run_node(generate, composed(state, ctx), ctx))
         first = run_node(evaluate_node.evaluate, state, ctx)
         recorded = memory.buffer.require("it00001")
         again = run_node(evaluate_node.evaluate, state, ctx)  # as after a crash before the checkpoint
@@ -440,10 +465,19 @@ def test_a_child_whose_import_was_added_still_gets_its_model_repair(tmp_path):
 def test_no_repair_at_all_adds_no_import_either(tmp_path):
     forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
     generator = scripted(reply(fenced(forgot), 900, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=0)
+    _, records, _ = run(tmp_path, generator, repair_attempts=0, import_fixes=False)
     child = records[1]
     assert child["status"] == "failed" and child["attempts"] == [] and child["failure_kind"] == "precheck"
     assert "NameError: name 'heapq' is not defined" in child["reason"]
+
+
+def test_without_model_repairs_a_missing_import_is_still_added(tmp_path):
+    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
+    generator = scripted(reply(fenced(forgot), 900, 400), cycle=False)
+    _, records, models = run(tmp_path, generator, repair_attempts=0)
+    child = records[1]
+    assert [a["method"] for a in child["attempts"]] == ["import"] and "import heapq" in child["source"]
+    assert child["status"] == "ok" and len(models["generator"].seen) == 1  # no model repair was asked
 
 
 def test_at_most_three_imports_are_added_and_the_model_repair_after_them_is_not_hotter(tmp_path, monkeypatch):
@@ -451,8 +485,8 @@ def test_at_most_three_imports_are_added_and_the_model_repair_after_them_is_not_
 
     asked = []
     real = repair_node.ask_generator
-    monkeypatch.setattr(repair_node, "ask_generator", lambda ctx, messages, sampling, **kw:
-                        asked.append(sampling) or real(ctx, messages, sampling, **kw))
+    monkeypatch.setattr(repair_node, "ask_generator", lambda ctx, messages, sampling, *a, **kw:
+                        asked.append(sampling) or real(ctx, messages, sampling, *a, **kw))
     four = BETTER_PROGRAM.replace("    ordered = sorted(", "    heapq.heapify([])\n    bisect.bisect([], 1)\n"
                                   "    math.sqrt(1.0)\n    statistics.mean([1])\n    ordered = sorted(")
     generator = scripted(reply(fenced(four), 900, 400), reply(fenced(BETTER_PROGRAM), 1000, 400), cycle=False)
@@ -467,14 +501,18 @@ def test_at_most_three_imports_are_added_and_the_model_repair_after_them_is_not_
     assert len(asked) == 1 and asked[0].temperature == RunContext().llm.temperature_for("generator")
 
 
-#: tokens the scripted Summarizer spends on the initial program before the first child is claimed (tests/fakes.py)
+#: tokens the scripted Summarizer spends on the initial program before the first child is claimed
+#: (tests/fakes.py)
 INITIAL_TOKENS = 340
 
 
 def test_a_spent_token_budget_stops_a_worker_asking_for_repairs(tmp_path):
-    """With a token budget, a worker's child is not repaired once the worker has spent what the budget had
+    """A worker that has spent what the token budget had left asks for no repairs.
+
+    With a token budget, a worker's child is not repaired once the worker has spent what the budget had
     left, as ``compare`` stops a peer once its requests reach the budget (a run used to go on repairing,
-    up to ~8,000 tokens past it)."""
+    up to ~8,000 tokens past it).
+    """
     generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
     _, records, _ = run(tmp_path, generator, repair_attempts=2, token_budget=INITIAL_TOKENS + 1)
     assert len(generator.seen) == 1 and records[1]["status"] == "failed" and records[1]["attempts"] == []
@@ -486,14 +524,18 @@ def test_a_spent_token_budget_stops_a_worker_asking_for_repairs(tmp_path):
 
 
 def test_a_spent_token_budget_still_adds_a_missing_import_and_skips_a_twins_second_ask(tmp_path):
-    """An added import asks the model nothing, so it is made whatever the budget; a twin's second ask is
-    a new request, so it is not."""
-    no_import = BETTER_PROGRAM.replace("    ordered = sorted(", "    heapq.heapify([])\n    ordered = sorted(")
+    """An added import asks the model nothing, so it is made whatever the budget.
+
+    A twin's second ask is a new request, so it is not made once the budget is spent.
+    """
+    no_import = BETTER_PROGRAM.replace("    ordered = sorted(",
+                                       "    heapq.heapify([])\n    ordered = sorted(")
     assert "import heapq" not in no_import
     _, records, _ = run(tmp_path, scripted(reply(fenced(no_import), 900, 400), cycle=False),
                         repair_attempts=1, token_budget=INITIAL_TOKENS + 1)
     assert records[1]["status"] == "ok" and [a["method"] for a in records[1]["attempts"]] == ["import"]
-    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 300), cycle=False)
+    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 300),
+                         cycle=False)
     _, records, _ = run(tmp_path / "twin", generator, token_budget=INITIAL_TOKENS + 1)
     assert len(generator.seen) == 1 and records[1]["reason"].startswith("duplicate of it00000")
 

@@ -79,7 +79,8 @@ def test_report_content_matches_the_buffer(finished_run):
     assert page.cells["programs"].strip() == str(len(records))
     children = records[1:]
     assert page.cells["valid"].strip() == f"{sum(r['status'] == 'ok' for r in children)} of {len(children)}"
-    assert page.cells["best-score"].startswith(f"{best.combined_score:.6g}") and best.id in page.cells["best-score"]
+    assert (page.cells["best-score"].startswith(f"{best.combined_score:.6g}")
+            and best.id in page.cells["best-score"])
     assert page.cells["initial-score"].strip() == f"{records[0]['combined_score']:.6g}"
     assert page.cells["improvements"].startswith("1")  # the scripted better program
     total = sum(u["prompt"] + u["completion"] for r in records for u in r["tokens"].values())
@@ -147,7 +148,8 @@ def test_untrusted_text_is_escaped(finished_run):
     buffer = EvolveBuffer(finished_run / "buffer.sqlite")
     hostile = "<script>alert(1)</script><img src=x onerror=alert(2)>"
     child = buffer.committed()[1]
-    buffer.update(child.id, abstract=hostile, reason=hostile, guidance=hostile, source=child.source + f"# {hostile}\n")
+    buffer.update(child.id, abstract=hostile, reason=hostile, guidance=hostile,
+                  source=child.source + f"# {hostile}\n")
     buffer.close()
     page = write_report(finished_run).read_text()
     assert "<script>" not in page and "<img src=x" not in page

@@ -1,4 +1,4 @@
-"""Run settings: unknown names refused everywhere, --resume takes everything from run.json, no API key on disk."""
+"""Run settings: unknown names refused everywhere, --resume takes all from run.json, no API key on disk."""
 
 from __future__ import annotations
 
@@ -30,12 +30,14 @@ def test_settings_are_grouped_and_flat_names_reach_their_group():
 
     from contextevolve.graph.context import SearchSettings
 
-    flat = RunContext(workers=2, repair_attempts=0, eval_memory_mb=512, base_url="http://h/v1", summarizer_enabled=False)
-    grouped = RunContext(parallelism={"workers": 2}, search=SearchSettings(repair_attempts=0), sandbox={"memory_mb": 512},
-                         llm={"base_url": "http://h/v1"}, ablations={"summarizer_enabled": False})
+    flat = RunContext(workers=2, repair_attempts=0, eval_memory_mb=512, base_url="http://h/v1",
+                      summarizer_enabled=False)
+    grouped = RunContext(parallelism={"workers": 2}, search=SearchSettings(repair_attempts=0),
+                         sandbox={"memory_mb": 512}, llm={"base_url": "http://h/v1"},
+                         ablations={"summarizer_enabled": False})
     assert flat == grouped
-    assert (flat.parallelism.workers, flat.search.repair_attempts, flat.sandbox.memory_mb, flat.llm.base_url) == \
-        (2, 0, 512, "http://h/v1") and flat.ablations.summarizer_enabled is False
+    assert ((flat.parallelism.workers, flat.search.repair_attempts, flat.sandbox.memory_mb, flat.llm.base_url)
+            == (2, 0, 512, "http://h/v1") and flat.ablations.summarizer_enabled is False)
     # concurrent LLM requests and evaluations default to one per worker
     assert (flat.parallelism.llm_concurrency, flat.parallelism.eval_workers) == (None, None)
     assert (flat.llm_slots, flat.eval_slots) == (2, 2)
@@ -55,7 +57,8 @@ def test_settings_are_grouped_and_flat_names_reach_their_group():
     for group in ({"llm_concurrency": -1}, {"eval_workers": -1}):
         with pytest.raises(ValueError, match="workers, eval_workers and llm_concurrency must be >= 1"):
             RunContext(parallelism=group)
-    with pytest.raises(UnknownSettingError, match=r"unknown search setting 'repair_attempt' \(did you mean 'repair_attempts'\?\)"):
+    with pytest.raises(UnknownSettingError,
+                       match=r"unknown search setting 'repair_attempt' \(did you mean 'repair_attempts'\?\)"):
         RunContext(search={"repair_attempt": 1})
     with pytest.raises(ValueError, match="invalid run settings: sandbox: .*memory_mb"):
         RunContext(eval_memory_mb=1)
@@ -68,10 +71,11 @@ def test_run_json_is_grouped_and_an_older_flat_one_still_loads():
 
     from contextevolve.graph.context import flat_settings
 
-    ctx = RunContext(task="eplb", workers=2, repair_attempts=1, eval_timeout_s=9.0, api_key=API_KEY, max_iterations=4)
+    ctx = RunContext(task="eplb", workers=2, repair_attempts=1, eval_timeout_s=9.0, api_key=API_KEY,
+                     max_iterations=4)
     saved = ctx.to_json()
     assert saved["parallelism"]["workers"] == 2 and saved["search"]["repair_attempts"] == 1
-    assert saved["sandbox"]["wall_s"] == 9.0 and "api_key" not in saved["llm"] and "workers" not in saved
+    assert saved["sandbox"]["timeout_s"] == 9.0 and "api_key" not in saved["llm"] and "workers" not in saved
     assert RunContext.from_json(json.loads(json.dumps(saved))) == replace(ctx, api_key=None)
     older = {"task": "eplb", "workers": 2, "repair_attempts": 1, "eval_timeout_s": 9.0, "max_iterations": 4}
     assert RunContext.from_json(older) == RunContext.from_json(saved)
@@ -81,7 +85,8 @@ def test_run_json_is_grouped_and_an_older_flat_one_still_loads():
     # a run.json from before workers (L lanes per round, flat or grouped) loads as L workers
     lanes = {k: v for k, v in older.items() if k != "workers"} | {"lanes": 2}
     assert RunContext.from_json(lanes) == RunContext.from_json(saved)
-    grouped = {**saved, "parallelism": {"lanes": 2, "eval_workers": 1, "executor": "local", "ray_address": None}}
+    grouped = {**saved, "parallelism": {"lanes": 2, "eval_workers": 1, "executor": "local",
+                                        "ray_address": None}}
     assert RunContext.from_json(grouped).parallelism == replace(ctx.parallelism, eval_workers=1)
 
 
@@ -138,7 +143,8 @@ def test_resume_takes_task_and_settings_from_run_json(tmp_path):
     assert (ctx.task, ctx.max_iterations, ctx.seed) == ("txn_scheduling", 7, 5)
     assert prepare_context(root, resume=True, max_iterations=9, seed=None).max_iterations == 9
     assert prepare_context(root, resume=True, task="txn_scheduling").task == "txn_scheduling"
-    with pytest.raises(RunDirError, match="holds a 'txn_scheduling' run; cannot resume it as 'model_placement'"):
+    with pytest.raises(RunDirError,
+                       match="holds a 'txn_scheduling' run; cannot resume it as 'model_placement'"):
         prepare_context(root, resume=True, task="model_placement")
     # a new run without a task keeps the default
     assert prepare_context(tmp_path / "new", resume=False, task=None).task == "model_placement"

@@ -1,4 +1,4 @@
-"""benchmarks/sampling.py: configurations, the first Generator prompt of each iteration, and judging a reply."""
+"""benchmarks/sampling.py: configurations, each iteration's first Generator prompt, and judging a reply."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import pytest
 from contextevolve.tasks.registry import get_task
 from tests.fakes import BETTER_PROGRAM, INITIAL, INVALID_PROGRAM, fenced
 
-_spec = importlib.util.spec_from_file_location("sampling_bench", Path(__file__).parents[2] / "benchmarks" / "sampling.py")
+_spec = importlib.util.spec_from_file_location("sampling_bench",
+                                               Path(__file__).parents[2] / "benchmarks" / "sampling.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
@@ -27,15 +28,18 @@ def test_configurations_parse_and_refuse_unknown_keys():
 
 def test_first_prompts_take_the_first_generator_ask_after_each_navigator_request(tmp_path):
     def row(role, text, attempt=1):
-        return json.dumps({"role": role, "attempt": attempt, "messages": [{"type": "human", "content": text}]})
+        return json.dumps({"role": role, "attempt": attempt,
+                           "messages": [{"type": "human", "content": text}]})
 
-    rows = [row("summarizer", "s0"), row("navigator", "n1"), row("generator", "first 1"), row("generator", "reask 1"),
-            row("navigator", "n2"), row("sampler", "x"), row("generator", "first 2", attempt=1),
-            row("generator", "retry", attempt=2)]
+    rows = [row("summarizer", "s0"), row("navigator", "n1"), row("generator", "first 1"),
+            row("generator", "reask 1"), row("navigator", "n2"), row("sampler", "x"),
+            row("generator", "first 2", attempt=1), row("generator", "retry", attempt=2)]
     (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
     programs = [{"id": "it00000", "iteration": 0, "parent_id": None, "source": "P0", "combined_score": 1.0},
-                {"id": "it00001", "iteration": 1, "parent_id": "it00000", "source": "P1", "combined_score": 2.0},
-                {"id": "it00002", "iteration": 2, "parent_id": "it00001", "source": "P2", "combined_score": 3.0}]
+                {"id": "it00001", "iteration": 1, "parent_id": "it00000", "source": "P1",
+                 "combined_score": 2.0},
+                {"id": "it00002", "iteration": 2, "parent_id": "it00001", "source": "P2",
+                 "combined_score": 3.0}]
     (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
     found = bench.first_prompts(tmp_path)
     assert [p["messages"][0]["content"] for p in found] == ["first 1", "first 2"]
@@ -47,11 +51,11 @@ def test_the_first_iteration_needs_no_navigator_request(tmp_path):
     def row(role, text):
         return json.dumps({"role": role, "attempt": 1, "messages": [{"type": "human", "content": text}]})
 
-    rows = [row("summarizer", "s0"), row("generator", "first 1"), row("generator", "reask 1"), row("summarizer", "s1"),
-            row("navigator", "n2"), row("generator", "first 2")]
+    rows = [row("summarizer", "s0"), row("generator", "first 1"), row("generator", "reask 1"),
+            row("summarizer", "s1"), row("navigator", "n2"), row("generator", "first 2")]
     (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
-    programs = [{"id": f"it0000{n}", "iteration": n, "parent_id": None if n == 0 else "it00000", "source": f"P{n}",
-                 "combined_score": 1.0} for n in range(3)]
+    programs = [{"id": f"it0000{n}", "iteration": n, "parent_id": None if n == 0 else "it00000",
+                 "source": f"P{n}", "combined_score": 1.0} for n in range(3)]
     (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
     found = bench.first_prompts(tmp_path)
     assert [(p["iteration"], p["messages"][0]["content"]) for p in found] == [(1, "first 1"), (2, "first 2")]
@@ -60,8 +64,10 @@ def test_the_first_iteration_needs_no_navigator_request(tmp_path):
 def test_direction_0_takes_the_guidance_out_of_the_stored_request():
     from langchain_core.messages import HumanMessage
 
-    stored = [HumanMessage("## Task\nT\n\n## Current program\nP\n\n## Direction\nGo left. Then right.\n\n## Your job\nJ")]
-    assert bench.without_direction(stored)[0].content == "## Task\nT\n\n## Current program\nP\n\n## Your job\nJ"
+    stored = [HumanMessage("## Task\nT\n\n## Current program\nP\n\n## Direction\nGo left. Then right.\n\n"
+                           "## Your job\nJ")]
+    assert bench.without_direction(stored)[0].content == (
+        "## Task\nT\n\n## Current program\nP\n\n## Your job\nJ")
     with pytest.raises(SystemExit, match="Direction"):
         bench.without_direction([HumanMessage("## Task\nT\n\n## Your job\nJ")])
     assert bench.parse_config("bare=direction=0") == ("bare", {"direction": 0})
@@ -84,7 +90,8 @@ def test_a_first_ask_in_the_short_form_names_a_mutation_or_the_stored_guidance()
 def test_reask_prompts_take_the_second_ask_after_a_twin_with_the_first_conversation(tmp_path):
     def row(role, text, reply="", attempt=1):
         return json.dumps({"role": role, "attempt": attempt, "reply": reply,
-                           "messages": [{"type": "system", "content": "sys"}, {"type": "human", "content": text}]})
+                           "messages": [{"type": "system", "content": "sys"},
+                                        {"type": "human", "content": text}]})
 
     rows = [row("navigator", "n1"), row("generator", "first 1", "copy 1"),
             row("generator", "Make one concrete change to how this program computes its result: x"),
@@ -96,7 +103,8 @@ def test_reask_prompts_take_the_second_ask_after_a_twin_with_the_first_conversat
                  "source": INITIAL, "combined_score": float(i)} for i in range(4)]
     (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
     found = bench.reask_prompts(tmp_path)
-    assert [(p["iteration"], p["first_reply"], p["parent_score"]) for p in found] == [(1, "copy 1", 0.0), (3, "copy 3", 2.0)]
+    assert [(p["iteration"], p["first_reply"], p["parent_score"]) for p in found] == [(1, "copy 1", 0.0),
+                                                                                      (3, "copy 3", 2.0)]
     task = get_task("model_placement")
     mode, fresh = bench.reask("fresh", found[0], task, seed=0)
     assert mode == "full" and len(fresh) == 2 and "Make one concrete change" in fresh[-1].content
@@ -120,20 +128,25 @@ def test_replies_are_judged_as_a_run_judges_a_first_version():
     invalid = bench.judge(task, "full", prompt, fenced(INVALID_PROGRAM), False)
     assert invalid["outcome"] == "invalid" and "models not placed" in invalid["reason"]
     good = bench.judge(task, "full", prompt, fenced(BETTER_PROGRAM), False)
-    assert good["outcome"] == "ok" and good["score"] == pytest.approx(task.evaluate(BETTER_PROGRAM).combined_score)
+    assert good["outcome"] == "ok" and good["score"] == pytest.approx(
+        task.evaluate(BETTER_PROGRAM).combined_score)
     assert good["score"] > prompt["parent_score"] and good["better"] is True
-    worse = bench.judge(task, "full", {**prompt, "parent_score": good["score"] + 1}, fenced(BETTER_PROGRAM), False)
+    worse = bench.judge(task, "full", {**prompt, "parent_score": good["score"] + 1}, fenced(BETTER_PROGRAM),
+                        False)
     assert worse["better"] is False
 
 
 def test_requests_are_seeded_as_the_replay_promises():
-    """First asks: seed 1000 x sample + prompt number, the Generator's temperature; second asks: as a
-    run makes them (run seed + 1000 x sample + iteration, hotter by REASK_HOTTER)."""
+    """Requests are seeded as the replay promises, first asks and second asks alike.
+
+    First asks: seed 1000 x sample + prompt number, the Generator's temperature; second asks: as a
+    run makes them (run seed + 1000 x sample + iteration, hotter by REASK_HOTTER).
+    """
     task = get_task("model_placement")
     prompt = {"run": "r", "iteration": 3, "messages": [{"type": "system", "content": "S"},
                                                          {"type": "human", "content": "U"}],
-              "parent": INITIAL, "parent_score": 1.0, "guidance": "", "first": [{"type": "human", "content": "U"}],
-              "first_reply": fenced(INITIAL)}
+              "parent": INITIAL, "parent_score": 1.0, "guidance": "",
+              "first": [{"type": "human", "content": "U"}], "first_reply": fenced(INITIAL)}
     mode, seed, temperature, messages = bench.first_request({}, prompt, task, sample=2, n=5, mode="full")
     assert (mode, seed) == ("full", 2005) and [m.content for m in messages] == ["S", "U"]
     assert bench.first_request({"temperature": 0.5}, prompt, task, 0, 0, "diff")[:3] == ("diff", 0, 0.5)
@@ -152,11 +165,13 @@ def test_paragraph_1_gives_the_guidance_a_navigator_stopped_at_its_first_paragra
 
     reply = "Place the largest model first.  It frees\nthe most room.\n\nEvidence: it00002 [1] shows it."
     rows = [row("generator", "first 1"), row("navigator", "n2", reply="garbled", attempt=1),
-            row("navigator", "n2", reply=reply, usage={"navigator": {"prompt": 500, "completion": 40}}, attempt=2),
+            row("navigator", "n2", reply=reply, usage={"navigator": {"prompt": 500, "completion": 40}},
+                attempt=2),
             row("generator", "first 2")]
     (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
-    programs = [{"id": f"it0000{n}", "iteration": n, "parent_id": None if n == 0 else "it00000", "source": f"P{n}",
-                 "combined_score": 1.0, "guidance": "" if n < 2 else "Whole reply."} for n in range(3)]
+    programs = [{"id": f"it0000{n}", "iteration": n, "parent_id": None if n == 0 else "it00000",
+                 "source": f"P{n}", "combined_score": 1.0, "guidance": "" if n < 2 else "Whole reply."}
+                for n in range(3)]
     (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
     first, second = bench.first_prompts(tmp_path)
     assert (first["navigator_reply"], first["navigator_completion"]) == ("", 0)
@@ -168,14 +183,16 @@ def test_paragraph_1_gives_the_guidance_a_navigator_stopped_at_its_first_paragra
     # no break: the stop never fires, whatever the run clipped (here a reply cut off at its cap)
     unbroken = {"navigator_reply": "One paragraph. Cut off at the c", "navigator_completion": 9,
                 "guidance": "One paragraph."}
-    assert bench.paragraph_guidance(unbroken) == "One paragraph." and bench.paragraph_tokens_saved(unbroken) == 0
+    assert (bench.paragraph_guidance(unbroken) == "One paragraph."
+            and bench.paragraph_tokens_saved(unbroken) == 0)
 
     stored = [HumanMessage("## Task\nT\n\n## Direction\nWhole reply.\n\n## Your job\nJ")]
     prompt = {"messages": [{"type": "human", "content": stored[0].content}], "guidance": "Whole reply.",
               "navigator_reply": reply, "iteration": 2}
-    _, _, _, messages = bench.first_request({"paragraph": 1}, prompt, get_task("model_placement"), 0, 0, "full")
-    assert messages[-1].content == ("## Task\nT\n\n## Direction\nPlace the largest model first. It frees the most "
-                                    "room.\n\n## Your job\nJ")
+    _, _, _, messages = bench.first_request({"paragraph": 1}, prompt, get_task("model_placement"), 0, 0,
+                                            "full")
+    assert messages[-1].content == ("## Task\nT\n\n## Direction\nPlace the largest model first. "
+                                    "It frees the most room.\n\n## Your job\nJ")
     _, _, _, messages = bench.first_request({"paragraph": 1}, {**prompt, "navigator_reply": "\n\nx"},
                                             get_task("model_placement"), 0, 0, "full")
     assert messages[-1].content == "## Task\nT\n\n## Your job\nJ"  # nothing left: no Direction section

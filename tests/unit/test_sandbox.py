@@ -1,5 +1,8 @@
-"""Hostile candidate programs: each is contained, fails (or passes) with a reason, leaves no process behind,
-and the evaluator keeps working — on the local executor and on a Ray cluster started by the test."""
+"""Hostile candidate programs, on the local executor and on a Ray cluster started by the test.
+
+Each is contained, fails (or passes) with a reason, leaves no process behind, and the evaluator keeps
+working.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from tests.unit.hostile_runner import EXPECTED, HOSTILE
 
 TASK = get_task("model_placement")
 INITIAL_SCORE = 21.891622105209393
-LIMITS = SandboxLimits(wall_s=20, cpu_s=3, memory_mb=1024, output_kb=256, max_processes=32, files_mb=64)
+LIMITS = SandboxLimits(timeout_s=20, cpu_s=3, memory_mb=1024, output_kb=256, max_processes=32, files_mb=64)
 SECRET = "sk-test-" + uuid.uuid4().hex
 landlock = pytest.mark.skipif(host_sandbox().landlock_abi < 1, reason="this kernel has no Landlock")
 
@@ -37,7 +40,8 @@ def _ray_address(tmp: Path) -> tuple[str, dict]:
     # e.g. a run with --executor ray) requires the token, which this test's client does not send
     env["RAY_AUTH_MODE"] = "disabled"
     subprocess.run([str(Path(sys.executable).parent / "ray"), "start", "--head", f"--port={port}",
-                    "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={tmp}", "--disable-usage-stats"],
+                    "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={tmp}",
+                    "--disable-usage-stats"],
                    check=True, capture_output=True, env=env, timeout=180)
     return f"127.0.0.1:{port}", env
 
@@ -109,20 +113,21 @@ def test_infinite_loop_hits_the_cpu_limit(executor):
 
 
 def test_wall_clock_limit_kills_a_sleeping_program(executor):
-    result = contained(executor, "import time\ntime.sleep(60)\n", LIMITS.model_copy(update={"wall_s": 2}))
+    result = contained(executor, "import time\ntime.sleep(60)\n", LIMITS.model_copy(update={"timeout_s": 2}))
     assert result.status == "timeout" and "2 s wall-clock limit" in result.reason
 
 
 def test_fork_bomb_is_capped_and_cleaned_up(executor):
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-    result = contained(executor, bomb, LIMITS.model_copy(update={"wall_s": 6}))
+    result = contained(executor, bomb, LIMITS.model_copy(update={"timeout_s": 6}))
     assert result.status in ("failed", "timeout")
     assert "CPU-time limit" in result.reason or "wall-clock limit" in result.reason
 
 
 def test_memory_hog_hits_the_memory_cap(executor):
     hog = "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 2**20))\n"
-    result = contained(executor, hog, LIMITS.model_copy(update={"wall_s": 60, "cpu_s": 30}))  # memory decides
+    # memory decides
+    result = contained(executor, hog, LIMITS.model_copy(update={"timeout_s": 60, "cpu_s": 30}))
     assert result.status == "failed" and "memory limit of 1024 MiB exceeded" in result.reason
 
 
@@ -158,7 +163,8 @@ def test_environment_secrets_do_not_reach_the_candidate(executor, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("CONTEXTEVOLVE_API_KEY", SECRET)
     snoop = ("import os\nfound = [k + '=' + v for k, v in os.environ.items()]\n"
-             "for pid in ['self', str(os.getppid()), '1'] + [p for p in os.listdir('/proc') if p.isdigit()]:\n"
+             "for pid in ['self', str(os.getppid()), '1'] + "
+             "[p for p in os.listdir('/proc') if p.isdigit()]:\n"
              "    try:\n        found.append(open(f'/proc/{pid}/environ').read())\n"
              "    except OSError:\n        pass\n"
              "raise RuntimeError('leak: ' + ' '.join(found))\n")
@@ -170,7 +176,8 @@ def test_environment_secrets_do_not_reach_the_candidate(executor, monkeypatch):
 
 @pytest.mark.parametrize("how", ["getppid", "proc_stat", "test_process", "process_group"])
 def test_killing_its_parent_fails(executor, how):
-    target = {"getppid": "os.getppid()", "proc_stat": "int(open('/proc/self/stat').read().split(')')[1].split()[1])",
+    target = {"getppid": "os.getppid()",
+              "proc_stat": "int(open('/proc/self/stat').read().split(')')[1].split()[1])",
               "test_process": str(os.getpid()), "process_group": "-os.getpgid(0)"}[how]
     source = (f"import os, signal\ntarget = {target}\n"
               "if target < 0:\n    os.killpg(-target, signal.SIGKILL)\n"
@@ -256,8 +263,11 @@ def test_parallel_evaluations_are_independent(executor):
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_issue_9_attacks_on_model_placement(executor, name):
-    """Forged protocol frames, giving up on hard cases, shrunken copies, an oversized reply, reading the
-    package's data generator, killing the parents: each ends failed/invalid or far below the initial score."""
+    """Each attack of issue 9 on Model Placement ends failed/invalid or far below the initial score.
+
+    The attacks: forged protocol frames, giving up on hard cases, shrunken copies, an oversized reply,
+    reading the package's data generator, killing the parents.
+    """
     result = contained(executor, HOSTILE[name])
     assert result.combined_score < INITIAL_SCORE
     assert EXPECTED[name](result.model_dump()), (result.status, result.reason)
@@ -273,7 +283,8 @@ def _task_attacks() -> dict:
                   "def reorder(df):\n    return Lazy(df), [list(df.columns)] * len(df)\n")
     lazy_tensor = lb_wrapped("return tuple(t.as_subclass(Lazy) for t in _honest(weight, *args))", preamble=(
         "import time\nimport torch\nclass Lazy(torch.Tensor):\n    def numpy(self, *a, **k):\n"
-        "        time.sleep(0.07)\n        return torch.Tensor.numpy(self.as_subclass(torch.Tensor), *a, **k)\n"))
+        "        time.sleep(0.07)\n"
+        "        return torch.Tensor.numpy(self.as_subclass(torch.Tensor), *a, **k)\n"))
     memo = lb_wrapped("key = hash(weight.numpy().tobytes())\nif key not in _SEEN:\n    time.sleep(0.1)\n"
                       "    _SEEN[key] = _honest(weight, *args)\nreturn _SEEN[key]",
                       preamble="import time\n_SEEN = {}\ntime.sleep(2)  # import-time work\n")
@@ -282,7 +293,8 @@ def _task_attacks() -> dict:
                               "    return df, [list(df.columns)] * len(df)\n",
                               lambda r: r.status == "ok" and r.metrics["seconds"] >= 0.5),
         "sql_lazy_frame": ("llm_sql", lazy_frame, lambda r: r.status == "ok" and r.metrics["seconds"] >= 0.5),
-        "lb_lazy_tensor": ("eplb", lazy_tensor, lambda r: r.status == "ok" and r.metrics["speed"] <= 0.02 / 0.2),
+        "lb_lazy_tensor": ("eplb", lazy_tensor,
+                           lambda r: r.status == "ok" and r.metrics["speed"] <= 0.02 / 0.2),
         "lb_memoised_after_import_work": ("eplb", memo,
                                           lambda r: r.status == "ok" and r.metrics["speed"] <= 0.02 / 0.1),
         "ts_unhashable_order": ("txn_scheduling", "def get_best_schedule(workload, num_seqs):\n"
@@ -294,9 +306,9 @@ def _task_attacks() -> dict:
 @pytest.mark.parametrize("name", ["sql_rebound_clock", "sql_lazy_frame", "lb_lazy_tensor",
                                   "lb_memoised_after_import_work", "ts_unhashable_order"])
 def test_issue_9_timing_and_output_attacks(executor, name):
-    """Rebound clocks, lazy results, memoising after import-time work, malformed outputs: measured or refused."""
+    """Rebound clocks, lazy results, memoising after import-time work, bad outputs: measured or refused."""
     task, source, check = _task_attacks()[name]
-    result = executor.evaluate(task, source, limits=LIMITS.model_copy(update={"wall_s": 90, "cpu_s": 60,
+    result = executor.evaluate(task, source, limits=LIMITS.model_copy(update={"timeout_s": 90, "cpu_s": 60,
                                                                              "memory_mb": 4096}))
     assert check(result), (result.status, result.reason, result.metrics)
     assert sandbox_processes() == []
@@ -321,7 +333,8 @@ def test_issue_9_secret_files_and_host_sockets_are_out_of_reach(executor, tmp_pa
     source = ("import socket\nseen = []\n"
               f"try:\n    seen.append(open({str(secret)!r}).read())\nexcept OSError as exc:\n"
               "    seen.append(type(exc).__name__)\n"
-              f"s = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({path!r})\n    seen.append('CONNECTED')\n"
+              f"s = socket.socket(socket.AF_UNIX)\ntry:\n    s.connect({path!r})\n"
+              "    seen.append('CONNECTED')\n"
               "except OSError as exc:\n    seen.append(type(exc).__name__)\n"
               "raise RuntimeError('seen: ' + ','.join(seen))\n")
     try:
@@ -359,10 +372,11 @@ def test_issue_9_long_double_weights_cannot_make_a_nan_score(executor):
     source = ("import numpy as np\n"
               "def select_keys(queries, keys, values, query_positions):\n"
               "    h, q, t = queries.shape[0], queries.shape[1], keys.shape[1]\n"
-              "    mask = np.broadcast_to(np.arange(t)[None, :] <= query_positions[:, None], (h, q, t)).copy()\n"
+              "    mask = np.broadcast_to(np.arange(t)[None, :] <= query_positions[:, None], "
+              "(h, q, t)).copy()\n"
               "    return mask, np.full(mask.shape, np.longdouble('1e4000'))\n")
     result = executor.evaluate("sparse_attention", source, limits=LIMITS.model_copy(update={
-        "wall_s": 90, "cpu_s": 60, "memory_mb": 4096, "files_mb": 512}))
+        "timeout_s": 90, "cpu_s": 60, "memory_mb": 4096, "files_mb": 512}))
     assert result.status == "invalid" and result.combined_score == 1.0, result.reason
     assert "long double" in result.reason
 
@@ -376,7 +390,8 @@ def test_notes_say_what_this_host_cannot_enforce(monkeypatch):
         result = TASK.evaluate(TASK.initial_program, limits=LIMITS)
         assert result.status == "ok"
         assert any(n.startswith("network namespace unavailable") for n in result.notes)
-        allowed = TASK.evaluate(TASK.initial_program, limits=LIMITS.model_copy(update={"allow_network": True}))
+        allowed = TASK.evaluate(TASK.initial_program,
+                                limits=LIMITS.model_copy(update={"allow_network": True}))
         assert not any(n.startswith("network") for n in allowed.notes)
     finally:
         monkeypatch.delenv("CONTEXTEVOLVE_NO_NAMESPACES")
@@ -404,20 +419,25 @@ def test_a_lost_ray_worker_is_a_failed_evaluation(executor, monkeypatch):
     # more files than any task needs: stopped long before the inodes run out
     # (CPU and wall limits far above what the host needs to notice: on a loaded CI machine the
     # candidate may create files for seconds of CPU before the host's check gets its turn)
-    ("import os\nfor i in range(200000):\n    open(f'f{i}', 'w').close()\n", "disk limit exceeded: more than"),
+    ("import os\nfor i in range(200000):\n    open(f'f{i}', 'w').close()\n",
+     "disk limit exceeded: more than"),
     # a reply nested too deep to re-encode, and a number that overflows to infinity
-    ("import os, struct, sys\nbody = b'{\"type\": \"result\", \"value\": ' + b'[' * 50000 + b']' * 50000 + b'}'\n"
+    ("import os, struct, sys\n"
+     "body = b'{\"type\": \"result\", \"value\": ' + b'[' * 50000 + b']' * 50000 + b'}'\n"
      "def compute_model_placement(gpu_num, models):\n"
-     "    os.write(int(sys.argv[-1]), struct.pack('>Q', len(body)) + body)\n    return {}\n", "every case failed"),
+     "    os.write(int(sys.argv[-1]), struct.pack('>Q', len(body)) + body)\n    return {}\n",
+     "every case failed"),
     ("import os, struct, sys\nbody = b'{\"type\": \"result\", \"value\": {\"placement\": 1e999}}'\n"
      "def compute_model_placement(gpu_num, models):\n"
-     "    os.write(int(sys.argv[-1]), struct.pack('>Q', len(body)) + body)\n    return {}\n", "every case failed"),
+     "    os.write(int(sys.argv[-1]), struct.pack('>Q', len(body)) + body)\n    return {}\n",
+     "every case failed"),
 ])
 def test_host_side_limits_hold_against_odd_trees_and_replies(executor, attack, fragment):
-    """Deep or wide directory trees and unrepresentable replies end as a verdict, never an exception or a stall."""
+    """Deep or wide directory trees, unrepresentable replies: a verdict, never an exception or a stall."""
     before = set(os.listdir(tempfile.gettempdir()))
     roomy = fragment.startswith("disk")  # only the time limits may decide the other cases' verdicts
-    result = contained(executor, attack, LIMITS.model_copy(update={"wall_s": 60, "cpu_s": 60} if roomy else {"wall_s": 8}))
+    result = contained(executor, attack, LIMITS.model_copy(
+        update={"timeout_s": 60, "cpu_s": 60} if roomy else {"timeout_s": 8}))
     assert result.status in ("failed", "timeout") and result.combined_score == TASK.worst_score
     assert fragment in f"{result.status} {result.reason}", result.reason
     leftover = [d for d in set(os.listdir(tempfile.gettempdir())) - before if d.startswith("ce-eval-")]
@@ -425,8 +445,11 @@ def test_host_side_limits_hold_against_odd_trees_and_replies(executor, attack, f
 
 
 def test_a_refused_ray_connection_names_token_authentication_where_it_may_be_why(tmp_path, monkeypatch):
-    """After any local ``ray.init`` (Ray 2.5x writes ~/.ray/auth_token), a head started with ``ray start``
-    refuses clients without ``RAY_AUTH_MODE=token``; the error says so (seen by benchmarks/soak.py)."""
+    """A refused Ray connection names token authentication where it may be why.
+
+    After any local ``ray.init`` (Ray 2.5x writes ~/.ray/auth_token), a head started with ``ray start``
+    refuses clients without ``RAY_AUTH_MODE=token``; the error says so (seen by benchmarks/soak.py).
+    """
     pytest.importorskip("ray")
     from contextevolve.evaluation.executors import _auth_hint
 

@@ -1,5 +1,8 @@
-"""What serves a run's LLM calls: described from the settings and the environment, recorded in the run
-directory at each start, and shown by ``status`` and ``run``."""
+"""What serves a run's LLM calls: described, recorded in the run directory, and shown.
+
+It is described from the settings and the environment, recorded in the run directory at each start,
+and shown by ``status`` and ``run``.
+"""
 
 from __future__ import annotations
 
@@ -22,13 +25,15 @@ def no_endpoint_variables(monkeypatch):
         monkeypatch.delenv(name, raising=False)
 
 
-def test_an_endpoint_from_the_flag_or_the_environment_is_recorded_by_its_url(monkeypatch, no_endpoint_variables):
+def test_an_endpoint_from_the_flag_or_the_environment_is_recorded_by_its_url(
+        monkeypatch, no_endpoint_variables):
     assert serving.describe(RunContext(base_url="http://127.0.0.1:8000/v1")) == {"endpoint": "http://127.0.0.1:8000/v1"}
     monkeypatch.setenv("CONTEXTEVOLVE_BASE_URL", "http://gpu-box:8000/v1")
     assert serving.describe(RunContext()) == {"endpoint": "http://gpu-box:8000/v1"}
 
 
-def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(monkeypatch, no_endpoint_variables):
+def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(
+        monkeypatch, no_endpoint_variables):
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama-cpp-python is not installed")
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "python")
@@ -41,11 +46,13 @@ def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(m
     assert off["prompt_cache"] is False and on["prompt_cache"] is True
     assert off["embedded_servers"] == [embedded.SHARED, "navigator", "generator"]
     assert serving.describe(RunContext(embedded_server_per_role=False))["embedded_servers"] == ["shared"]
-    assert (off["server_kind"], off["workers"], off["speculative"]) == ("python", 1, "none")  # it never drafts
+    # it never drafts
+    assert (off["server_kind"], off["workers"], off["speculative"]) == ("python", 1, "none")
     assert "lanes" not in off
     monkeypatch.setenv("CONTEXTEVOLVE_LLAMA_SERVER", "native")
     workers = serving.describe(RunContext(workers=4))
-    assert (workers["server_kind"], workers["workers"], workers["embedded_servers"]) == ("native", 4, ["shared"])
+    assert (workers["server_kind"], workers["workers"], workers["embedded_servers"]) == (
+        "native", 4, ["shared"])
     assert workers["speculative"] == "ngram-simple"
     monkeypatch.setenv("CONTEXTEVOLVE_SPECULATIVE", "none")
     assert serving.describe(RunContext())["speculative"] == "none"
@@ -68,10 +75,12 @@ def test_the_embedded_server_records_its_prompt_cache_as_started_and_its_build(m
 def test_without_llama_cpp_python_the_build_is_unknown_and_build_features_says_how_to_install(
         monkeypatch, no_endpoint_variables):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llama_cpp" else real(name, *a))
     with pytest.raises(embedded.EmbeddedModelError, match="llama-cpp-python is not installed"):
         embedded.build_features()
-    assert serving.describe(RunContext())["llama_cpp_build"].startswith("unknown (llama-cpp-python is not installed")
+    assert serving.describe(RunContext())["llama_cpp_build"].startswith(
+        "unknown (llama-cpp-python is not installed")
 
 
 
@@ -107,14 +116,15 @@ def test_a_malformed_server_variable_stops_a_run_before_it_writes_anything(monke
 
 
 def test_the_line_names_the_server_its_drafts_and_its_layout():
-    native = {"server_kind": "native", "speculative": "ngram-simple", "prompt_cache": False, "logits_all": False,
-              "llama_cpp_build": "CPU : AVX2 = 1", "workers": 1, "embedded_servers": ["shared", "navigator", "generator"]}
+    native = {"server_kind": "native", "speculative": "ngram-simple", "prompt_cache": False,
+              "logits_all": False, "llama_cpp_build": "CPU : AVX2 = 1", "workers": 1,
+              "embedded_servers": ["shared", "navigator", "generator"]}
     assert serving.text(native) == ("embedded model, llama.cpp AVX2 build, llama.cpp's own server, drafts "
                                     "ngram-simple, servers shared, navigator, generator")
     python = {**native, "server_kind": "python", "speculative": "none", "logits_all": True, "workers": 2,
               "embedded_servers": ["shared"]}
-    assert serving.text(python) == ("embedded model, llama.cpp AVX2 build, llama-cpp-python's server, 2 workers, "
-                                     "one server, every token's logits")
+    assert serving.text(python) == ("embedded model, llama.cpp AVX2 build, llama-cpp-python's server, "
+                                     "2 workers, one server, every token's logits")
     # a record written before workers counted its lanes: read as workers
     older = {k: v for k, v in python.items() if k != "workers"}
     assert serving.text({**older, "lanes": 2}) == serving.text(python)
@@ -123,10 +133,12 @@ def test_the_line_names_the_server_its_drafts_and_its_layout():
 
 
 def test_the_line_names_the_widest_vector_extension_of_the_build():
-    avx512 = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "
-              "AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | LLAMAFILE = 1 | OPENMP = 1 | REPACK = 1 |")
+    avx512 = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | "
+              "AVX512 = 1 | AVX512_VBMI = 1 | AVX512_VNNI = 1 | AVX512_BF16 = 1 | LLAMAFILE = 1 | "
+              "OPENMP = 1 | REPACK = 1 |")
     assert serving.build_text(avx512) == "AVX512 build"
-    assert serving.build_text("CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 0 | OPENMP = 1 |") == "AVX2 build"
+    assert serving.build_text(
+        "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 0 | OPENMP = 1 |") == "AVX2 build"
     assert serving.build_text("CPU : NEON = 1 | ARM_FMA = 1 | OPENMP = 1 |") == "NEON build"
     assert serving.build_text("CPU : LLAMAFILE = 1 | OPENMP = 1 |") == "build without AVX/NEON"
     unknown = "unknown (llama-cpp-python is not installed)"

@@ -1,4 +1,4 @@
-"""benchmarks/summarizer_replay.py: the stored requests it reads, how it renders them again, what it refuses."""
+"""benchmarks/summarizer_replay.py: the stored requests it reads, how it re-renders them, what it refuses."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 
 from contextevolve.prompts import summarizer
 
-_spec = importlib.util.spec_from_file_location("summarizer_replay_bench",
-                                               Path(__file__).parents[2] / "benchmarks" / "summarizer_replay.py")
+_spec = importlib.util.spec_from_file_location(
+    "summarizer_replay_bench", Path(__file__).parents[2] / "benchmarks" / "summarizer_replay.py")
 bench = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(bench)
 
@@ -37,15 +37,16 @@ def test_requests_are_read_into_their_parts_and_rendered_again(tmp_path):
     assert [(r["parent"], r["code"], r["feedback"], r["novel_only"]) for r in found] == [
         (None, CODE, "", False), ("Greedy. Sorts.", CODE, "max_kvpr 3.2", True)]
     for request, sent in zip(found, (initial, child)):
-        assert bench.messages_for(request, {}) == sent                       # stored bytes
-        assert bench.messages_for(request, {"prompt": "current"}) == sent    # today's prompt renders them again
+        assert bench.messages_for(request, {}) == sent                     # stored bytes
+        assert bench.messages_for(request, {"prompt": "current"}) == sent  # today's prompt renders them again
     for values in ({"nodoc": 1}, {"prompt": "current", "nodoc": 1}):
         shown = bench.messages_for(found[1], values)[-1].content
         assert "Put each model" not in shown and "return {}" in shown and "Greedy. Sorts." in shown
 
 
 @pytest.mark.parametrize("title, code, parent, feedback", [
-    ("Transaction Scheduling (TS). Makespan", "x = 1", "Greedy.\nEarlier versions failed (1 repaired): a.", ""),
+    ("Transaction Scheduling (TS). Makespan", "x = 1", "Greedy.\nEarlier versions failed (1 repaired): a.",
+     ""),
     ("T", 'S = """\n```\n\nnot a fence\n"""\n', "P.", "line one\n\nline three\n"),
     ("T", CODE, "P.", "max_kvpr 3.2\n\n"),
 ])
@@ -63,7 +64,8 @@ def test_what_it_refuses(tmp_path):
     odd[1].content = "Summarize this."
     with pytest.raises(ValueError, match="cannot read"):
         bench.summarizer_requests(_transcript(tmp_path, (odd, 1)))
-    for text, message in (("a=cap=x", "cap must be int"), ("=cap=1", "give it a name"), ("a=temp=1", "unknown key"), ("a=prompt=new", "prompt must")):
+    for text, message in (("a=cap=x", "cap must be int"), ("=cap=1", "give it a name"),
+                          ("a=temp=1", "unknown key"), ("a=prompt=new", "prompt must")):
         with pytest.raises(ValueError, match=message):
             bench.parse_config(text)
     assert bench.parse_config("new=prompt=current,cap=120") == ("new", {"prompt": "current", "cap": 120})

@@ -10,9 +10,10 @@ from contextevolve.llm import transcript
 
 def test_read_gives_back_the_recorded_rows_in_order_and_honours_limit(tmp_path):
     messages = [SystemMessage("you write code"), HumanMessage("improve ü")]
-    transcript.record(tmp_path, "navigator", 1, messages, "guide", {"navigator": {"prompt": 10, "completion": 2}}, False)
-    transcript.record(tmp_path, "generator", 2, messages, "```python\n```", {"generator": {"prompt": 30, "completion": 9}},
-                      True)
+    transcript.record(tmp_path, "navigator", 1, messages, "guide",
+                      {"navigator": {"prompt": 10, "completion": 2}}, False)
+    transcript.record(tmp_path, "generator", 2, messages, "```python\n```",
+                      {"generator": {"prompt": 30, "completion": 9}}, True)
 
     rows = transcript.read(tmp_path)
 
@@ -25,5 +26,6 @@ def test_read_gives_back_the_recorded_rows_in_order_and_honours_limit(tmp_path):
 
 
 def test_read_of_a_run_without_a_transcript_names_the_file_and_the_flag(tmp_path):
-    with pytest.raises(FileNotFoundError, match=r"prompts\.jsonl does not exist: record the run with --log-prompts"):
+    with pytest.raises(FileNotFoundError,
+                       match=r"prompts\.jsonl does not exist: record the run with --log-prompts"):
         transcript.read(tmp_path)

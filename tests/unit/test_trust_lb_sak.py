@@ -26,13 +26,16 @@ from contextevolve.tasks.registry import get_task
 
 LB, SAK = get_task("eplb"), get_task("sparse_attention")
 LB_SOTA = LB.baselines()["human_sota"]  # fast (vectorised) honest algorithm: speed 1 on its own
-needs_capture = pytest.mark.skipif(not embedded.installed(), reason="SAK data is captured from the embedded LLM")
+needs_capture = pytest.mark.skipif(not embedded.installed(),
+                                   reason="SAK data is captured from the embedded LLM")
 TIMEOUT = 90
 
 
 def lb_wrapped(body: str, preamble: str = "") -> str:
-    """The vectorised EPLB policy renamed ``_honest``, called by a hostile ``rebalance_experts`` whose
-    body is ``body`` (indented by 4; ``args`` holds the other arguments)."""
+    """The vectorised EPLB policy renamed ``_honest``, called by a hostile ``rebalance_experts``.
+
+    The hostile function's body is ``body`` (indented by 4; ``args`` holds the other arguments).
+    """
     honest = LB_SOTA.replace("def rebalance_experts(", "def _honest(")
     return (honest + "\n" + preamble + "\n\ndef rebalance_experts(weight, *args):\n"
             + "".join("    " + line + "\n" for line in body.strip("\n").splitlines()))
@@ -82,7 +85,7 @@ def test_sak_job_sends_each_layer_alone_without_the_dense_output():
 
 @pytest.mark.parametrize("task", ["eplb", "sparse_attention"])
 def test_harness_imports_nothing_of_the_package(task):
-    """The sandbox stages only the harness (and ``EvalJob.modules``): it must import no grader or data module."""
+    """The sandbox stages only the harness (and ``EvalJob.modules``): it imports no grader or data module."""
     source = Path(__file__).resolve().parents[2] / "contextevolve" / "tasks" / task / "harness.py"
     tree = ast.parse(source.read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
@@ -94,8 +97,11 @@ def test_harness_imports_nothing_of_the_package(task):
 # --------------------------------------------------------------------------- LB: the scored future
 
 def _hunt_roots() -> list[str]:
-    """Where a hunting candidate looks for files: its directories and, where the sandbox hides it (a
-    mount namespace), the data cache holding every window (without one it is readable: see the README)."""
+    """Where a hunting candidate looks for files.
+
+    Its directories and, where the sandbox hides it (a mount namespace), the data cache holding every
+    window (without one it is readable: see the README).
+    """
     from contextevolve.evaluation.sandbox import host_sandbox
 
     return [".", "/tmp"] + ([str(data_dir())] if host_sandbox().mount_namespace else [])
@@ -243,7 +249,7 @@ return _honest(weight, *args)
 
 @pytest.mark.parametrize("method", ["numpy", "detach"])
 def test_lb_lazy_tensor_work_is_counted(method):
-    """The returned tensors do their (slow) work only when the harness converts them: still inside the call."""
+    """The returned tensors do their (slow) work only when the harness converts them, inside the call."""
     source = lb_wrapped('''
 import torch
 return tuple(t.as_subclass(Lazy) for t in _honest(weight, *args))
@@ -293,7 +299,8 @@ def test_lb_giving_up_on_a_window_scores_worse_than_the_initial_program():
     source = LB.initial_program.replace(
         "    weight = weight.float()\n",
         "    global _CALLS\n    _CALLS = globals().get('_CALLS', 0) + 1\n"
-        "    if _CALLS == 4:\n        raise RuntimeError('this window is too hard')\n    weight = weight.float()\n", 1)
+        "    if _CALLS == 4:\n        raise RuntimeError('this window is too hard')\n"
+        "    weight = weight.float()\n", 1)
     assert source != LB.initial_program
     partial = LB.evaluate(source, timeout_s=TIMEOUT)
     assert initial.status == partial.status == "ok"
@@ -328,7 +335,7 @@ def test_lb_every_call_failing_is_failed_with_the_first_error():
 
 
 def sota_call(window: int, seconds: float) -> CallResult:
-    """What the honest vectorised policy returns for ``window``, as a successful call that took ``seconds``."""
+    """What the honest vectorised policy returns for ``window``: a successful call that took ``seconds``."""
     import torch
 
     from contextevolve.tasks.eplb.traces import load_windows
@@ -336,8 +343,9 @@ def sota_call(window: int, seconds: float) -> CallResult:
     namespace: dict = {}
     exec(LB_SOTA, namespace)  # noqa: S102 - our own baseline
     maps = namespace["rebalance_experts"](torch.from_numpy(load_windows()[window].copy()), 288, 8, 4, 32)
-    return CallResult("ok", seconds, value={}, blobs={f"{name}.npy": npy_bytes(t.numpy())
-                                                     for name, t in zip(("phy2log", "log2phy", "logcnt"), maps)})
+    return CallResult("ok", seconds, value={},
+                      blobs={f"{name}.npy": npy_bytes(t.numpy())
+                             for name, t in zip(("phy2log", "log2phy", "logcnt"), maps)})
 
 
 def test_lb_warmup_is_neither_graded_nor_timed(lb_honest):
@@ -411,7 +419,8 @@ def _pickled() -> bytes:
     ("ok", _lb_blobs(), "malformed harness output"),
     (None, _lb_blobs(), "malformed harness output"),
     ({}, _lb_blobs(**{"phy2log.npy": npy_bytes(np.full((58, 288), 2**62, np.int64))}), "not logical experts"),
-    ({}, _lb_blobs(**{"phy2log.npy": npy_bytes(np.full((58, 288), 2**64 - 1, np.uint64))}), "not logical experts"),
+    ({}, _lb_blobs(**{"phy2log.npy": npy_bytes(np.full((58, 288), 2**64 - 1, np.uint64))}),
+     "not logical experts"),
 ])
 def test_lb_grader_rejects_malformed_outputs(value, blobs, fragment):
     warmup = CallResult("ok", 0.5, value=[], blobs={"junk": b"whatever"})  # the warm-up is never parsed
@@ -546,14 +555,16 @@ def test_sak_grader_counts_a_failed_layer_at_its_worst():
     assert gave_up.metrics["density"] == pytest.approx((honest.metrics["density"] + 1) / 2)
     assert gave_up.metrics["error"] > honest.metrics["error"]
     assert SAK.better(honest.combined_score, gave_up.combined_score)
-    failed = SAK.grade([CallResult("error", 0.1, error="first"), CallResult("crashed", 0.1, error="second")], data)
+    failed = SAK.grade([CallResult("error", 0.1, error="first"), CallResult("crashed", 0.1, error="second")],
+                       data)
     assert failed.status == "failed" and "first" in failed.reason and failed.combined_score == SAK.worst_score
 
 
 def test_sak_huge_finite_weights_give_a_finite_score():
     data = _sak_data()
     weights = np.full((2, 3, 6), np.finfo(np.float64).max)
-    result = SAK.grade([_sak_call(CAUSAL, weights), _sak_call(CAUSAL, np.full((2, 3, 6), 3e38, np.float32))], data)
+    result = SAK.grade([_sak_call(CAUSAL, weights), _sak_call(CAUSAL, np.full((2, 3, 6), 3e38, np.float32))],
+                       data)
     assert result.status == "ok" and math.isfinite(result.combined_score)
     assert result.metrics["error"] < 1e-9  # uniform weights do not change the attention output
 
@@ -576,7 +587,8 @@ def test_sak_huge_finite_weights_give_a_finite_score():
     (_sak_call(value=[]), "malformed harness output"),
     (_sak_call(value={"bad": "mask is list, expected a numpy array"}), "expected a numpy array"),
     (_sak_call(**{"dense.npy": npy_bytes(np.zeros(2))}), "expected output arrays"),
-    (CallResult("ok", 0.1, value={}, blobs={"weights.npy": npy_bytes(np.ones((2, 3, 6)))}), "expected output arrays"),
+    (CallResult("ok", 0.1, value={}, blobs={"weights.npy": npy_bytes(np.ones((2, 3, 6)))}),
+     "expected output arrays"),
 ])
 def test_sak_grader_rejects_malformed_outputs(call, fragment):
     result = SAK.grade([_sak_call(), call], _sak_data())
@@ -600,7 +612,8 @@ def test_sak_giving_up_on_a_layer_scores_worse_than_the_initial_program(sak_init
     source = SAK.initial_program.replace(
         "    sink, window, top_fraction",
         "    global _CALLS\n    _CALLS = globals().get('_CALLS', 0) + 1\n"
-        "    if _CALLS == 2:\n        raise RuntimeError('this layer is too hard')\n    sink, window, top_fraction", 1)
+        "    if _CALLS == 2:\n        raise RuntimeError('this layer is too hard')\n"
+        "    sink, window, top_fraction", 1)
     assert source != SAK.initial_program
     partial = SAK.evaluate(source, timeout_s=TIMEOUT)
     assert partial.status == "ok", partial.reason
@@ -611,7 +624,8 @@ def test_sak_giving_up_on_a_layer_scores_worse_than_the_initial_program(sak_init
 
 @needs_capture
 def test_sak_candidate_sees_one_layer_per_call(sak_initial):
-    # Raises (failing its layer) if it finds, anywhere in its process, queries other than the ones it was given.
+    # Raises (failing its layer) if it finds, anywhere in its process, queries other than the ones it was
+    # given.
     source = SAK.initial_program.replace("def select_keys(queries, keys, values, query_positions):\n", '''
 def _queries_in(obj, shape, depth=0):
     import io

@@ -54,8 +54,11 @@ def _worst(task, result) -> None:
 
 
 def _forging(entry: str, value: str) -> str:
-    """A program whose every call writes a forged ``result`` frame carrying ``value`` (Python expression,
-    may use the call's argument ``x``) straight onto the runner's response descriptor, then exits."""
+    """A program whose every call writes a forged ``result`` frame carrying ``value``, then exits.
+
+    ``value`` is a Python expression that may use the call's argument ``x``; the frame goes straight onto
+    the runner's response descriptor.
+    """
     return (
         "import json, os, struct, sys\n"
         f"def {entry}(x, *rest):\n"
@@ -68,7 +71,8 @@ def _forging(entry: str, value: str) -> str:
 
 def test_each_call_holds_only_its_own_input_and_nothing_scored_against():
     ts_job, sql_job = TS.job(), SQL.job()
-    assert (ts_job.entry, ts_job.modules) == ("get_best_schedule", ["contextevolve.tasks.txn_scheduling.simulator"])
+    assert (ts_job.entry, ts_job.modules) == ("get_best_schedule",
+                                              ["contextevolve.tasks.txn_scheduling.simulator"])
     assert (sql_job.entry, sql_job.modules) == ("reorder", [])
     assert len(ts_job.calls) == 3 and len(sql_job.calls) == 5
     for call, txns in zip(ts_job.calls, workloads()):
@@ -82,7 +86,8 @@ def test_each_call_holds_only_its_own_input_and_nothing_scored_against():
 
 @pytest.mark.parametrize("task, module", [(TS, "contextevolve.tasks.txn_scheduling.workloads"),
                                           (SQL, "contextevolve.tasks.llm_sql.tables"),
-                                          (SQL, "contextevolve.tasks.llm_sql.task")], ids=["ts", "sql", "grader"])
+                                          (SQL, "contextevolve.tasks.llm_sql.task")],
+                         ids=["ts", "sql", "grader"])
 def test_data_generators_and_graders_are_not_importable_in_the_sandbox(task, module):
     result = task.evaluate(f"import {module}\n", timeout_s=20)
     assert result.status == "failed" and "No module named" in result.reason
@@ -105,7 +110,8 @@ def test_ts_raising_on_the_largest_workload_scores_below_the_initial_program(ts_
 
 def test_ts_hanging_on_the_largest_workload_counts_as_failed(monkeypatch, ts_initial):
     monkeypatch.setattr(ts_task, "CASE_TIMEOUT_S", 1.0)
-    source = FIFO_TS.replace("    order = list(", f"    if sum(len(t) for t in workload.txns) == {BIG_TS_OPS}:\n"
+    source = FIFO_TS.replace("    order = list(",
+                             f"    if sum(len(t) for t in workload.txns) == {BIG_TS_OPS}:\n"
                              "        while True: pass\n    order = list(")
     result = TS.evaluate(source, timeout_s=30)
     assert result.status == "ok" and result.metrics["validity"] == pytest.approx(2 / 3)
@@ -178,7 +184,8 @@ def test_ts_forged_results_are_parsed_strictly(value, fragment):
     # an unhashable cell (the grader builds a multiset of rows)
     ("{'rows': [[['x']] * len(x['columns'])] * len(x['rows']), 'orderings': [x['columns']] * len(x['rows'])}",
      "holds list, expected str"),
-    ("{'rows': x['rows'], 'orderings': [x['columns']] * len(x['rows']), 'seconds': [0.0]}", "malformed output: keys"),
+    ("{'rows': x['rows'], 'orderings': [x['columns']] * len(x['rows']), 'seconds': [0.0]}",
+     "malformed output: keys"),
     ("{'rows': [['y'] * 9] * 10**5, 'orderings': [x['columns']] * 10**5}", "100000 output rows and"),
     ("{'rows': [[1] * len(x['columns'])] * len(x['rows']), 'orderings': [x['columns']] * len(x['rows'])}",
      "holds int, expected str"),
@@ -193,7 +200,8 @@ def test_ts_forged_results_are_parsed_strictly(value, fragment):
 def test_sql_forged_results_are_parsed_strictly(value, fragment):
     # the forging program receives the DataFrame: turn it back into the call's plain inputs first
     source = _forging("reorder", value).replace(
-        "    body =", "    x = {'columns': list(x.columns), 'rows': x.astype(str).values.tolist()}\n    body =")
+        "    body =",
+        "    x = {'columns': list(x.columns), 'rows': x.astype(str).values.tolist()}\n    body =")
     result = SQL.evaluate(source, timeout_s=30)
     _worst(SQL, result)
     assert result.status == "invalid" and fragment in result.reason
@@ -230,7 +238,7 @@ def test_sql_lazy_result_is_timed_until_it_is_read():
     assert result.metrics["seconds"] >= 0.5
 
 
-# ----------------------------------------------------------------------------- malformed output through the harness
+# ------------------------------------------------------------------ malformed output through the harness
 
 @pytest.mark.parametrize("body, fragment", [
     ("return 0, range(10**9)", "more than 100 entries"),
@@ -254,7 +262,8 @@ def test_ts_absurd_claimed_cost_is_ignored():
 
 
 @pytest.mark.parametrize("body, fragment", [
-    ("return pd.concat([df] * 50), [list(df.columns)] * (50 * len(df))", "1201 output rows and 1201 orderings"),
+    ("return pd.concat([df] * 50), [list(df.columns)] * (50 * len(df))",
+     "1201 output rows and 1201 orderings"),
     ("return [[[c] for c in r] for r in df.values.tolist()], [list(df.columns)] * len(df)", "expected str"),
     ("return df.map(lambda v: {v}), [list(df.columns)] * len(df)", "expected str"),
     ("return df, [[list(df.columns)]] * len(df)", "expected column names"),
@@ -273,8 +282,10 @@ def test_sql_malformed_returns_are_invalid(body, fragment):
 JUNK = [None, True, 0, -1, 1.5, "x", "", [], [[]], [None], {}, {"bad": None}, {"bad": ["x"]}, {"bad": "why"},
         {"order": "0123"}, {"order": {"0": 1}}, {"order": [None] * 100}, {"order": [True] * 100},
         {"order": [10**5000] * 100}, {"order": list(range(99)) + [10**5000]},
-        {"order": list(range(10**5))}, {"rows": [], "orderings": []}, {"rows": [[["x"]]], "orderings": [[{}]]},
-        {"rows": [{"a": 1}] * 1500, "orderings": [[]] * 1500}, {"rows": [["a"] * 9] * 1200, "orderings": [None] * 1200},
+        {"order": list(range(10**5))}, {"rows": [], "orderings": []},
+        {"rows": [[["x"]]], "orderings": [[{}]]},
+        {"rows": [{"a": 1}] * 1500, "orderings": [[]] * 1500},
+        {"rows": [["a"] * 9] * 1200, "orderings": [None] * 1200},
         {"rows": [[[]] * 9] * 1200, "orderings": [["movie_title"] * 9] * 1200}, {"order": [], "rows": []}]
 
 

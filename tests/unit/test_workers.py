@@ -11,7 +11,8 @@ from contextevolve.memory.buffer import FORMAT, BufferFormatError, EvolveBuffer
 from contextevolve.memory.records import ProgramRecord, program_id
 
 
-def _commit(buffer: EvolveBuffer, iteration: int, worker: int = 0, tokens: int = 10, wall: float = 1.0) -> None:
+def _commit(buffer: EvolveBuffer, iteration: int, worker: int = 0, tokens: int = 10,
+            wall: float = 1.0) -> None:
     buffer.put(ProgramRecord(id=program_id(iteration), iteration=iteration, status="ok", committed=True,
                              worker=worker, tokens={"generator": {"prompt": tokens, "completion": 0}},
                              seconds={"generate": wall}))
@@ -71,7 +72,8 @@ def test_a_handed_over_claim_of_a_gone_worker_is_returned_to_be_finished(tmp_pat
 def test_spent_counts_tokens_and_the_busiest_workers_seconds(tmp_path):
     buffer = EvolveBuffer(tmp_path / "b.sqlite")
     buffer.put(ProgramRecord(id=program_id(0), iteration=0, status="ok", committed=True,
-                             tokens={"summarizer": {"prompt": 5, "completion": 1}}, seconds={"initialize": 2.0}))
+                             tokens={"summarizer": {"prompt": 5, "completion": 1}},
+                             seconds={"initialize": 2.0}))
     _commit(buffer, 1, worker=0, wall=3.0)
     _commit(buffer, 2, worker=1, wall=4.0)
     _commit(buffer, 3, worker=0, wall=3.0)
@@ -101,12 +103,14 @@ def _format_1_buffer(path) -> None:
     db = sqlite3.connect(path)
     db.executescript("""
         CREATE TABLE programs (id TEXT PRIMARY KEY, iteration INTEGER NOT NULL, parent_id TEXT,
-            status TEXT NOT NULL, combined_score REAL NOT NULL, committed INTEGER NOT NULL, record TEXT NOT NULL);
+            status TEXT NOT NULL, combined_score REAL NOT NULL, committed INTEGER NOT NULL, """
+                     """record TEXT NOT NULL);
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
         INSERT INTO meta VALUES ('run_id', 'abc'), ('thread_id', 'main');""")
     for n, committed in ((0, 1), (1, 1), (2, 1), (3, 0)):
         record = ProgramRecord(id=program_id(n), iteration=n, status="ok" if committed else "pending",
-                               committed=bool(committed), tokens={"generator": {"prompt": 100, "completion": 20}},
+                               committed=bool(committed),
+                               tokens={"generator": {"prompt": 100, "completion": 20}},
                                seconds={"generate": 2.5})
         db.execute("INSERT INTO programs VALUES (?, ?, ?, ?, ?, ?, ?)",
                    (record.id, n, None, record.status, 1.0, committed, record.model_dump_json()))
@@ -164,7 +168,8 @@ def test_the_summarizer_behind_its_worker_commits_every_child_with_all_its_token
 
     run = tmp_path / "r"
     result = evolve("model_placement", iterations=5, run_dir=run, max_retries=0, workers=2)
-    assert json.loads((run / "run.json").read_text())["parallelism"]["summarize_behind"] is None  # (on: 2 workers)
+    # (on: 2 workers)
+    assert json.loads((run / "run.json").read_text())["parallelism"]["summarize_behind"] is None
     assert result.iterations == 5 and result.programs == 6
     buffer = EvolveBuffer(run / "buffer.sqlite")
     try:
@@ -181,15 +186,16 @@ def test_the_summarizer_behind_its_worker_commits_every_child_with_all_its_token
         buffer.close()
 
 
-def test_a_child_handed_over_when_the_run_died_is_finished_by_its_workers_next_claim(tmp_path, models, monkeypatch):
+def test_a_child_handed_over_when_the_run_died_is_finished_by_its_workers_next_claim(
+        tmp_path, models, monkeypatch):
     from concurrent.futures import Future
 
     from langgraph.checkpoint.memory import InMemorySaver
 
     from contextevolve.graph.builder import build_graph
     from contextevolve.graph.context import RunContext
+    from contextevolve.loop import behind
     from contextevolve.memory.store import close_memory, open_memory
-    from contextevolve.nodes import behind
 
     class Dropped:  # a pool whose jobs die with their process: accepted, never run
         def submit(self, *args):
@@ -203,7 +209,8 @@ def test_a_child_handed_over_when_the_run_died_is_finished_by_its_workers_next_c
     graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
     try:
         graph.invoke({}, config, context=ctx, interrupt_before=["select_parent"])  # c_0, then it00001 claimed
-        graph.invoke(None, config, context=ctx, interrupt_before=["claim"])  # it00001 handed over, its job lost
+        # it00001 handed over, its job lost
+        graph.invoke(None, config, context=ctx, interrupt_before=["claim"])
         buffer = open_memory(ctx.run_dir).buffer
         assert buffer.handed_over(0) == [1] and not buffer.require("it00001").committed
         graph.invoke(None, config, context=ctx, interrupt_before=["select_parent"])

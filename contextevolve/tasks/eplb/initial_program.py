@@ -28,8 +28,11 @@ def balanced_packing(weight, num_packs):
 
 
 def replicate_experts(weight, num_physical):
-    """Give each logical expert one replica, then repeatedly add one to the expert with the
-    highest load per replica. weight: [rows, n_logical]. Returns (phy2log, rank, logcnt)."""
+    """Give each logical expert one replica, then add replicas to the highest load per replica.
+
+    Repeatedly adds one replica to the expert with the highest load per replica.
+    weight: [rows, n_logical]. Returns (phy2log, rank, logcnt).
+    """
     rows, n_logical = weight.shape
     phy2log = torch.arange(num_physical, dtype=torch.int64).repeat(rows, 1)
     rank = torch.zeros(rows, num_physical, dtype=torch.int64)
@@ -44,14 +47,16 @@ def replicate_experts(weight, num_physical):
 
 
 def rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus):
-    """Hierarchical load balancing (DeepSeek EPLB): groups to nodes, replicas within nodes,
-    replicas to GPUs.
+    """Hierarchical load balancing (DeepSeek EPLB).
+
+    Expert groups go to nodes, replicas are made within nodes, and replicas go to GPUs.
 
     Args:
         weight: [layers, num_logical_experts] load of each logical expert (tokens).
         num_replicas: physical expert slots per layer (a multiple of num_gpus).
         num_groups: expert groups (experts of a group stay on one node).
-        num_nodes: server nodes; num_gpus: GPUs in total (slot p lives on GPU p // (num_replicas // num_gpus)).
+        num_nodes: server nodes.
+        num_gpus: GPUs in total (slot p lives on GPU p // (num_replicas // num_gpus)).
 
     Returns:
         phy2log [layers, num_replicas]: logical expert of each physical slot;
@@ -90,7 +95,8 @@ def rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus):
     phy2log = mlog2log.gather(1, pphy2mlog)
     # 4. inverse map
     logcnt = torch.zeros(layers, n_logical, dtype=torch.int64)
-    width = int(torch.bincount(phy2log.flatten() + n_logical * torch.arange(layers).repeat_interleave(num_replicas)).max())
+    width = int(torch.bincount(phy2log.flatten()
+                               + n_logical * torch.arange(layers).repeat_interleave(num_replicas)).max())
     log2phy = torch.full((layers, n_logical, width), -1, dtype=torch.int64)
     for r in range(layers):
         for p in range(num_replicas):

@@ -11,18 +11,19 @@ Metrics (ADRS eplb, docs/tasks.md):
   sandbox's supervisor from sending the window to the last byte of the serialised maps
   (ADRS times its simulator too; the cap at 1 is ours, so that a trivially fast but
   poorly balanced mapping cannot win on speed alone).
-* ``combined_score`` = (balancedness + 0.1 × speed) / 2. ADRS uses (balancedness +
+* ``combined_score`` = (balancedness + 0.1 · speed) / 2. ADRS uses (balancedness +
   speed) / 2, under which a trivial static mapping that returns in a millisecond beats
   every balancing algorithm; the paper weights the terms differently, and this weighting
-  reproduces its Table 1 LB scores from its own columns (bal 0.25, speed 0.20 → 0.13;
-  0.34, 0.65 → 0.20; 0.24, 0.43 → 0.14; 0.25, 0.45 → 0.15).
+  reproduces every LB score of its Table 1 from its own two columns (docs/tasks.md,
+  *Reference numbers*).
 
-Calls (so that no call's inputs hold what it is scored against): first one warm-up call on a synthetic load that is none of the windows
-(torch's first call is slow; its output is not graded and its time not counted), then one
-call per window i < last, whose only input is window i — never the window it is scored
-on. A window whose call failed (raised, timed out after ``CASE_TIMEOUT_S``, crashed)
-counts with balancedness 0 for its pair and the call's time limit as its time, so giving
-up on a hard window never pays; if every window's call failed the program is ``failed``.
+Calls (so that no call's inputs hold what it is scored against): first one warm-up call on a
+synthetic load that is none of the windows (torch's first call is slow; its output is not
+graded and its time not counted), then one call per window i < last, whose only input is
+window i — never the window it is scored on. A window whose call failed (raised, timed out
+after ``CASE_TIMEOUT_S``, crashed) counts with balancedness 0 for its pair and the call's
+time limit as its time, so giving up on a hard window never pays; if every window's call
+failed the program is ``failed``.
 
 Holes closed: outputs are parsed as ``.npy`` against a strict spec (integer dtype, exact
 shapes, declared size = bytes present) and checked with our own copy of the loads —
@@ -41,8 +42,17 @@ import numpy as np
 
 from contextevolve.evaluation.arrays import ArraySpec, parse_npy
 from contextevolve.tasks.base import Call, CallResult, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
-from contextevolve.tasks.eplb.traces import (NUM_EXPERTS, NUM_GPUS, NUM_GROUPS, NUM_LAYERS, NUM_NODES,
-                                             NUM_REPLICAS, load_windows, warmup_npy, window_npy)
+from contextevolve.tasks.eplb.traces import (
+    NUM_EXPERTS,
+    NUM_GPUS,
+    NUM_GROUPS,
+    NUM_LAYERS,
+    NUM_NODES,
+    NUM_REPLICAS,
+    load_windows,
+    warmup_npy,
+    window_npy,
+)
 
 HARNESS = "contextevolve.tasks.eplb.harness"
 ENTRY = "rebalance_experts"
@@ -57,13 +67,14 @@ OUTPUT_SPECS = (ArraySpec("phy2log", "iu", (NUM_LAYERS, NUM_REPLICAS)),
 
 
 def score(balancedness: float, speed: float) -> float:
-    """Combined LB score: (balancedness + 0.1 × speed) / 2 (the paper's Table 1 weighting, see module doc)."""
+    """Combined LB score: (balancedness + 0.1 · speed) / 2 (the paper's Table 1 weighting, see module doc)."""
     return (balancedness + 0.1 * speed) / 2
 
 
 def balancedness(load: np.ndarray, phy2log: np.ndarray, logcnt: np.ndarray) -> float:
     """Σ_layers mean(slot load) / Σ_layers max(slot load) for loads ``[L, E]`` under a valid mapping."""
-    slot_load = np.take_along_axis(load.astype(np.float64), phy2log, 1) / np.take_along_axis(logcnt, phy2log, 1)
+    slot_load = (np.take_along_axis(load.astype(np.float64), phy2log, 1)
+                 / np.take_along_axis(logcnt, phy2log, 1))
     return float(slot_load.mean(axis=1).sum() / slot_load.max(axis=1).sum())
 
 
@@ -114,15 +125,18 @@ def check_maps(phy2log: np.ndarray, log2phy: np.ndarray, logcnt: np.ndarray) -> 
 DESCRIPTION = f"""\
 Expert-parallel load balancing (DeepSeek EPLB) for a Mixture-of-Experts model: {NUM_LAYERS} layers x
 {NUM_EXPERTS} logical experts, {NUM_REPLICAS} physical expert slots per layer, {NUM_GROUPS} expert groups,
-{NUM_NODES} nodes, {NUM_GPUS} GPUs ({NUM_REPLICAS // NUM_GPUS} slots per GPU; slot p is on GPU p // {NUM_REPLICAS // NUM_GPUS}).
+{NUM_NODES} nodes, {NUM_GPUS} GPUs ({NUM_REPLICAS // NUM_GPUS} slots per GPU; slot p is on \
+GPU p // {NUM_REPLICAS // NUM_GPUS}).
 Implement `rebalance_experts(weight, num_replicas, num_groups, num_nodes, num_gpus) ->
 (phy2log, log2phy, logcnt)` with torch int64 tensors: weight [layers, experts] is the token load per
 logical expert; phy2log [layers, num_replicas] the logical expert in each slot; log2phy [layers, experts, X]
 the slots of each expert padded with -1; logcnt [layers, experts] replicas per expert (every expert >= 1).
 Each call gets one window of load; its mapping is scored on the next window, which it never sees: each
-expert's load splits evenly over its replicas; balancedness = sum over layers of mean slot load / sum of max slot load.
+expert's load splits evenly over its replicas; balancedness = sum over layers of mean slot load / \
+sum of max slot load.
 speed = min(1, 0.02 / mean seconds of the call). Score = (balancedness + 0.1 * speed) / 2; higher
-is better. Loads are skewed (Zipf-like), drift over time and burst. Keep each call well under {CASE_TIMEOUT_S:g} s:
+is better. Loads are skewed (Zipf-like), drift over time and burst. Keep each call well under \
+{CASE_TIMEOUT_S:g} s:
 a call that raises or overruns counts with balancedness 0 and {CASE_TIMEOUT_S:g} s.
 """
 
@@ -162,16 +176,18 @@ class Eplb(Task):
     ]
     higher_is_better = True
     score_tolerance = 5e-4
-    """About the speed term's change for a 20 % slower or faster call at the initial program's
-    0.38 s (0.05 × 0.02 / 0.38 × 0.2); three evaluations of it spread 0.00002 on a quiet machine."""
+    """Score difference a child must exceed to count as better: about the speed term's change that timing
+    noise makes at the initial program's speed (why this value: docs/decisions/score-tolerance.md)."""
     timeout_s = 120.0
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
     def job(self) -> EvalJob:
-        """A warm-up call on a synthetic load, then one call per window but the last (input: that window only)."""
-        args = {"num_replicas": NUM_REPLICAS, "num_groups": NUM_GROUPS, "num_nodes": NUM_NODES, "num_gpus": NUM_GPUS}
+        """A warm-up call on a synthetic load, then one call per window but the last (input: that window)."""
+        args = {"num_replicas": NUM_REPLICAS, "num_groups": NUM_GROUPS, "num_nodes": NUM_NODES,
+                "num_gpus": NUM_GPUS}
         windows = len(load_windows())
-        warmup = [Call(fn="rebalance", args=args, blobs={"weight.npy": warmup_npy()}, timeout_s=CASE_TIMEOUT_S)]
+        warmup = [Call(fn="rebalance", args=args, blobs={"weight.npy": warmup_npy()},
+                       timeout_s=CASE_TIMEOUT_S)]
         return EvalJob(harness=HARNESS, entry=ENTRY, calls=warmup + [
             Call(fn="rebalance", args=args, blobs={"weight.npy": window_npy(i)}, timeout_s=CASE_TIMEOUT_S)
             for i in range(windows - 1)])
@@ -181,8 +197,11 @@ class Eplb(Task):
         return Task.refusal(value)
 
     def grade_run(self, run: CandidateRun) -> Evaluation:
-        """Score the returned maps against our own load windows, the calls' times as the supervisor measured
-        them; never raises. The warm-up call is ignored; a failed window counts at its worst (module doc)."""
+        """Score the returned maps against our own load windows; never raises.
+
+        The calls' times are those the supervisor measured. The warm-up call is ignored; a failed window
+        counts at its worst (module doc).
+        """
         windows = load_windows()
         if len(run.calls) != WARMUP_CALLS + len(windows) - 1:
             return self.rejected("invalid", f"the sandbox reported {len(run.calls)} calls, expected "

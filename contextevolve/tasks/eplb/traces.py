@@ -79,7 +79,8 @@ def warmup_load() -> np.ndarray:
     rng = np.random.default_rng(WARMUP_SEED)
     ranks = np.argsort(rng.random((NUM_LAYERS, NUM_EXPERTS)), axis=1) + 1
     p = ranks ** -rng.uniform(0.3, 0.8, size=(NUM_LAYERS, 1))
-    load = rng.poisson(TOKENS_PER_STEP * (STEPS // WINDOWS) * p / p.sum(axis=1, keepdims=True)).astype(np.int64)
+    load = rng.poisson(TOKENS_PER_STEP * (STEPS // WINDOWS) * p
+                       / p.sum(axis=1, keepdims=True)).astype(np.int64)
     load.setflags(write=False)
     return load
 

@@ -18,7 +18,7 @@ import pandas as pd
 
 
 def _rows_of(frame, n_rows: int, n_cols: int) -> list:
-    """At most ``n_rows`` rows of at most ``n_cols`` cells of the returned table (read inside the timed call)."""
+    """At most ``n_rows`` rows of at most ``n_cols`` cells of the returned table (read in the timed call)."""
     raw = frame.to_numpy().tolist() if hasattr(frame, "to_numpy") else frame
     rows = []
     for row in islice(iter(raw), n_rows):

@@ -78,10 +78,12 @@ SPECS = (
         Column("time_signature", "cat", 6, 1.6), Column("license", "cat", 4, 1.2),
         Column("tracks", "cat", 8, 1.4), Column("notes", "text", source="title", words=(10, 30)))),
     TableSpec("products", 55, 1200, (
-        Column("product_id", "cat", 500, 0.9), Column("product_title", "text", source="product_id", words=(4, 10)),
+        Column("product_id", "cat", 500, 0.9),
+        Column("product_title", "text", source="product_id", words=(4, 10)),
         Column("category", "derived", 25, source="product_id"),
         Column("sub_category", "derived", 120, source="category", noise=0.3),
-        Column("brand", "derived", 200, source="product_id"), Column("price", "derived", 300, source="product_id"),
+        Column("brand", "derived", 200, source="product_id"),
+        Column("price", "derived", 300, source="product_id"),
         Column("description", "text", source="product_id", words=(30, 80)), Column("rating", "cat", 5, 0.8),
         Column("review", "text", words=(8, 30)))),
 )
@@ -134,7 +136,8 @@ def _build(spec: TableSpec) -> dict:
             for v in values[col.source]:
                 if v not in mapping:
                     mapping[v] = domain[rng.randint(col.cardinality)]
-                out.append(domain[rng.randint(col.cardinality)] if rng.random_sample() < col.noise else mapping[v])
+                out.append(domain[rng.randint(col.cardinality)] if rng.random_sample() < col.noise
+                           else mapping[v])
             values[col.name] = out
     names = [c.name for c in spec.columns]
     return {"name": spec.name, "columns": names,

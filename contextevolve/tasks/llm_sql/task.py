@@ -10,7 +10,7 @@ Metrics (ADRS llm_sql, docs/tasks.md):
   byte of the serialised result (lazy work in the returned table is counted; nothing the
   candidate's process says about time is used). No repeats: each table is a distinct
   input, so memoising across calls cannot pay (lower is better).
-* ``combined_score`` = 0.95 × hit_rate + 0.05 × (12 − min(12, seconds)) / 12.
+* ``combined_score`` = 0.95 · hit_rate + 0.05 · (12 − min(12, seconds)) / 12.
 
 Partial failure never pays: one call per table (that table only), each limited to
 ``CASE_TIMEOUT_S``; a table whose call raised, timed out, crashed or was skipped counts
@@ -71,7 +71,7 @@ def prefix_hit_rate(requests: list[str]) -> float:
 
 
 def score(hit_rate: float, seconds: float) -> float:
-    """ADRS combined score: 0.95 × hit rate + 0.05 × (12 − min(12, seconds)) / 12."""
+    """ADRS combined score: 0.95 · hit rate + 0.05 · (12 − min(12, seconds)) / 12."""
     return 0.95 * hit_rate + 0.05 * (SECONDS_CAP - min(SECONDS_CAP, seconds)) / SECONDS_CAP
 
 
@@ -108,8 +108,9 @@ class LlmSql(Task):
     ]
     higher_is_better = True
     score_tolerance = 0.05 * 0.05 / SECONDS_CAP
-    """The speed term's change for 50 ms: the initial program's mean call takes ~0.08 s, and three
-    evaluations of it on this 2-core machine spread 0.076-0.091 s (docs/results.md)."""
+    """Score difference a child must exceed to count as better: the speed term's change for 50 ms of mean
+    call time, above the timing noise of one program's evaluations (why:
+    docs/decisions/score-tolerance.md)."""
     timeout_s = 120.0
     baseline_files = {"heuristic": "heuristic.py", "human_sota": "human_sota.py"}
 
@@ -165,7 +166,9 @@ class _Invalid(Exception):
 
 
 def _parse_output(table: dict, call: CallResult) -> list[list[str]]:
-    """The output rows of one call, checked against the schema and the input's cells; raises :class:`_Invalid`.
+    """The output rows of one call, checked against the schema and the input's cells.
+
+    Raises :class:`_Invalid` when they break it.
 
     Schema: ``{"rows": [[str, ...], ...], "orderings": [[str, ...], ...]}`` with exactly as
     many rows as the input, each row and ordering exactly as many fields as the input has
@@ -173,7 +176,8 @@ def _parse_output(table: dict, call: CallResult) -> list[list[str]]:
     """
     value = call.value
     if not isinstance(value, dict):
-        raise _Invalid(f"malformed output: {type(value).__name__}, expected an object with rows and orderings")
+        raise _Invalid(f"malformed output: {type(value).__name__}, expected an object with rows and "
+                       "orderings")
     if set(value) == {"bad"} and isinstance(value["bad"], str):
         raise _Invalid(value["bad"][:200])
     if set(value) != {"rows", "orderings"}:
@@ -194,8 +198,9 @@ def _parse_output(table: dict, call: CallResult) -> list[list[str]]:
 
 
 def _fields_problem(table: dict, rows: list, what: str) -> str:
-    """Why an entry of ``rows`` (``what``: ``"row"`` or ``"ordering"``) is not a list of one str per column,
-    each no longer than the input's longest cell; empty when none is.
+    """Why an entry of ``rows`` is not a list of one str per column, each no longer than the longest cell.
+
+    ``what`` is ``"row"`` or ``"ordering"``; the longest cell is the input's. Empty when no entry is wrong.
 
     Sizes are checked before items are read, types before anything is hashed or compared.
     """
@@ -204,7 +209,8 @@ def _fields_problem(table: dict, rows: list, what: str) -> str:
         if not isinstance(row, list):
             return f"output row {r}: {what} is {type(row).__name__}, expected a list of str"
         if len(row) != n_cols:
-            return (f"output row {r}: ordering is not a permutation of the columns ({len(row)} names for {n_cols})"
+            return (f"output row {r}: ordering is not a permutation of the columns "
+                    f"({len(row)} names for {n_cols})"
                     if what == "ordering" else f"output row {r}: {len(row)} values for {n_cols} columns")
         for cell in row:
             if type(cell) is not str:

@@ -1,9 +1,10 @@
 """Untrusted side of Model Placement: build ``Model`` objects, call the candidate, serialise.
 
-Runs in the sandbox's runner process, next to the candidate (which can replace any of
-it: the grader trusts nothing here but checks the output). Only stdlib imports. The output names each placed object by its index in the
-case's model list (or ``-1`` with a description when the object is not one of the
-models handed in), so the trusted grader never sees a live candidate object.
+Runs in the sandbox's runner process, next to the candidate (which can replace any of it:
+the grader trusts nothing here but checks the output). Only stdlib imports. The output
+names each placed object by its index in the case's model list (or ``-1`` with a
+description when the object is not one of the models handed in), so the trusted grader
+never sees a live candidate object.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""Model placement heuristic baseline: round robin (model i onto GPU i mod gpu_num), as a naive serving scheduler does."""
+"""Model placement heuristic baseline: round robin (model i onto GPU i mod gpu_num).
+
+This is what a naive serving scheduler does.
+"""
 
 
 def compute_model_placement(gpu_num, models):

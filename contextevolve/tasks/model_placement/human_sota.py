@@ -1,4 +1,4 @@
-"""Model placement, human state of the art: Prism-style min-max KVPR placement by binary search (Yu et al. 2025).
+"""Model placement, human state of the art: Prism-style min-max KVPR placement (Yu et al. 2025).
 
 Binary search on the target maximum KV-cache pressure T: a target is feasible when a
 best-fit pass (most demanding model first, each onto the GPU where its arrival keeps the

@@ -92,7 +92,8 @@ def case_max_kvpr(case: Case, gpu_models: dict[int, list[int]]) -> float:
 def _check_case(n: int, case: Case, out: dict) -> dict[int, list[int]]:
     """Validate one case's serialised placement; return ``{gpu_id: [model index]}``."""
     if "not_a_dict" in out:
-        raise _Invalid(f"case {n}: returned {str(out['not_a_dict'])[:40]}, expected dict {{gpu_id: [models]}}")
+        raise _Invalid(f"case {n}: returned {str(out['not_a_dict'])[:40]}, "
+                       "expected dict {gpu_id: [models]}")
     rows = out.get("placement")
     if not isinstance(rows, list) or len(rows) > MAX_ROWS:
         raise _Invalid(f"case {n}: malformed placement record")
@@ -138,7 +139,9 @@ def grade(result: object, cases: tuple[Case, ...]) -> Evaluation:
     try:
         for n, (case, out) in enumerate(zip(cases, outs)):
             if not isinstance(out, dict) or out.get("ok") is not True:
-                errors.append(f"case {n}: {str(out.get('error', 'failed'))[:200] if isinstance(out, dict) else 'failed'}")
+                errors.append(
+                    f"case {n}: "
+                    f"{str(out.get('error', 'failed'))[:200] if isinstance(out, dict) else 'failed'}")
                 continue
             pressures.append((n, case_max_kvpr(case, _check_case(n, case, out))))
     except _Invalid as exc:

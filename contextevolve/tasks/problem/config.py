@@ -1,7 +1,7 @@
-"""OpenEvolve's ``config.yaml``: what maps onto ContextEvolve's run settings, what is ignored, what is refused.
+"""OpenEvolve's ``config.yaml``: what maps onto ContextEvolve's run settings, is ignored, is refused.
 
 Mapped (OpenEvolve key → ContextEvolve setting): ``max_iterations`` → the iteration budget;
-``random_seed`` → ``seed``; ``diff_based_evolution`` → ``generation_mode`` (true: ``diff``,
+``random_seed`` → ``seed``; ``diff_based_evolution`` → ``edit_form`` (true: ``diff``,
 false: ``full``); ``llm.api_base`` → ``base_url``; ``llm.primary_model`` or the first of
 ``llm.models`` → ``model``; ``llm.temperature``, ``llm.max_tokens`` → the Generator's temperature
 and completion cap; ``llm.top_p``; ``llm.timeout`` → ``request_timeout_s``; ``llm.retries`` →
@@ -25,10 +25,10 @@ from contextevolve.graph.settings import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE
 
 #: Top-level keys of OpenEvolve 0.4's ``Config`` (its dataclass fields).
 KNOWN_TOP = ("max_iterations", "checkpoint_interval", "checkpoint_on_improvement", "log_level", "log_dir",
-             "logger_prefix", "random_seed", "language", "file_suffix", "llm", "prompt", "database", "evaluator",
-             "evolution_trace", "diff_based_evolution", "full_rewrite_probability", "max_code_length",
-             "enforce_evolve_blocks", "diff_pattern", "early_stopping_patience", "convergence_threshold",
-             "early_stopping_metric", "max_tasks_per_child",
+             "logger_prefix", "random_seed", "language", "file_suffix", "llm", "prompt", "database",
+             "evaluator", "evolution_trace", "diff_based_evolution", "full_rewrite_probability",
+             "max_code_length", "enforce_evolve_blocks", "diff_pattern", "early_stopping_patience",
+             "convergence_threshold", "early_stopping_metric", "max_tasks_per_child",
              "allow_full_rewrites")  # older OpenEvolve releases' key, still in many published configs
 #: Sections whose keys are checked one by one (the others are ignored whole).
 _MAPPED = {"llm": ("api_base", "primary_model", "models", "temperature", "max_tokens", "top_p", "timeout",
@@ -46,7 +46,8 @@ class ProblemConfig:
     """What a ``config.yaml`` sets: run settings (flat names), the problem's own fields, the notes."""
 
     settings: dict[str, Any] = field(default_factory=dict)
-    """Flat :class:`~contextevolve.graph.context.RunContext` setting names → values (``max_iterations`` included)."""
+    """Flat :class:`~contextevolve.graph.context.RunContext` setting names → values (``max_iterations``
+    included)."""
     description: str | None = None
     """``prompt.system_message``, when set."""
     timeout_s: float | None = None
@@ -60,8 +61,10 @@ class ProblemConfig:
 
 
 def _number(path: Path, key: str, value: Any, kind: type) -> Any:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
-        raise ConfigError(f"{path}: {key} must be {'an integer' if kind is int else 'a number'}, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or (kind is int and value != int(value))):
+        raise ConfigError(f"{path}: {key} must be {'an integer' if kind is int else 'a number'}, "
+                          f"got {value!r}")
     return kind(value)
 
 
@@ -94,7 +97,8 @@ def read_config(path: str | Path) -> ProblemConfig:
     for key in data:
         if key not in KNOWN_TOP:
             near = difflib.get_close_matches(str(key), KNOWN_TOP, n=1)
-            raise ConfigError(f"{path}: unknown section {key!r}" + (f" (did you mean {near[0]!r}?)" if near else "")
+            raise ConfigError(f"{path}: unknown section {key!r}"
+                              + (f" (did you mean {near[0]!r}?)" if near else "")
                               + "; OpenEvolve's config keys are: " + ", ".join(KNOWN_TOP))
     if str(data.get("language") or "python").lower() != "python" or data.get("file_suffix", ".py") != ".py":
         raise ConfigError(f"{path}: only Python programs can be evolved (language {data.get('language')!r}, "
@@ -106,7 +110,7 @@ def read_config(path: str | Path) -> ProblemConfig:
     if "random_seed" in data and data["random_seed"] is not None:
         s["seed"] = _number(path, "random_seed", data["random_seed"], int)
     if "diff_based_evolution" in data:
-        s["generation_mode"] = "diff" if data["diff_based_evolution"] else "full"
+        s["edit_form"] = "diff" if data["diff_based_evolution"] else "full"
     llm, evaluator, prompt = (_section(path, data, n) for n in ("llm", "evaluator", "prompt"))
     if llm.get("api_base"):
         s["base_url"] = str(llm["api_base"])
@@ -118,7 +122,8 @@ def read_config(path: str | Path) -> ProblemConfig:
         s["temperatures"] = {**DEFAULT_TEMPERATURES,
                              "generator": _number(path, "llm.temperature", llm["temperature"], float)}
     if llm.get("max_tokens") is not None:
-        s["max_tokens"] = {**DEFAULT_MAX_TOKENS, "generator": _number(path, "llm.max_tokens", llm["max_tokens"], int)}
+        s["max_tokens"] = {**DEFAULT_MAX_TOKENS,
+                           "generator": _number(path, "llm.max_tokens", llm["max_tokens"], int)}
     for key, name, kind in (("top_p", "top_p", float), ("timeout", "request_timeout_s", float),
                             ("retries", "max_retries", int), ("retry_delay", "retry_wait_s", float)):
         if llm.get(key) is not None:

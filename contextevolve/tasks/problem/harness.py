@@ -1,9 +1,10 @@
-"""Untrusted side of a user's problem: run the user's ``evaluator.py`` on the candidate, serialise its metrics.
+"""Untrusted side of a user's problem: run the user's ``evaluator.py`` on the candidate, serialise metrics.
 
 Runs in the sandbox's runner process next to the candidate (the user's evaluator imports the
 candidate in this same process, as OpenEvolve's evaluators do). Imports only the stdlib. The
 problem folder is staged read-only beside this package (``lib/<folder>``); the evaluator is
-loaded from it with the folder first on ``sys.path``, so its sibling modules and data files are found.
+loaded from it with the folder first on ``sys.path``, so its sibling modules and data files are
+found.
 
 Cascade evaluation follows OpenEvolve's rule: when asked and the evaluator defines
 ``evaluate_stage1``, stage 1 runs; stage *k+1* runs only when the merged result so far reaches
@@ -46,8 +47,10 @@ def _load(folder: Path, filename: str):
 
 
 def _number(value):
-    """``value`` as a float when it is a real number (numpy scalars included), else None. A bool is
-    not a number here (OpenEvolve leaves flags out of its scores too)."""
+    """``value`` as a float when it is a real number (numpy scalars included), else None.
+
+    A bool is not a number here (OpenEvolve leaves flags out of its scores too).
+    """
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         return None
     if isinstance(value, (int, float)):
@@ -70,8 +73,11 @@ def _text(value) -> str:
 
 
 def _parts(result) -> tuple[dict, dict]:
-    """(metrics, artifacts) of an evaluator's return value: a dict, or an object with ``.metrics``
-    (and ``.artifacts``) such as OpenEvolve's ``EvaluationResult``."""
+    """(metrics, artifacts) of an evaluator's return value.
+
+    The value is a dict, or an object with ``.metrics`` (and ``.artifacts``) such as OpenEvolve's
+    ``EvaluationResult``.
+    """
     if isinstance(result, dict):
         return result, {}
     metrics = getattr(result, "metrics", None)

@@ -1,12 +1,11 @@
 """Reading a user's problem (a folder, or a program and an evaluator file) and staging a copy of it.
 
-A run works on its own copy, ``RUN_DIR/problem/``, so it survives edits to the originals and
-``--resume`` finds it: the evaluator's folder (its sibling modules and data files; hidden
-entries, ``__pycache__``, virtual environments, run directories, staged problems and
-``openevolve_output`` left out), the initial
-program as ``initial_program.py`` and ``problem.json`` (:class:`ProblemSpec`: what was decided
-from the flags and the config). The task name of a staged problem is ``problem:<absolute path>``
-(:data:`PREFIX`), which :func:`contextevolve.tasks.registry.get_task` resolves.
+A run works on its own copy, ``RUN_DIR/problem/``, so it survives edits to the originals and ``--resume``
+finds it: the evaluator's folder (its sibling modules and data files; hidden entries, ``__pycache__``, virtual
+environments, run directories, staged problems and ``openevolve_output`` left out), the initial program as
+``initial_program.py`` and ``problem.json`` (:class:`ProblemSpec`: what was decided from the flags and the
+config). The task name of a staged problem is ``problem:<absolute path>`` (:data:`PREFIX`), which
+:func:`contextevolve.tasks.registry.get_task` resolves.
 """
 
 from __future__ import annotations
@@ -41,7 +40,10 @@ DEFAULT_THRESHOLDS = [0.5, 0.75, 0.9]
 
 
 class ProblemSpec(BaseModel):
-    """A staged problem's ``problem.json``: everything its :class:`~contextevolve.tasks.problem.task.ProblemTask` needs."""
+    """A staged problem's ``problem.json``.
+
+    It holds everything its :class:`~contextevolve.tasks.problem.task.ProblemTask` needs.
+    """
 
     title: str
     """Human-readable name (the problem folder's name)."""
@@ -54,7 +56,8 @@ class ProblemSpec(BaseModel):
     timeout_s: float = Field(default=DEFAULT_TIMEOUT_S, gt=0)
     """Wall-clock limit of the evaluator's call, seconds."""
     cascade: bool = True
-    """Run ``evaluate_stage1``, ``evaluate_stage2``, ... when the evaluator defines them (OpenEvolve's default)."""
+    """Run ``evaluate_stage1``, ``evaluate_stage2``, ... when the evaluator defines them (OpenEvolve's
+    default)."""
     thresholds: list[float] = Field(default_factory=lambda: list(DEFAULT_THRESHOLDS))
     """Score stage *k* must reach for stage *k+1* to run."""
     whole_file: bool = False
@@ -83,15 +86,16 @@ class ProblemSource:
              evaluator: str | Path | None = None, config: str | Path | None = None,
              description: str | None = None, minimize: bool | None = None,
              timeout_s: float | None = None) -> ProblemSource:
-        """Check a problem folder (``problem``: it holds ``initial_program.py``, ``evaluator.py`` and
-        optionally ``config.yaml``) or files given one by one (they override the folder's).
+        """Check a problem folder, or files given one by one (they override the folder's).
 
-        ``description`` starting with ``@`` names a file holding it. Nothing is written.
+        The folder (``problem``) holds ``initial_program.py``, ``evaluator.py`` and optionally
+        ``config.yaml``. ``description`` starting with ``@`` names a file holding it. Nothing is written.
 
         Raises:
             ProblemError: a file is missing or unreadable, the program does not parse, the evaluator
                 defines no ``evaluate`` (nor ``evaluate_stage1``), the folder is too large, or the config
-                is unusable (:class:`~contextevolve.tasks.problem.config.ConfigError`, also a ValueError).
+                is unusable (:class:`~contextevolve.tasks.problem.config.ConfigError`, also a
+                ValueError).
         """
         folder = Path(problem) if problem is not None else None
         if folder is not None and not folder.is_dir():
@@ -113,24 +117,28 @@ class ProblemSource:
         cfg = read_config(config) if config is not None else ProblemConfig()
         defined = _defined_names(tree)
         cascade = cfg.cascade if cfg.cascade is not None else True
-        if "*" not in defined and "evaluate" not in defined and not (cascade and "evaluate_stage1" in defined):
+        if ("*" not in defined and "evaluate" not in defined
+                and not (cascade and "evaluate_stage1" in defined)):
             raise ProblemError(f"evaluator {evaluator} defines no function evaluate(program_path) "
-                               "(OpenEvolve's contract: it returns a dict of metrics or an EvaluationResult)")
+                               "(OpenEvolve's contract: it returns a dict of metrics or an "
+                               "EvaluationResult)")
         if description and description.startswith("@"):
             description = _read_text(Path(description[1:]), "description")
         notes = []
         whole_file = "# EVOLVE-BLOCK-START" not in source or "# EVOLVE-BLOCK-END" not in source
         if whole_file:
-            notes.append(f"{program} has no # EVOLVE-BLOCK-START / # EVOLVE-BLOCK-END markers: the whole file is evolved")
+            notes.append(f"{program} has no # EVOLVE-BLOCK-START / # EVOLVE-BLOCK-END markers: "
+                         "the whole file is evolved")
         minimize = bool(minimize)
-        notes.append("score: the evaluator's combined_score when it returns one, else the mean of its numeric "
-                     f"metrics; {'lower' if minimize else 'higher'} is better")
+        notes.append("score: the evaluator's combined_score when it returns one, else the mean of its "
+                     f"numeric metrics; {'lower' if minimize else 'higher'} is better")
         if cfg.ignored:
             notes.append(f"{config}: no equivalent here, ignored: {', '.join(cfg.ignored)}")
         title = (folder or evaluator.parent).resolve().name or "problem"
         spec = ProblemSpec(
             title=title, evaluator=evaluator.name, minimize=minimize, whole_file=whole_file,
-            description=description or cfg.description or default_description(title, evaluator_text, minimize),
+            description=(description or cfg.description
+                         or default_description(title, evaluator_text, minimize)),
             timeout_s=timeout_s or cfg.timeout_s or DEFAULT_TIMEOUT_S,
             cascade=cfg.cascade if cfg.cascade is not None else True,
             thresholds=cfg.thresholds if cfg.thresholds is not None else list(DEFAULT_THRESHOLDS))
@@ -144,8 +152,9 @@ class ProblemSource:
         return dict(self.config.settings)
 
     def stage(self, dest: str | Path) -> str:
-        """Copy the problem into ``dest`` (created; reused when it already holds this very problem) and
-        return its task name (``problem:<absolute dest>``).
+        """Copy the problem into ``dest`` and return its task name (``problem:<absolute dest>``).
+
+        ``dest`` is created, or reused when it already holds this very problem.
 
         Raises:
             ProblemError: ``dest`` already holds a different problem (or something else).
@@ -175,8 +184,11 @@ class ProblemSource:
 
 
 def default_description(title: str, evaluator_text: str, minimize: bool) -> str:
-    """The task description when neither ``--description`` nor the config's ``prompt.system_message`` gives one:
-    what the score is, plus the evaluator's module docstring (often the best statement of the problem)."""
+    """The task description when neither ``--description`` nor the config's ``prompt.system_message`` is set.
+
+    It says what the score is, plus the evaluator's module docstring (often the best statement of the
+    problem).
+    """
     doc = ""
     try:
         doc = ast.get_docstring(ast.parse(evaluator_text)) or ""
@@ -204,8 +216,10 @@ def _check_parses(text: str, path: Path, what: str) -> ast.Module:
 
 
 def _defined_names(tree: ast.Module) -> set[str]:
-    """Names the module may bind at import (anywhere outside function bodies: under ``if``/``try`` too);
-    ``"*"`` when a star import makes that unknowable."""
+    """Names the module may bind at import; ``"*"`` when a star import makes that unknowable.
+
+    Names bound anywhere outside function bodies count (under ``if``/``try`` too).
+    """
     names: set[str] = set()
     stack: list[ast.AST] = list(tree.body)
     while stack:
@@ -223,8 +237,10 @@ def _defined_names(tree: ast.Module) -> set[str]:
 
 
 def staged_task(name: str, run_dir: str | Path) -> str:
-    """``name`` (a task name from a run's ``run.json``), pointed at the run's own copy of its problem when
-    the run directory holds one: a moved run directory keeps working."""
+    """``name`` (a task name from a run's ``run.json``), pointed at the run's own copy of its problem.
+
+    Only when the run directory holds one: a moved run directory keeps working.
+    """
     staged = (Path(run_dir) / "problem").resolve()
     if name.startswith(PREFIX) and (staged / SPEC_FILE).is_file():
         return PREFIX + str(staged)

@@ -22,7 +22,14 @@ from pathlib import Path
 
 from contextevolve.tasks.base import Call, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
 from contextevolve.tasks.problem.harness import STAGED
-from contextevolve.tasks.problem.source import PREFIX, PROGRAM_FILE, SPEC_FILE, ProblemError, ProblemSpec, folder_files
+from contextevolve.tasks.problem.source import (
+    PREFIX,
+    PROGRAM_FILE,
+    SPEC_FILE,
+    ProblemError,
+    ProblemSpec,
+    folder_files,
+)
 
 HARNESS = "contextevolve.tasks.problem.harness"
 MAX_DIAGNOSTICS = 1500
@@ -57,17 +64,20 @@ class ProblemTask(Task):
 
     @property
     def metrics(self) -> list[MetricSpec]:  # type: ignore[override]
+        """The numeric metrics seen so far, in order, each improving in the score's direction."""
         return [MetricSpec(name=n, higher_is_better=self.higher_is_better) for n in list(self._seen)]
 
     def observe(self, metrics: dict[str, float]) -> None:
-        """Note metric names a stored evaluation holds (a fresh process learns them from the run's programs)."""
+        """Note a stored evaluation's metric names (a fresh process learns them from the run's programs)."""
         self._seen.update(dict.fromkeys(metrics))
 
     @property
     def initial_program(self) -> str:
+        """Source of the staged ``initial_program.py``."""
         return (self.folder / PROGRAM_FILE).read_text(encoding="utf-8")
 
     def baselines(self) -> dict[str, str]:
+        """Only the initial program: a user's problem ships no other baselines."""
         return {"initial": self.initial_program}
 
     @cached_property
@@ -76,8 +86,10 @@ class ProblemTask(Task):
                 for p in folder_files(self.folder) if p != self.folder / SPEC_FILE}
 
     def job(self) -> EvalJob:
-        """One call: the user's evaluator (or its cascade) on the candidate's file, within ``spec.timeout_s``
-        (built once: callers that only read ``entry`` do not copy the folder's files again)."""
+        """One call: the user's evaluator (or its cascade) on the candidate's file, within ``spec.timeout_s``.
+
+        Built once: callers that only read ``entry`` do not copy the folder's files again.
+        """
         return self._job
 
     @cached_property
@@ -109,8 +121,10 @@ class ProblemTask(Task):
         diagnostics = _diagnostics(text)
         metrics: dict[str, float] = {}
         for name, number in list(value["metrics"].items())[:64]:
-            if isinstance(number, str) or not isinstance(number, (int, float)) or not math.isfinite(number):
-                return self.rejected("failed", f"the evaluator returned a non-finite metric {name} ({number})",
+            if (isinstance(number, str) or not isinstance(number, (int, float))
+                    or not math.isfinite(number)):
+                return self.rejected("failed",
+                                     f"the evaluator returned a non-finite metric {name} ({number})",
                                      diagnostics=diagnostics)
             metrics[str(name)[:100]] = float(number)
         if text.get("error", "").strip():
@@ -128,7 +142,7 @@ class ProblemTask(Task):
 
 
 def _diagnostics(text: dict[str, str]) -> str:
-    """Artifacts and non-numeric metrics as ``name: value`` lines, capped at :data:`MAX_DIAGNOSTICS` characters."""
+    """Artifacts and non-numeric metrics as ``name: value`` lines, cut to :data:`MAX_DIAGNOSTICS` chars."""
     out = "\n".join(f"{k}: {v.strip()}" for k, v in text.items() if v.strip())
     return out[:MAX_DIAGNOSTICS]
 
@@ -138,9 +152,10 @@ _LOCK = threading.Lock()
 
 
 def problem_task(folder: str | Path) -> ProblemTask:
-    """The :class:`ProblemTask` of a staged folder, one instance per folder and version (its ``problem.json``,
-    told apart by a ``stat``: every node asks for the task): a folder staged again gets a fresh task, the
-    same one keeps its metrics.
+    """The :class:`ProblemTask` of a staged folder, one instance per folder and version.
+
+    Versions of its ``problem.json`` are told apart by a ``stat`` (every node asks for the task): a folder
+    staged again gets a fresh task, the same one keeps its metrics.
 
     Raises:
         ProblemError: the folder holds no staged problem.

@@ -8,8 +8,9 @@ queries, keys and values of ``LAYERS``; we keep the last ``NUM_QUERIES`` query
 positions (decoding-like queries over a long KV cache) and all keys and values.
 
 Run as ``python -m contextevolve.tasks.sparse_attention.capture OUT.npz`` — the
-capture needs ~8 GB of RAM for a minute or two, so :func:`attention_inputs` runs it in
-a child process and caches the arrays (see :mod:`contextevolve.tasks.datacache`).
+capture needs a lot of memory for a while (docs/tasks.md, *Sparse attention*), so
+:func:`attention_inputs` runs it in a child process and caches the arrays (see
+:mod:`contextevolve.tasks.datacache`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import importlib
 import inspect
 import os
 import subprocess
-import tempfile
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -53,8 +54,11 @@ def corpus_text() -> str:
 
 
 def capture(out_path: Path) -> None:
-    """Run the LM over the corpus and save ``queries [L, H, Q, d]``, ``keys``/``values [L, Hkv, T, d]``
-    (float32) and ``query_positions [Q]`` (int64) to ``out_path``."""
+    """Run the LM over the corpus and save the captured arrays to ``out_path``.
+
+    They are ``queries [L, H, Q, d]``, ``keys``/``values [L, Hkv, T, d]`` (float32) and
+    ``query_positions [Q]`` (int64).
+    """
     import torch
     from transformers import AttentionInterface, AutoModelForCausalLM, AutoTokenizer
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -71,7 +75,8 @@ def capture(out_path: Path) -> None:
 
     def recording_attention(module, query, key, value, attention_mask, **kwargs):
         if module.layer_idx in LAYERS:
-            captured[module.layer_idx] = (query[0, :, -NUM_QUERIES:].clone(), key[0].clone(), value[0].clone())
+            captured[module.layer_idx] = (query[0, :, -NUM_QUERIES:].clone(), key[0].clone(),
+                                          value[0].clone())
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
 
     AttentionInterface.register("contextevolve_capture", recording_attention)
@@ -109,7 +114,8 @@ def attention_inputs() -> dict[str, np.ndarray]:
     Raises:
         CaptureError: the first capture failed (e.g. the embedded model is not installed).
     """
-    key = f"{VERSION}-{'-'.join(map(str, LAYERS))}-{NUM_TOKENS}-{NUM_QUERIES}-py{sys.version_info[0]}{sys.version_info[1]}"
+    key = (f"{VERSION}-{'-'.join(map(str, LAYERS))}-{NUM_TOKENS}-{NUM_QUERIES}"
+           f"-py{sys.version_info[0]}{sys.version_info[1]}")
     arrays = cached_arrays("sparse_attention", key, _build)
     for arr in arrays.values():
         arr.setflags(write=False)
@@ -118,9 +124,11 @@ def attention_inputs() -> dict[str, np.ndarray]:
 
 @cache
 def layer_files(layer: int) -> dict[str, bytes]:
-    """The inputs of captured layer ``layer`` (index into ``LAYERS``) as ``<name>.npy`` bytes for the
-    candidate: its ``queries``, ``keys``, ``values`` and the shared ``query_positions``; serialised once
-    per process."""
+    """The inputs of captured layer ``layer`` (index into ``LAYERS``) as ``<name>.npy`` bytes.
+
+    For the candidate: its ``queries``, ``keys``, ``values`` and the shared ``query_positions``;
+    serialised once per process.
+    """
     data = attention_inputs()
     arrays = {"queries": data["queries"][layer], "keys": data["keys"][layer], "values": data["values"][layer],
               "query_positions": data["query_positions"]}

@@ -13,7 +13,7 @@ import numpy as np
 
 
 def select_keys(queries, keys, values, query_positions):
-    """vAttention with top-p heavy hitters and a residual-mass-scaled sample; returns (mask, weights)."""
+    """The vAttention rule: top-p heavy hitters and a residual-mass-scaled sample; returns (mask, weights)."""
     sink, window, tau = 4, 64, 0.75
     epsilon, delta = 0.05, 0.05
     full_budget = math.log(2 / delta) / (2 * epsilon ** 2)

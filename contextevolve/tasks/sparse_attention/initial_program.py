@@ -8,11 +8,15 @@ import numpy as np
 
 
 def select_keys(queries, keys, values, query_positions):
-    """vAttention-style selection: attention sink + local window + top-k heavy hitters, plus a
-    uniform sample of the remaining keys whose weights make the estimate of their share unbiased.
+    """The vAttention-style selection: attention sink, local window, top-k heavy hitters and a sample.
+
+    The attention sink + local window + top-k heavy hitters, plus a uniform sample of the remaining
+    keys whose weights make the estimate of their share unbiased.
 
     Args:
-        queries: [H, Q, d] float32; keys, values: [Hkv, T, d] float32 (head h uses KV head h // (H // Hkv)).
+        queries: [H, Q, d] float32.
+        keys: [Hkv, T, d] float32 (head h uses KV head h // (H // Hkv)).
+        values: [Hkv, T, d] float32.
         query_positions: [Q] int64; query i may attend keys 0..query_positions[i].
 
     Returns:

@@ -14,12 +14,12 @@ kept weight before summing — huge finite weights cannot overflow).
 * ``combined_score`` = (density + error) / 2, **lower is better**; a rejected program
   scores 1.0, the worst value (``Task.worst_score``), never 0.
 
-Calls (so that no call's inputs hold what it is scored against): one call per captured layer, whose inputs are that layer's Q, K, V and
-the query positions only (the dense output the grader compares against is never sent;
-it is computed here, in float64, from our own copy). A layer whose call failed (raised,
-overran ``CASE_TIMEOUT_S``, crashed) counts with density 1 and error 1 for every row —
-the worst — so giving up on a hard layer never pays; if every call failed the program is
-``failed``.
+Calls (so that no call's inputs hold what it is scored against): one call per captured
+layer, whose inputs are that layer's Q, K, V and the query positions only (the dense
+output the grader compares against is never sent; it is computed here, in float64, from
+our own copy). A layer whose call failed (raised, overran ``CASE_TIMEOUT_S``, crashed)
+counts with density 1 and error 1 for every row — the worst — so giving up on a hard layer
+never pays; if every call failed the program is ``failed``.
 
 Holes closed: outputs are parsed as ``.npy`` against a strict spec before allocating
 (mask ``bool`` [H, Q, T]; weights, when given, a float array of at most 8-byte items of
@@ -37,7 +37,12 @@ import numpy as np
 
 from contextevolve.evaluation.arrays import ArraySpec, parse_npy
 from contextevolve.tasks.base import Call, CallResult, CandidateRun, EvalJob, Evaluation, MetricSpec, Task
-from contextevolve.tasks.sparse_attention.capture import NUM_QUERIES, NUM_TOKENS, attention_inputs, layer_files
+from contextevolve.tasks.sparse_attention.capture import (
+    NUM_QUERIES,
+    NUM_TOKENS,
+    attention_inputs,
+    layer_files,
+)
 
 HARNESS = "contextevolve.tasks.sparse_attention.harness"
 ENTRY = "select_keys"
@@ -62,7 +67,7 @@ def attention_error(q: np.ndarray, k: np.ndarray, v: np.ndarray, positions: np.n
     dense_p = np.exp(scores)
     dense = np.einsum("hqt,htd->hqd", dense_p / dense_p.sum(axis=2, keepdims=True), v64)
     kept = mask.astype(np.float64)
-    if weights is not None:  # o_S is invariant to a row's scale: divide by its largest kept weight (no overflow)
+    if weights is not None:  # o_S is invariant to a row's scale: divide by its top kept weight (no overflow)
         kept *= weights.astype(np.float64)
         top = kept.max(axis=2, keepdims=True)
         kept /= np.where(top > 0, top, 1.0)
@@ -170,8 +175,11 @@ class SparseAttention(Task):
         return self.grade(run.calls, attention_inputs())
 
     def grade(self, calls: Sequence[CallResult], data: Mapping[str, np.ndarray]) -> Evaluation:
-        """Score one call per layer of ``data`` (``queries`` [L, H, Q, d], ``keys`` / ``values`` [L, Hkv, T, d],
-        ``query_positions`` [Q]); a failed call counts density 1 and error 1 (module doc). Never raises."""
+        """Score one call per layer of ``data``; never raises.
+
+        ``data`` holds ``queries`` [L, H, Q, d], ``keys`` / ``values`` [L, Hkv, T, d] and
+        ``query_positions`` [Q]; a failed call counts density 1 and error 1 (module doc).
+        """
         q, k, v, pos = data["queries"], data["keys"], data["values"], data["query_positions"]
         if len(calls) != q.shape[0]:
             return self.rejected("invalid", f"the sandbox reported {len(calls)} calls, expected {q.shape[0]}")

@@ -64,10 +64,12 @@ of its operations comes strictly after all conflicting operations of transaction
 (same key and at least one is a write; reads may overlap). Makespan = time the last operation ends.
 `order` must be a permutation of range(workload.num_txns) (ints, each once). Helpers:
 `workload.makespan(order)`; `workload.new_state()` gives an incremental schedule with
-`cost_if_placed(txn)`, `earliest_start(txn)`, `place(txn)` and `.makespan`. num_seqs={NUM_SEQS} is a hint for
+`cost_if_placed(txn)`, `earliest_start(txn)`, `place(txn)` and `.makespan`. num_seqs={NUM_SEQS} is \
+a hint for
 the number of restarts. Three workloads (hot keys: Zipf-skewed keys, 15-50% writes).
 Score = validity * 1e6 / (1 + total makespan over the 3 workloads); higher is better. validity = fraction
-of workloads scheduled; a workload whose call raises or takes more than {CASE_TIMEOUT_S:g} s counts with its serial
+of workloads scheduled; a workload whose call raises or takes more than {CASE_TIMEOUT_S:g} s counts \
+with its serial
 makespan (all transactions back to back) and lowers validity. Keep each call < {CASE_TIMEOUT_S:g} s.
 """
 
@@ -118,7 +120,8 @@ class TxnScheduling(Task):
             cost = makespan(txns, order)
             total += cost
             valid += 1
-            note = "" if claimed == cost else f" (program claimed {'nothing usable' if claimed is None else claimed})"
+            note = ("" if claimed == cost
+                    else f" (program claimed {'nothing usable' if claimed is None else claimed})")
             lines.append(f"{spec.name}: makespan {cost}{note}, {call.seconds:.2f} s")
         if not valid:
             return self.rejected("failed", f"every workload failed; first: {errors[0]}",
@@ -155,7 +158,7 @@ def _parse_output(call: CallResult, n: int) -> tuple[list[int], int | float | No
 
 
 def _plain_number(x: object) -> int | float | None:
-    """``x`` when it is an int or a finite float of magnitude at most 1e15 (shown in diagnostics), else None."""
+    """``x`` when it is an int or a finite float of magnitude at most 1e15, else None (for diagnostics)."""
     if type(x) is int:
         return x if abs(x) <= 10**15 else None
     if type(x) is float:
@@ -164,7 +167,7 @@ def _plain_number(x: object) -> int | float | None:
 
 
 def _permutation_problem(order: object, n: int) -> str:
-    """Why ``order`` is not a permutation of ``range(n)``; empty when it is (length checked before the items)."""
+    """Why ``order`` is not a permutation of ``range(n)``; empty when it is (length checked before items)."""
     if not isinstance(order, list):
         return "order is not a list of ints"
     if len(order) > n:

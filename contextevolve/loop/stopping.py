@@ -1,5 +1,8 @@
-"""When the run stops (paper Alg. 1's iteration budget, plus the target-score, token-budget and
-time-budget stops), decided run-wide over the Evolve Buffer, whichever worker asks."""
+"""When the run stops, decided run-wide over the Evolve Buffer, whichever worker asks.
+
+The stops are paper Alg. 1's iteration budget, plus the target-score, token-budget and time-budget
+stops.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +13,18 @@ from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.base import Task
 
 
-def stop_reason(ctx: RunContext, task: Task, memory: RunMemory, spent: tuple[int, float] | None = None) -> str | None:
-    """Why no worker should start another iteration now, or None: the target score (the buffer's best), the
-    token budget (tokens of the committed programs) or the time budget
-    (:meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`'s elapsed seconds). The iteration budget is
-    the claim's own check (:meth:`~contextevolve.memory.buffer.EvolveBuffer.claim`), which counts the
-    children in flight too: :func:`budget_spent_reason` words it. ``spent``: the buffer's
-    :meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`, when the caller has read it already."""
+def stop_reason(ctx: RunContext, task: Task, memory: RunMemory,
+                spent: tuple[int, float] | None = None) -> str | None:
+    """Why no worker should start another iteration now, or None.
+
+    The reasons: the target score (the buffer's best), the token budget (tokens of the committed
+    programs) or the time budget (:meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`'s elapsed
+    seconds). The iteration budget is the claim's own check
+    (:meth:`~contextevolve.memory.buffer.EvolveBuffer.claim`), which counts the children in flight too:
+    :func:`budget_spent_reason` words it. ``spent``: the buffer's
+    :meth:`~contextevolve.memory.buffer.EvolveBuffer.spent` ``(tokens, seconds)``, when the caller has
+    read it already.
+    """
     buffer = memory.buffer
     best = buffer.best_by(task.better) if ctx.target_score is not None else None
     if best is not None and (
@@ -36,10 +44,11 @@ def budget_spent_reason(ctx: RunContext) -> str:
 
 
 def worker_budget_spent(ctx: RunContext, state: WorkerState, usage: TokenUsage | None = None) -> bool:
-    """True when the worker's iteration in progress has spent its share of the run's token budget: what was
-    left when it was claimed (``ctx.token_budget - state.run_tokens``) split evenly over the run's workers
-    (``state.workers``). ``usage``: tokens the calling phase spent that ``state.iteration_usage`` does not
-    hold yet. Always False without a token budget.
+    """Whether the worker's iteration in progress has spent its share of the run's token budget.
+
+    The share is what was left when it was claimed (``ctx.token_budget - state.run_tokens``) split
+    evenly over the run's workers (``state.workers``). ``usage``: tokens the calling phase spent that
+    ``state.iteration_usage`` does not hold yet. Always False without a token budget.
 
     Checked before a worker asks the model for more of its own work (a second ask after a twin, a model
     repair or restart; a free import fix still runs), so that a run ends close to its budget, as

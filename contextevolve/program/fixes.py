@@ -19,7 +19,7 @@ import re
 import sys
 import typing
 
-from contextevolve.editing import BLOCK_START
+from contextevolve.program.edits import BLOCK_START
 
 _NAME_ERROR = re.compile(r"NameError: name '(\w+)' is not defined")
 FROM_MODULES = ("collections", "itertools", "functools", "math", "heapq", "bisect", "random", "statistics")
@@ -46,6 +46,7 @@ def missing_import(error: str) -> str | None:
 
     Args:
         error: the evaluator's reason and traceback text of a failed child.
+
     Returns:
         ``"import heapq"``, ``"from typing import List"``, ``"import numpy as np"`` ..., or None when
         there is no NameError or the name is not a known importable name (a misspelt local, say).
@@ -63,8 +64,11 @@ def missing_import(error: str) -> str | None:
 
 
 def add_import(source: str, line: str) -> str:
-    """``source`` with ``line`` added: right after ``# EVOLVE-BLOCK-START`` when the program has the
-    marker (the part that may change), else after the module docstring and ``__future__`` imports."""
+    """``source`` with the import ``line`` added.
+
+    It goes right after ``# EVOLVE-BLOCK-START`` when the program has the marker (the part that may
+    change), else after the module docstring and ``__future__`` imports.
+    """
     lines = source.splitlines(keepends=True)
     for n, text in enumerate(lines):
         if text.strip() == BLOCK_START:

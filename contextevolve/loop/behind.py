@@ -1,16 +1,18 @@
-"""The Summarizer behind its worker: a child's abstract is written, and the child committed, while its worker
-goes on with its next iteration (``RunContext.summarizes_behind``, on by default with several workers).
+"""The Summarizer behind its worker: a child is summarized and committed while its worker goes on.
 
-Why: with a fast endpoint an iteration is its LLM calls, and the Summarizer's is the last of them; its reply
-is needed by the *next* iterations that read the child (as a parent, an exemplar, a step the Navigator is
-shown), not by the worker that made it. So the worker hands the child over: the iteration's tokens, seconds
-and LLM calls are stored on its record and its claim is marked handed over
-(:meth:`~contextevolve.memory.buffer.EvolveBuffer.hand_over`); a thread of this process writes the abstract
-and commits it. The worker's next iteration sees the children committed by then.
+A child's abstract is written, and the child committed, while its worker goes on with its next
+iteration (``RunContext.summarizes_behind``, on by default with several workers).
 
-Durability: a child handed over but not committed when the process died is finished by its worker's next
-``claim`` (:func:`settle`), which also raises a job's error in the worker (an endpoint that went down) and,
-before the worker stops, waits for its jobs, so a run never ends with a child in the air.
+Why: with a fast endpoint an iteration is its LLM calls, and the Summarizer's is the last of them; its
+reply is needed by the *next* iterations that read the child (as a parent, an exemplar, a step the
+Navigator is shown), not by the worker that made it. So the worker hands the child over: the
+iteration's tokens, seconds and LLM calls are stored on its record and its claim is marked handed over
+(:meth:`~contextevolve.memory.buffer.EvolveBuffer.hand_over`); a thread of this process writes the
+abstract and commits it. The worker's next iteration sees the children committed by then.
+
+Durability: a child handed over but not committed when the process died is finished by its worker's
+next ``claim`` (:func:`settle`), which also raises a job's error in the worker (an endpoint that went
+down) and, before the worker stops, waits for its jobs, so a run never ends with a child in the air.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from pathlib import Path
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
+from contextevolve.loop.resources import memory_of
 from contextevolve.memory.records import program_id
-from contextevolve.nodes.resources import memory_of
 from contextevolve.roles import TokenUsage, add_usage
 from contextevolve.timing import LLMCall, add_seconds, phase_clock
 
@@ -43,8 +45,10 @@ Writer = Callable[[RunContext, str], TokenUsage]
 
 
 def finish(ctx: RunContext, child_id: str, write: Writer) -> None:
-    """Write the abstract of the handed-over child ``child_id`` with ``write`` and commit it, its Summarizer call
-    added to the tokens, seconds and LLM calls stored on it. Idempotent (a committed child is left as it is).
+    """Write the abstract of the handed-over child ``child_id`` with ``write`` and commit it.
+
+    Its Summarizer call is added to the tokens, seconds and LLM calls stored on it. Idempotent (a
+    committed child is left as it is).
 
     Raises:
         contextevolve.llm.faults.EndpointUnavailable: the Summarizer's endpoint is down.
@@ -57,14 +61,18 @@ def finish(ctx: RunContext, child_id: str, write: Writer) -> None:
     child = memory.buffer.require(child_id)
     child.tokens = add_usage(child.tokens, usage)
     # "summarize.behind": of the phase, the seconds behind the worker (not its elapsed time: it went on)
-    child.seconds = add_seconds(child.seconds, {**watch.seconds, "summarize.behind": watch.seconds["summarize"]})
+    child.seconds = add_seconds(child.seconds,
+                                {**watch.seconds, "summarize.behind": watch.seconds["summarize"]})
     child.llm_calls = [*child.llm_calls, *watch.calls]
     memory.commit(child)
 
 
 def hand_over(ctx: RunContext, state: WorkerState, write: Writer) -> None:
-    """Store the iteration's tokens, seconds and LLM calls on the worker's child, mark its claim handed over and
-    start :func:`finish` on a thread of this process."""
+    """Hand the worker's child over to a thread of this process, which finishes it (:func:`finish`).
+
+    The iteration's tokens, seconds and LLM calls are stored on the child and its claim is marked handed
+    over first.
+    """
     global _POOL
     memory = memory_of(ctx)
     memory.buffer.update(state.child_id, tokens=dict(state.iteration_usage), seconds=dict(state.seconds),
@@ -77,9 +85,11 @@ def hand_over(ctx: RunContext, state: WorkerState, write: Writer) -> None:
 
 
 def settle(ctx: RunContext, worker: int, write: Writer, *, wait: bool = False) -> None:
-    """Before ``worker`` claims again: forget its finished jobs, raising the first one's error; with ``wait``,
-    wait for all its jobs first; then finish (here, synchronously) its handed-over children no job of this
-    process is finishing, those of a run that was killed while they were being summarized.
+    """Settle ``worker``'s handed-over children before it claims again.
+
+    Forget its finished jobs, raising the first one's error; with ``wait``, wait for all its jobs first;
+    then finish (here, synchronously) its handed-over children no job of this process is finishing,
+    those of a run that was killed while they were being summarized.
 
     Raises:
         Whatever a job raised (e.g. ``EndpointUnavailable``).
@@ -100,8 +110,10 @@ def settle(ctx: RunContext, worker: int, write: Writer, *, wait: bool = False) -
 
 
 def drain(run_dir: str | Path) -> None:
-    """Wait for every job of the run in ``run_dir`` and forget them (errors are left to the next resume, which
-    finishes what they did not): called before the run's memory is closed."""
+    """Wait for every job of the run in ``run_dir`` and forget them; called before its memory is closed.
+
+    Errors are left to the next resume, which finishes what the jobs did not.
+    """
     run = str(Path(run_dir).resolve())
     with _LOCK:
         jobs = {key: future for key, (_, future) in _JOBS.items() if key[0] == run}

@@ -1,9 +1,9 @@
-"""Reading a Generator reply (untrusted text): its fenced code blocks, the program in it, the
-EVOLVE-BLOCK region of a program, and :class:`EditError`, the reason a reply cannot become a child.
+"""Reading a Generator reply (untrusted text): its code blocks, its program, a program's EVOLVE-BLOCK.
 
-Shared by :mod:`contextevolve.editing` (rewrites and SEARCH/REPLACE edits) and
-:mod:`contextevolve.splicing` (whole functions spliced in by name), so neither imports the other's
-internals.
+It also defines :class:`EditError`, the reason a reply cannot become a child. Shared by
+:mod:`contextevolve.program.edits` (rewrites and SEARCH/REPLACE edits) and
+:mod:`contextevolve.program.splicing` (whole functions spliced in by name), so neither imports the
+other's internals.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class EditError(ValueError):
     ``source`` holds the child when it was built but does not compile (a repair can start from
     it); ``unchanged`` is True when the reply gave its base program back (the same code apart from
     comments and layout; the novelty check's wider "twin" is
-    :func:`contextevolve.editing.normalized_code`'s).
+    :func:`contextevolve.program.edits.normalized_code`'s).
     """
 
     def __init__(self, message: str, *, source: str = "", unchanged: bool = False):
@@ -41,8 +41,10 @@ def evolve_region(source: str) -> tuple[int, int] | None:
 
 
 def code_blocks(text: str) -> list[tuple[str, str]]:
-    """Every fenced block of ``text`` as ``(language in lower case, body)``, in order (an unclosed last
-    block runs to the end of the text)."""
+    """Every fenced block of ``text`` as ``(language in lower case, body)``, in order.
+
+    An unclosed last block runs to the end of the text.
+    """
     return [(lang.lower(), body) for lang, body in _FENCE.findall(text)]
 
 

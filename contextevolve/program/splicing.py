@@ -1,9 +1,12 @@
-"""The ``functions`` edit form: the reply holds only the top-level functions and classes it changes or
-adds; each replaces the parent's definition of the same name, a new one is added, imports are merged.
+"""The ``functions`` edit form: a reply of only the top-level functions and classes that change.
 
-Why a third form beside the full rewrite and SEARCH/REPLACE edits (:mod:`contextevolve.editing`):
-on this project's 2-core machine the embedded model writes 10-13 tokens/s, so the length of a reply
-*is* the cost of a try. A full rewrite repeats every unchanged line of the program; SEARCH/REPLACE
+The reply holds only the top-level functions and classes it changes or adds; each replaces the
+parent's definition of the same name, a new one is added, imports are merged.
+
+Why a third form beside the full rewrite and SEARCH/REPLACE edits (:mod:`contextevolve.program.edits`):
+on this project's 2-core machine the embedded model decodes a reply one token at a time, slowly
+(its rates: docs/embedded-model.md, "Measured speed"), so the length of a reply *is* the cost of a
+try. A full rewrite repeats every unchanged line of the program; SEARCH/REPLACE
 edits are short but must copy the parent's lines character for character, which a 1.5B model often
 gets wrong. A whole function is the unit a small model writes well, and splicing it by name needs
 no copying at all.
@@ -29,7 +32,7 @@ from __future__ import annotations
 import ast
 import io
 
-from contextevolve.replies import EditError, code_blocks, evolve_region, extract_code
+from contextevolve.program.replies import EditError, code_blocks, evolve_region, extract_code
 
 _DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -46,10 +49,12 @@ def _name(node: ast.stmt) -> str | None:
 
 
 def source_lines(source: str) -> list[str]:
-    """``source``'s lines as Python numbers them (``lineno`` of its AST), line ends kept: split at ``\\n``,
-    ``\\r\\n`` and ``\\r`` only. ``str.splitlines`` also splits at ``\\x0b``, form feeds, ``\\x1c``-``\\x1e``, ``\\x85``
-    and U+2028/U+2029, which the tokenizer reads as ordinary characters: after one of those, an AST
-    line number would point at another line."""
+    r"""``source``'s lines as Python numbers them (``lineno`` of its AST), line ends kept.
+
+    It splits at ``\n``, ``\r\n`` and ``\r`` only. ``str.splitlines`` also splits at ``\x0b``, form
+    feeds, ``\x1c``-``\x1e``, ``\x85`` and U+2028/U+2029, which the tokenizer reads as ordinary
+    characters: after one of those, an AST line number would point at another line.
+    """
     return io.StringIO(source, newline="").readlines()
 
 
@@ -72,8 +77,10 @@ def _parent_node(parent_tree: ast.Module, span: tuple[int, int]) -> ast.stmt | N
 
 
 def _parses(text: str, node: ast.stmt) -> bool:
-    """Whether ``text``, the source of ``node`` from the start of its first line, parses; a member of a
-    class (indented) is parsed as the body of a class."""
+    """Whether ``text``, the source of ``node`` from the start of its first line, parses.
+
+    A member of a class (indented) is parsed as the body of a class.
+    """
     try:
         ast.parse(text if node.col_offset == 0 else "class _:\n" + text)
     except SyntaxError:
@@ -82,21 +89,25 @@ def _parses(text: str, node: ast.stmt) -> bool:
 
 
 def _keep_docstring(text: str, node: ast.stmt, old: ast.stmt | None, parent_lines: list[str]) -> str:
-    """``text`` (the source of the reply's definition ``node``, from the start of its first line) with
-    the docstring of the parent's definition ``old`` put back when the reply's has none, and, for a
-    class, the docstrings of its methods and nested classes, matched by name in ``old``'s body.
+    """``text`` with the docstrings of the parent's definition ``old`` put back where the reply's lack them.
+
+    ``text`` is the source of the reply's definition ``node``, from the start of its first line. The
+    docstring of ``old`` is put back when the reply's has none, and, for a class, the docstrings of its
+    methods and nested classes, matched by name in ``old``'s body.
 
     The Generator is shown programs without docstrings, and a rewritten function or class should not
     lose its documentation for that. Left as it is: a one-line def, a definition without a parent's
     docstring, and one that would not parse with it (e.g. a body on the last line of a multi-line
-    signature)."""
+    signature).
+    """
     if not isinstance(node, _DEFINITION) or not isinstance(old, _DEFINITION) or not node.body:
         return text
     start = _span(node)[0]
     if isinstance(node, ast.ClassDef) and isinstance(old, ast.ClassDef):
         members = {n.name: n for n in old.body if isinstance(n, _DEFINITION)}
         lines = source_lines(text)
-        for member in reversed(node.body):  # bottom up: an insertion does not move the members still to come
+        # bottom up: an insertion does not move the members still to come
+        for member in reversed(node.body):
             if isinstance(member, _DEFINITION) and member.name in members:
                 first, end = (line - start for line in _span(member))
                 lines[first:end] = [_keep_docstring("".join(lines[first:end]), member, members[member.name],
@@ -121,8 +132,10 @@ def _keep_docstring(text: str, node: ast.stmt, old: ast.stmt | None, parent_line
 
 
 def reply_code(reply: str) -> str:
-    """The code of a functions-form reply: every Python block, in order (a small model sometimes
-    puts each function in a block of its own), else :func:`~contextevolve.replies.extract_code`.
+    """The code of a functions-form reply: every Python block, in order, else its one program.
+
+    A small model sometimes puts each function in a block of its own; a reply with one block or none
+    is read by :func:`~contextevolve.program.replies.extract_code`.
 
     Raises:
         EditError: no code found.
@@ -141,7 +154,8 @@ def apply_functions(parent: str, reply: str) -> str:
         reply: the Generator's reply (untrusted text).
 
     Returns:
-        The child's source (not yet compiled; :func:`~contextevolve.editing.build_child` checks it).
+        The child's source (not yet compiled; :func:`~contextevolve.program.forms.build_child` checks
+        it).
 
     Raises:
         EditError: no code, code that does not parse, no definition in it, or a definition of a name
@@ -155,7 +169,8 @@ def apply_functions(parent: str, reply: str) -> str:
     try:
         parent_tree = ast.parse(parent)
     except SyntaxError as exc:
-        raise EditError(f"the parent does not parse (line {exc.lineno}); functions cannot be spliced into it") from None
+        raise EditError(f"the parent does not parse (line {exc.lineno}); functions cannot be spliced "
+                        "into it") from None
     lines = source_lines(parent)
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
@@ -173,9 +188,11 @@ def apply_functions(parent: str, reply: str) -> str:
             own[name] = (start, end)  # the last definition wins, as at import
         else:
             fixed[name] = "".join(lines[start:end]).strip()
-    import_at = max((_span(node)[1] for node in parent_tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+    import_at = max((_span(node)[1] for node in parent_tree.body
+                     if isinstance(node, (ast.Import, ast.ImportFrom))
                      and first_line <= _span(node)[0] < end_line), default=None)
-    if import_at is None:  # no import in the region: at its top, after a module docstring or __future__ import
+    # no import in the region: at its top, after a module docstring or __future__ import
+    if import_at is None:
         import_at = max([first_line, *(_span(node)[1] for node in parent_tree.body[:2] if not region and (
             isinstance(node, ast.ImportFrom) and node.module == "__future__"
             or isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)))])
@@ -196,13 +213,15 @@ def apply_functions(parent: str, reply: str) -> str:
         if name in fixed and name not in own:
             if text.strip() == fixed[name]:  # the fixed part copied back unchanged (a whole-program reply)
                 continue
-            raise EditError(f"the reply redefines {name}, which lies outside the EVOLVE-BLOCK and may not change")
+            raise EditError(f"the reply redefines {name}, which lies outside the EVOLVE-BLOCK and may not "
+                            "change")
         if name in own:
             replaced[name] = _keep_docstring(text, node, _parent_node(parent_tree, own[name]), lines)
         else:
             added.append(text)
     if not replaced and not added:
-        raise EditError("the reply defines no function or class: reply with the complete functions you change")
+        raise EditError("the reply defines no function or class: reply with the complete functions you "
+                        "change")
     edits = sorted(((own[name], text) for name, text in replaced.items()), reverse=True)
     first_replaced = min((span[0] for span, _ in edits), default=end_line)
     for (start, end), text in edits:
@@ -216,15 +235,18 @@ def apply_functions(parent: str, reply: str) -> str:
 
 
 def restore_docstrings(parent: str, child: str) -> str:
-    """``child`` with the docstrings of the parent's top-level defs and classes, and of those classes'
-    methods and nested classes, put back into each definition of the same name (and place) that has
-    none (a one-line def is left as it is, and so is a definition that would not parse with it).
-    Functions nested in a function are not matched.
+    """``child`` with the parent's docstrings put back into its definitions that have none.
 
-    The Generator is shown programs without docstrings (:func:`contextevolve.nodes.compose.shown`), so a
-    rewrite written from that view would drop them; this keeps the evolved program documented, as the
-    ``functions`` splice does, without the model reading or writing them. Either program not parsing
-    returns ``child`` unchanged (:func:`~contextevolve.editing.build_child` reports a syntax error).
+    They are the docstrings of the parent's top-level defs and classes, and of those classes' methods
+    and nested classes, each put back into the definition of the same name (and place) that has none
+    (a one-line def is left as it is, and so is a definition that would not parse with it). Functions
+    nested in a function are not matched.
+
+    The Generator is shown programs without docstrings
+    (:meth:`contextevolve.loop.policy.SearchPolicy.shown`), so a rewrite written from that view would
+    drop them; this keeps the evolved program documented, as the ``functions`` splice does, without the
+    model reading or writing them. Either program not parsing returns ``child`` unchanged
+    (:func:`~contextevolve.program.forms.build_child` reports a syntax error).
     """
     try:
         parent_tree, child_tree = ast.parse(parent), ast.parse(child)
@@ -236,5 +258,6 @@ def restore_docstrings(parent: str, child: str) -> str:
     for node in reversed(child_tree.body):  # bottom up: an insertion does not move the nodes still to come
         if isinstance(node, _DEFINITION) and node.name in olds:
             start, end = _span(node)
-            lines[start:end] = [_keep_docstring("".join(lines[start:end]), node, olds[node.name], parent_lines)]
+            lines[start:end] = [_keep_docstring("".join(lines[start:end]), node, olds[node.name],
+                                                parent_lines)]
     return "".join(lines)

@@ -1,0 +1,160 @@
+"""One way to ask the Generator's model for a program, and how a program is found to be a twin.
+
+The Generator (phase 5), its second ask after a twin, repairs and restarts all ask the same model for a
+program: messages in, a reply that the run's edit form turns into source
+(:meth:`~contextevolve.program.forms.EditForm.build`), or a failure with its
+:data:`~contextevolve.memory.records.FailureKind`. :func:`ask_generator` is that one request; the seed,
+temperature and stop of each request are the iteration's :class:`~contextevolve.loop.policy.SearchPolicy`'s,
+so a node only chooses *which* request it makes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from contextevolve.graph.context import RunContext
+from contextevolve.llm.calls import MalformedReply, Reply, call_role
+from contextevolve.loop.policy import Sampling, SearchPolicy
+from contextevolve.memory.records import FailureKind, ProgramRecord
+from contextevolve.memory.store import RunMemory
+from contextevolve.program.docstrings import restore_docstrings
+from contextevolve.program.forms import EditForm
+from contextevolve.program.replies import EditError
+from contextevolve.program.twins import normalized_code
+from contextevolve.prompts.generator import reask_messages
+from contextevolve.roles import Role, TokenUsage, booked_as
+from contextevolve.tasks.base import Task
+
+REPLY_EXCERPT = 600
+"""Characters of a failed reply kept in the record's diagnostics."""
+
+
+@dataclass
+class Outcome:
+    """What one request to the Generator's model became."""
+
+    source: str = ""
+    """The program built from the reply; on an ``edit`` failure the child as far as it was built (one
+    that does not compile, which a repair can start from), else empty."""
+    text: str = ""
+    """The reply's text (what is kept of a failed one goes to the record's diagnostics)."""
+    usage: TokenUsage = field(default_factory=dict)
+    """Tokens of the request, every retry included, booked under the asking role."""
+    failure: FailureKind = ""
+    """``endpoint`` (no usable reply after the retries) or ``edit`` (the reply did not become a
+    program); ``""`` when ``source`` is a program."""
+    problem: str = ""
+    """Why, for people and the LLM (empty when there is no failure)."""
+    unchanged: bool = False
+    """The reply gave the base program back (no failure, ``source`` is the base)."""
+
+
+def whole_program(base: str, form: EditForm) -> Callable[[Reply], None]:
+    """A ``call_role`` check: a truncated reply must still yield a complete program, else it is retried.
+
+    Raises (from the returned check):
+        MalformedReply: the reply was cut off (``finish_reason="length"``) and no program can be built
+            from it.
+    """
+    def check(reply: Reply) -> None:
+        if not reply.truncated:
+            return
+        try:
+            form.build(base, reply.text, truncated=True)
+        except EditError as exc:
+            raise MalformedReply(f"completion cut off at the token cap (finish_reason=length): {exc}",
+                                 text=reply.text) from None
+    return check
+
+
+def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: SearchPolicy, *, base: str,
+                  form: EditForm | None = None, book: Role = "generator",
+                  from_hidden_view: bool | None = None) -> Outcome:
+    """Send ``messages`` to the Generator's model and build a program from the reply.
+
+    The request samples with ``sampling``; the reply is an edit of ``base`` in ``form`` (default: the
+    run's, ``policy.form``). The request stops where ``policy`` says for ``form``
+    (:meth:`SearchPolicy.stop`); a reply cut off before a whole program is retried
+    (:func:`whole_program`). Its tokens are booked under ``book`` (``generator`` or ``repair``).
+    ``from_hidden_view``: ``messages`` showed ``base`` without its docstrings (None: as the policy shows
+    programs); a rewrite written from that view gets its parent's docstrings back
+    (:attr:`EditForm.restores_docstrings`), so a lineage does not lose them one second ask at a time.
+
+    Returns:
+        The :class:`Outcome`; never raises for a bad reply.
+
+    Raises:
+        EndpointUnavailable: the endpoint is down (the run stops).
+    """
+    form = form or policy.form
+    try:
+        reply = call_role("generator", messages, ctx, check=whole_program(base, form),
+                          stop=policy.stop(form),
+                          temperature=sampling.temperature, seed=sampling.seed)
+    except MalformedReply as exc:  # the endpoint's fault, after the retries
+        return Outcome(text=exc.text, usage=booked_as(exc.usage, book), failure="endpoint", problem=str(exc))
+    usage = booked_as(reply.usage, book)
+    try:
+        source = form.build(base, reply.text, truncated=reply.truncated)
+        hidden = not policy.shows_docstrings if from_hidden_view is None else from_hidden_view
+        if form.restores_docstrings and hidden:
+            source = restore_docstrings(base, source)
+    except EditError as exc:  # the model's fault
+        if exc.unchanged:
+            return Outcome(source=base, text=reply.text, usage=usage, unchanged=True)
+        return Outcome(source=exc.source, text=reply.text, usage=usage, failure="edit", problem=str(exc))
+    return Outcome(source=source, text=reply.text, usage=usage)
+
+
+def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: SearchPolicy,
+               sampling: Sampling, *, after_restart: bool = False, book: Role = "generator") -> Outcome:
+    """The second ask after a twin: a new conversation naming one concrete mutation.
+
+    The conversation is :func:`~contextevolve.prompts.generator.reask_messages`, in the policy's
+    ``second_form``.
+    """
+    form = policy.second_form
+    messages = reask_messages(task.description, parent.source, policy.mutation(after_restart=after_restart),
+                              task.higher_is_better, form)
+    return ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form, book=book,
+                         from_hidden_view=True)
+
+
+def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord) -> str | None:
+    """Id of the parent or a committed program whose normalised code equals ``source``'s, else None.
+
+    Normalised code is :func:`~contextevolve.program.twins.normalized_code`: the AST without docstrings,
+    comments, unused imports and helpers the task's entry function never calls; compared with an ``ok``
+    program, also without its functions' type annotations. "Twin" is this project's one word for "the
+    same program".
+
+    Annotations are left out only against programs that ran: a copy of a working program that adds type
+    hints runs the same (the embedded model adds them often; how often: docs/decisions/search-settings.md,
+    "twin check without annotations"); a failed program's annotations may be what made it fail (a hint
+    naming a class never imported).
+    """
+    entry = task.job().entry
+    digest = normalized_code(source, entry)
+    if digest is None:
+        return None
+    loose = normalized_code(source, entry, annotations=False)
+    for record in [parent, *memory.buffer.committed()]:
+        if not record.source:
+            continue
+        if normalized_code(record.source, entry) == digest or (
+                record.status == "ok" and normalized_code(record.source, entry, annotations=False) == loose):
+            return record.id
+    return None
+
+
+def twin_of(memory: RunMemory, task: Task, outcome: Outcome, parent: ProgramRecord) -> str | None:
+    """The twin of a program asked for as an edit of ``parent``; None when it is new or no program came.
+
+    The twin is the parent when the reply gave it back, else what :func:`find_twin` finds.
+    """
+    if outcome.failure or not outcome.source:
+        return None
+    if outcome.unchanged and outcome.source == parent.source:
+        return parent.id
+    return find_twin(memory, task, outcome.source, parent)

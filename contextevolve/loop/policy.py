@@ -1,0 +1,218 @@
+"""The search's switches for one iteration, resolved once into one object the nodes ask.
+
+The settings that shape how a child is asked for and repaired (the edit form, ``docstrings_shown``,
+``stop_at_code_end``, ``unguided_hotter``, ``repair_attempts``, ``import_fixes``, ``repair_restart``)
+interact: a form always shows or hides docstrings whatever ``docstrings_shown`` says, a hotter first
+ask only applies when the Navigator is on, a restart is only the last model repair. :class:`SearchPolicy`
+decides all of that in one place, with the seed and temperature of every Generator-model request of the
+iteration; :func:`ignored_settings` names each setting the others make ignored, which the run warns about
+when it starts. Why each request samples differently: docs/decisions/second-ask.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.state import WorkerState
+from contextevolve.loop.stopping import worker_budget_spent
+from contextevolve.memory.records import ProgramRecord, repairable
+from contextevolve.program.docstrings import without_docstrings
+from contextevolve.program.fixes import missing_import
+from contextevolve.program.forms import EditForm, edit_form
+from contextevolve.prompts.generator import mutation_for
+from contextevolve.roles import TokenUsage
+
+Strategy = Literal["import", "model", "restart"]
+"""How a repair makes the child's next version (stored as :attr:`RepairAttempt.method`)."""
+
+REASK_HOTTER = 0.3
+"""Temperature added to the Generator's for a second ask after a twin."""
+REPAIR_HOTTER = 0.2
+"""Temperature added per model repair after the first."""
+REPAIR_SEED_STRIDE = 1000
+"""Seed offset per repair, so no two repair requests of a run share a seed."""
+SECOND_ASK_SEED = 500
+"""Seed offset of a restart's second ask from the restart's own seed."""
+IMPORT_FIXES = 3
+"""Most imports added to one child without a model (each adds a line the source lacks, so the bound
+only keeps a program that keeps failing on new names from looping)."""
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Seed and temperature of one request."""
+
+    seed: int
+    temperature: float
+
+
+def model_repairs(child: ProgramRecord) -> int:
+    """Repairs of ``child`` so far that asked the model (every attempt but an added import)."""
+    return sum(a.method != "import" for a in child.attempts)
+
+
+@dataclass(frozen=True)
+class SearchPolicy:
+    """How one iteration of one worker asks for its child and repairs it.
+
+    Attributes:
+        form: the run's edit form; second_form: the form of a second ask after a twin.
+        shows_docstrings: programs are shown to the Generator with their docstrings.
+        stop_at_code_end: requests in a form that allows it stop where the reply's code block closes
+            (:meth:`stop`).
+        unguided_hotter: temperature added to the first ask when it has no guidance (0 with the
+            Navigator switched off, so that ablation changes one thing).
+        repair_attempts: model repairs per child (R); import_fixes: missing imports are added without
+            a model; repair_restart: the last model repair writes the child again from its parent.
+        seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before
+            the child (the child is ``iteration + 1``).
+    """
+
+    form: EditForm
+    second_form: EditForm
+    shows_docstrings: bool
+    stop_at_code_end: bool
+    unguided_hotter: float
+    repair_attempts: int
+    import_fixes: bool
+    repair_restart: bool
+    seed: int
+    temperature: float
+    iteration: int
+
+    @classmethod
+    def of(cls, ctx: RunContext, iteration: int, worker: int | None = 0) -> SearchPolicy:
+        """The policy of ``iteration`` of worker ``worker`` under the run settings ``ctx``."""
+        search, form = ctx.search, edit_form(ctx.search.edit_form)
+        return cls(form=form, second_form=edit_form(form.second_ask),
+                   shows_docstrings=form.shows_docstrings(search.docstrings_shown),
+                   stop_at_code_end=search.stop_at_code_end,
+                   unguided_hotter=search.unguided_hotter if ctx.ablations.navigator_enabled else 0.0,
+                   repair_attempts=search.repair_attempts, import_fixes=search.import_fixes,
+                   repair_restart=search.repair_restart, seed=ctx.worker_seed(worker or 0),
+                   temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
+
+    def stop(self, form: EditForm | None = None) -> list[str] | None:
+        """Stop sequences of a request whose reply is written in ``form`` (default: the run's)."""
+        return (form or self.form).stop(self.stop_at_code_end)
+
+    def shown(self, source: str) -> str:
+        """``source`` as the Generator sees it (without docstrings unless :attr:`shows_docstrings`)."""
+        return source if self.shows_docstrings else without_docstrings(source)
+
+    def first(self, guidance: str) -> Sampling:
+        """The Generator's own request: the worker's seed and the Generator's temperature.
+
+        :attr:`unguided_hotter` is added when ``guidance`` is empty.
+        """
+        return Sampling(self.seed, self.temperature + (self.unguided_hotter if not guidance.strip() else 0.0))
+
+    def second_ask(self) -> Sampling:
+        """The second ask after a twin: seed ``seed + 1 + iteration``, ``REASK_HOTTER`` hotter."""
+        return Sampling(self.seed + 1 + self.iteration, self.temperature + REASK_HOTTER)
+
+    def repair(self, number: int, *, restart: bool) -> Sampling:
+        """Model repair ``number`` (1-based): seed ``seed + REPAIR_SEED_STRIDE * number + iteration``.
+
+        A fix is ``REPAIR_HOTTER * (number - 1)`` hotter, a restart samples at the Generator's
+        temperature.
+        """
+        hotter = 0.0 if restart else REPAIR_HOTTER * (number - 1)
+        return Sampling(self.seed + REPAIR_SEED_STRIDE * number + self.iteration, self.temperature + hotter)
+
+    def restart_second_ask(self, number: int) -> Sampling:
+        """The second ask after restart ``number`` wrote its parent again.
+
+        Its seed is the restart's + ``SECOND_ASK_SEED``; it is ``REASK_HOTTER`` hotter.
+        """
+        return Sampling(self.repair(number, restart=True).seed + SECOND_ASK_SEED,
+                        self.temperature + REASK_HOTTER)
+
+    def mutation(self, *, after_restart: bool = False) -> str:
+        """The concrete change a second ask names (:func:`~contextevolve.prompts.generator.mutation_for`).
+
+        A restart's second ask names another than the Generator's own.
+        """
+        return mutation_for(self.seed + int(after_restart), self.iteration)
+
+    def import_fix(self, child: ProgramRecord) -> str:
+        """The import line that would fix ``child``'s failure, else ``""``.
+
+        The failure is a NameError of a known importable name its source lacks, at most
+        :data:`IMPORT_FIXES` per child; always ``""`` without :attr:`import_fixes`.
+        """
+        if (not self.import_fixes or not child.source
+                or len(child.attempts) - model_repairs(child) >= IMPORT_FIXES):
+            return ""
+        line = missing_import(f"{child.reason}\n{child.traceback}")
+        return line if line and line not in child.source.splitlines() else ""
+
+    def repair_due(self, child: ProgramRecord, budget_spent: bool = False) -> bool:
+        """Whether the stored ``child`` failed with a repairable kind and a repair is left.
+
+        The repair left is a model repair (fewer than :attr:`repair_attempts` so far and
+        ``budget_spent`` False: the worker's share of the token budget is not spent) or an import fix
+        (:meth:`import_fix`, free).
+        """
+        if child.status in ("pending", "ok") or not repairable(child.failure_kind):
+            return False
+        return ((model_repairs(child) < self.repair_attempts and not budget_spent)
+                or bool(self.import_fix(child)))
+
+    def strategy_for(self, child: ProgramRecord) -> tuple[Strategy, str]:
+        """``(strategy, import line)`` of ``child``'s next repair.
+
+        ``import`` when :meth:`import_fix` has a line; else ``restart`` for the last model repair with
+        :attr:`repair_restart` and a source to restart from; else ``model``.
+        """
+        line = self.import_fix(child)
+        if line:
+            return "import", line
+        last = model_repairs(child) + 1 >= self.repair_attempts
+        return ("restart" if self.repair_restart and last and child.source else "model"), ""
+
+
+def repair_due(ctx: RunContext, state: WorkerState, child: ProgramRecord,
+               usage: TokenUsage | None = None) -> bool:
+    """Whether the stored ``child`` has a repair left (:meth:`SearchPolicy.repair_due`).
+
+    The worker's share of the token budget is counted with ``usage``
+    (:func:`~contextevolve.loop.stopping.worker_budget_spent`).
+    """
+    policy = SearchPolicy.of(ctx, state.iteration, state.worker)
+    return policy.repair_due(child, worker_budget_spent(ctx, state, usage))
+
+
+class IgnoredSettingWarning(UserWarning):
+    """A setting changed from its default that the run's other settings make ignored."""
+
+
+def _changed(group: object, name: str) -> bool:
+    """True when setting ``name`` of ``group`` differs from its default."""
+    return getattr(group, name) != getattr(type(group)(), name)
+
+
+def ignored_settings(ctx: RunContext) -> list[str]:
+    """One sentence for each setting changed from its default that the run's other settings make ignored.
+
+    The run warns about each when it starts.
+    """
+    search, form, out = ctx.search, edit_form(ctx.search.edit_form), []
+    if _changed(search, "docstrings_shown") and form.hides_docstrings is not None:
+        out.append(f"docstrings_shown is ignored with edit form {form.name!r}, which always shows programs "
+                   + ("without" if form.hides_docstrings else "with") + " their docstrings")
+    if _changed(search, "stop_at_code_end") and not form.stops_at_code_end:
+        out.append(f"stop_at_code_end is ignored with edit form {form.name!r}: its replies never stop at a "
+                   "code end")
+    if _changed(search, "unguided_hotter") and not ctx.ablations.navigator_enabled:
+        out.append("unguided_hotter is ignored with the Navigator switched off (every ask is then unguided, "
+                   "so that ablation changes one thing)")
+    if _changed(search, "repair_restart") and search.repair_attempts == 0:
+        out.append("repair_restart is ignored with repair_attempts 0 (no model repairs)")
+    if ctx.llm.embedded_server_per_role and ctx.parallelism.workers > 1:
+        out.append("embedded_server_per_role is ignored with more than one worker (several workers would run "
+                   "several servers at once on the same cores)")
+    return out
+

@@ -1,0 +1,131 @@
+"""The search's switches and their interactions, in one place (contextevolve.loop.policy)."""
+
+from __future__ import annotations
+
+import typing
+
+import pytest
+
+from contextevolve.graph.context import RunContext
+from contextevolve.graph.settings import SearchSettings
+from contextevolve.loop.policy import IMPORT_FIXES, IgnoredSettingWarning, SearchPolicy, ignored_settings
+from contextevolve.memory.records import ProgramRecord, RepairAttempt
+from contextevolve.program.forms import CODE_END, EDIT_FORMS, EditFormName, edit_form
+from tests.fakes import INITIAL, default_models, reply, scripted
+
+NAME_ERROR = "Traceback (most recent call last):\nNameError: name 'heapq' is not defined"
+
+
+def failed(attempts: list[str] = (), source: str = "x = heapq.nlargest(1, [1])\n") -> ProgramRecord:
+    """A child that failed on a missing import, after repairs of the given methods."""
+    return ProgramRecord(id="it00001", iteration=1, parent_id="it00000", status="failed",
+                         failure_kind="runtime", reason="NameError: name 'heapq' is not defined",
+                         traceback=NAME_ERROR, source=source,
+                         attempts=[RepairAttempt(attempt=n, method=m, status="failed", reason="boom")
+                                   for n, m in enumerate(attempts, 1)])
+
+
+def policy(**settings) -> SearchPolicy:
+    return SearchPolicy.of(RunContext(**settings), iteration=3)
+
+
+def test_the_edit_form_setting_offers_exactly_the_registered_forms():
+    assert set(typing.get_args(EditFormName)) == set(EDIT_FORMS)
+    hints = typing.get_type_hints(SearchSettings)
+    assert set(typing.get_args(hints["edit_form"])) == set(EDIT_FORMS)
+    with pytest.raises(ValueError, match="unknown edit form 'patch'.*full, diff, functions"):
+        edit_form("patch")
+    for form in EDIT_FORMS.values():
+        assert form.second_ask in EDIT_FORMS and form.job("raises the score", INITIAL)
+
+
+def test_which_view_of_a_program_each_form_shows():
+    assert policy().shows_docstrings and not policy(docstrings_shown=False).shows_docstrings
+    assert policy(edit_form="diff", docstrings_shown=False).shows_docstrings  # SEARCH parts must match
+    assert not policy(edit_form="functions").shows_docstrings
+    assert '"""' not in policy(edit_form="functions").shown('def f():\n    """Doc."""\n    return 1\n')
+
+
+def test_where_requests_stop():
+    assert policy().stop() == [CODE_END] and policy(stop_at_code_end=False).stop() is None
+    diff = policy(edit_form="diff")
+    assert diff.stop() is None and diff.second_form.name == "full"
+    assert diff.stop(diff.second_form) == [CODE_END]  # a diff run's second ask wants a whole program
+    assert policy(edit_form="functions").second_form.name == "functions"
+
+
+def test_a_first_ask_without_guidance_is_hotter_only_with_the_navigator_on():
+    on, off = policy(), policy(navigator_enabled=False)
+    assert on.first("").temperature == pytest.approx(on.first("go").temperature + on.unguided_hotter)
+    assert off.first("").temperature == off.first("go").temperature == on.first("go").temperature
+
+
+def test_import_fixes_are_their_own_setting_apart_from_model_repairs():
+    paper, imports_only = policy(repair_attempts=0, import_fixes=False), policy(repair_attempts=0)
+    assert not paper.repair_due(failed())
+    assert (imports_only.repair_due(failed())
+            and imports_only.strategy_for(failed()) == ("import", "import heapq"))
+    assert not imports_only.repair_due(failed(["import"] * IMPORT_FIXES))  # bounded
+    assert not imports_only.repair_due(failed(source="import heapq\nx = heapq.nlargest(1, [1])\n"))
+
+
+def test_the_last_model_repair_restarts_from_the_parent():
+    one, two, fixes = policy(import_fixes=False), policy(repair_attempts=2, import_fixes=False), \
+        policy(repair_attempts=2, repair_restart=False, import_fixes=False)
+    assert one.strategy_for(failed())[0] == "restart"
+    assert two.strategy_for(failed())[0] == "model" and two.strategy_for(failed(["model"]))[0] == "restart"
+    assert fixes.strategy_for(failed(["model"]))[0] == "model"
+    assert one.strategy_for(failed(source=""))[0] == "model"  # nothing to restart from: fix from the parent
+    assert not two.repair_due(failed(["model", "restart"])) and not two.repair_due(failed(["model"]), True)
+
+
+def test_a_changed_setting_the_others_make_ignored_is_named():
+    assert ignored_settings(RunContext()) == []
+    assert ignored_settings(RunContext(workers=4)) == []  # defaults left alone say nothing
+    said = " | ".join(ignored_settings(RunContext(
+        edit_form="diff", docstrings_shown=False, stop_at_code_end=False, navigator_enabled=False,
+        unguided_hotter=0.5, repair_attempts=0, repair_restart=False, embedded_server_per_role=True,
+        workers=2)))
+    for name in ("docstrings_shown", "stop_at_code_end", "unguided_hotter", "repair_restart",
+                 "embedded_server_per_role"):
+        assert name in said
+
+
+def test_one_server_per_role_only_with_one_worker():
+    assert RunContext().llm.server_per_role(1) and not RunContext().llm.server_per_role(2)
+    assert not RunContext(embedded_server_per_role=False).llm.server_per_role(1)
+
+
+def test_a_run_warns_about_an_ignored_setting_when_it_starts(tmp_path):
+    from contextevolve.api import evolve
+    from contextevolve.llm.models import use_chat_models
+
+    models = default_models()
+    models["generator"] = scripted(reply("no code here"))
+    with use_chat_models(**models), pytest.warns(IgnoredSettingWarning, match="stop_at_code_end"):
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0,
+               edit_form="diff", stop_at_code_end=False)
+    assert (tmp_path / "r" / "programs.jsonl").exists()
+
+
+def test_the_agents_declared_once_are_what_every_list_of_agents_reads():
+    import dataclasses
+
+    from contextevolve.agents import AGENTS, CONTEXT_AGENTS
+    from contextevolve.compare.runner import ABLATIONS
+    from contextevolve.flags import AGENTS as DISABLE_CHOICES
+    from contextevolve.graph.builder import ITERATION_PHASES
+    from contextevolve.graph.settings import DEFAULT_MAX_TOKENS, Ablations
+    from contextevolve.llm.models import OWN_SERVER_ROLES
+    from contextevolve.roles import ROLES, Role
+    from contextevolve.timing import PHASE_ROLE
+
+    names = [a.name for a in AGENTS]
+    assert list(ROLES) == names == list(typing.get_args(Role)) == list(DEFAULT_MAX_TOKENS)
+    assert ({a.phase for a in AGENTS} <= set(ITERATION_PHASES)
+            and all(PHASE_ROLE[a.phase] == a.name for a in AGENTS))
+    enabled = {f.name[:-len("_enabled")] for f in dataclasses.fields(Ablations)
+               if f.name.endswith("_enabled")}
+    assert enabled == set(CONTEXT_AGENTS) == set(DISABLE_CHOICES)  # a context agent has its ablation setting
+    assert set(ABLATIONS) == {f"contextevolve-no-{name}" for name in CONTEXT_AGENTS}
+    assert set(OWN_SERVER_ROLES) == {a.name for a in AGENTS if a.own_server}
