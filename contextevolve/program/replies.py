@@ -22,7 +22,7 @@ class EditError(ValueError):
     ``source`` holds the child when it was built but does not compile (a repair can start from
     it); ``unchanged`` is True when the reply gave its base program back (the same code apart from
     comments and layout; the novelty check's wider "twin" is
-    :func:`contextevolve.program.edits.normalized_code`'s).
+    :func:`contextevolve.program.twins.normalized_code`'s).
     """
 
     def __init__(self, message: str, *, source: str = "", unchanged: bool = False):
