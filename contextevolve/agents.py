@@ -1,13 +1,10 @@
 """The agents, declared once: each one's role name, the phase that asks it, and its defaults.
 
-Everything that lists agents reads :data:`AGENTS`: the roles (:mod:`contextevolve.roles`), the default
-completion caps and temperatures (:mod:`contextevolve.graph.settings`), which phase's LLM calls are
-whose (:mod:`contextevolve.timing`), which agents get an embedded server of their own
-(:mod:`contextevolve.llm.models`), the context agents ``--disable`` switches off
-(:mod:`contextevolve.flags`) and the ablation systems of ``compare`` (:mod:`contextevolve.compare.runner`).
-Adding an agent is its prompt (``contextevolve/prompts/``), its node (``contextevolve/nodes/``, placed in
-the loop by :mod:`contextevolve.graph.builder`) and one :class:`Agent` here; a context agent the user may
-switch off also has its ``<name>_enabled`` setting in
+Everything that lists agents reads :data:`AGENTS`: the roles and token tables, the default caps and
+temperatures, the booking of LLM calls by phase, the embedded servers per role, ``--disable`` and
+``compare``'s ablations. Adding an agent is its prompt (``contextevolve/prompts/``), its node
+(``contextevolve/nodes/``, placed in the loop by :mod:`contextevolve.graph.builder`) and one :class:`Agent`
+here; a context agent the user may switch off also has its ``<name>_enabled`` setting in
 :class:`~contextevolve.graph.settings.Ablations` (a test checks that the two agree).
 """
 
@@ -26,11 +23,10 @@ class Agent:
         phase: the graph node that asks it (its LLM calls are booked under that phase).
         max_tokens: default completion-token cap of its requests.
         temperature: default sampling temperature of its requests.
-        context_agent: one of the paper's context agents, which an ablation switches off (an
-            ``<name>_enabled`` setting, ``--disable NAME``, the ``compare`` system
-            ``contextevolve-no-<name>``).
-        own_server: with ``embedded_server_per_role`` it gets an embedded server of its own, because its
-            prompts start like its previous ones (why: docs/decisions/search-settings.md).
+        context_agent: one of the paper's context agents, which an ablation switches off
+            (``<name>_enabled``, ``--disable NAME``, ``compare``'s ``contextevolve-no-<name>``).
+        own_server: with ``embedded_server_per_role`` it gets an embedded server of its own
+            (why: docs/decisions/search-settings.md).
     """
 
     name: str

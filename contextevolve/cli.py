@@ -1,13 +1,11 @@
 """Command line: ``contextevolve run | status | report | evaluate | baselines | compare | tasks``.
 
-Exit codes: 0 ok; 1 ``evaluate``: the program is not ok; 2 bad input (unknown option, task or
-setting, unusable run directory, conflicting ``--task`` on ``--resume``), nothing written;
-3 an LLM endpoint is unavailable (down, 5xx / 429 after the retries, or refusing requests):
-one line names it and the ``contextevolve run --run-dir DIR --resume`` command that continues
-the run; 130 interrupted.
-
-``run --resume`` takes the task and every setting from the run's ``run.json``; flags given
-explicitly override them (``--task`` may only repeat the run's task).
+Exit codes: 0 ok; 1 ``evaluate``: the program is not ok; 2 bad input (unknown option, task or setting,
+unusable run directory, conflicting ``--task`` on ``--resume``), nothing written; 3 an LLM endpoint is
+unavailable (down, 5xx / 429 after the retries, or refusing requests): one line names it and the
+``contextevolve run --run-dir DIR --resume`` command that continues the run; 130 interrupted. ``run --resume``
+takes the task and every setting from ``run.json``; flags given override them (``--task`` may only repeat the
+run's task).
 """
 
 from __future__ import annotations

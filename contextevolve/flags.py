@@ -1,20 +1,12 @@
 """The command line's setting flags, generated from the run settings: one declaration per setting.
 
-Every run setting (a flat name of :func:`contextevolve.graph.context.flat_setting_names`) is declared
-once, as a field with its type, default and docstring (:mod:`contextevolve.graph.settings`,
+Every run setting (a flat name of :func:`contextevolve.graph.context.flat_setting_names`) is declared once, as
+a field with its type, default and docstring (:mod:`contextevolve.graph.settings`,
 :class:`~contextevolve.graph.context.RunContext`, :class:`~contextevolve.evaluation.limits.SandboxLimits`);
-its flag is derived from that field here:
-
-* the name is ``--`` + the field's name with dashes, a trailing ``_s`` (seconds) dropped
-  (``retry_wait_s`` → ``--retry-wait S``), except the few in :data:`RENAMED`;
-* a bool that is on by default gets ``--no-NAME``, one that is off ``--NAME``, one left to the run
-  (None) both; a ``Literal`` gets its choices; ``int`` / ``float`` / ``str`` their type and a short
-  metavar (``N``, ``X``, the name's last word);
-* the help is the docstring's first sentence (:func:`help_text`) and the default.
-
-Three flags are not one setting each and are declared by hand: ``--role-model ROLE=MODEL`` (``models``),
-``--disable AGENT`` (the three ``*_enabled`` ablations) and ``--time-budget MINUTES`` (``time_budget_s``).
-A flag's value lands in ``args.<flat name>``; None means "not given" (run.json's value or the default).
+its flag is derived from that field here (:func:`flag_name`, :func:`add_setting_flags`). Three flags are
+declared by hand: ``--role-model ROLE=MODEL`` (``models``), ``--disable AGENT`` (the three ``*_enabled``
+ablations) and ``--time-budget MINUTES`` (``time_budget_s``). A flag's value lands in ``args.<flat name>``;
+None means "not given" (run.json's value or the default).
 """
 
 from __future__ import annotations
@@ -107,7 +99,11 @@ def _kind(prop: dict[str, Any]) -> dict[str, Any]:
 
 
 def flag_name(setting: str) -> str:
-    """``--flag`` of ``setting`` (without the ``no-`` of a switch that is on by default)."""
+    """``--flag`` of ``setting`` (without the ``no-`` of a switch that is on by default).
+
+    ``--`` + the setting's name with dashes, a trailing ``_s`` (seconds) dropped (``retry_wait_s`` →
+    ``--retry-wait S``), except the few in :data:`RENAMED`.
+    """
     name = RENAMED.get(setting) or re.sub(r"_s$", "", setting).replace("_", "-")
     return f"--{name}"
 
@@ -120,7 +116,13 @@ def _metavar(setting: str, kind: dict[str, Any]) -> str:
 
 
 def add_setting_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, settings: list[str]) -> None:
-    """Add the generated flag of each of ``settings`` to ``parser`` (``dest`` = the setting's flat name)."""
+    """Add the generated flag of each of ``settings`` to ``parser`` (``dest`` = the setting's flat name).
+
+    A bool that is on by default gets ``--no-NAME``, one that is off ``--NAME``, one left to the run
+    (None) both; a ``Literal`` gets its choices; ``int`` / ``float`` / ``str`` their type and a short
+    metavar (:func:`_metavar`). The help is the docstring's first sentence (:func:`help_text`) and the
+    default.
+    """
     for setting in settings:
         prop = _fields()[setting]
         kind, default = _kind(prop), prop.get("default")

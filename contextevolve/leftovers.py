@@ -1,16 +1,11 @@
 """Names that say which process owns a temporary file or control group.
 
-With them a later process can remove what a SIGKILLed one left behind.
-
-A process killed with SIGKILL runs no ``finally`` and no ``atexit``: an evaluation's temporary
-directory and control groups, or the embedded server's log, stay behind, one per kill, for ever.
-Everything of that kind is therefore named ``<prefix><owner>-<rest>``, where ``<owner>`` is
-``<pid>.<start time>.<pid namespace>`` of the creating process (the start time, in clock ticks
-since boot from ``/proc/<pid>/stat``, tells a live owner from a recycled pid; the namespace's
-inode number tells whether that pid means anything here). Anyone may remove an entry whose owner
-is no longer running; entries of live owners, of owners in another pid namespace (a container
-sharing ``/tmp``) and names without an owner are never touched, so runs sharing a machine leave
-each other alone.
+With them a later process can remove what a SIGKILLed one left behind (why: docs/architecture.md, *The
+evaluation sandbox*). Such an entry is named ``<prefix><owner>-<rest>``, ``<owner>`` being
+``<pid>.<start time>.<pid namespace>`` of the creating process: the start time (clock ticks since boot, from
+``/proc/<pid>/stat``) tells a live owner from a recycled pid, the namespace's inode number whether that pid
+means anything here. An entry whose owner is no longer running may be removed; entries of live owners, of
+owners in another pid namespace (a container sharing ``/tmp``) and names without an owner are never touched.
 """
 
 from __future__ import annotations

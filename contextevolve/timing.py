@@ -1,22 +1,10 @@
 """Where an iteration's wall-clock seconds go: by phase, by LLM call, by evaluation step.
 
-A schema module at the bottom of the import layers, beside :mod:`contextevolve.roles` (the tokens):
-the LLM layer and the nodes *note* what they spend into the :class:`Stopwatch` of the phase that is
-running, and the graph's phase wrapper folds each phase's stopwatch into the iteration's ``seconds``.
-
-Keys of a :data:`Seconds` map (all wall-clock seconds, measured by this process with
-``time.perf_counter``; a candidate never reports any of them):
-
-* ``"<phase>"``: the whole phase (``navigate``, ``generate``, ``evaluate``, ``repair``, ...);
-* ``"<phase>.llm"``: the part of it spent waiting for LLM replies (every attempt, retries included);
-* ``"evaluate.precheck"`` / ``"evaluate.full"``: pre-checks (compile, signature, smoke run) and full
-  evaluations inside ``evaluate`` (re-evaluations after a repair add to them);
-* ``"evaluate.import"`` / ``"evaluate.calls"``: of the full evaluations, the sandbox's time to start
-  and import the candidate, and the candidate's timed calls (the supervisor's measurements); the rest
-  of ``evaluate.full`` is sandbox start-up, grading and clean-up.
-
-Workers run side by side, so summing a run's phases over its children gives busy seconds, not elapsed
-time (:meth:`contextevolve.memory.buffer.EvolveBuffer.spent` gives the elapsed time).
+A schema module at the bottom of the import layers, beside :mod:`contextevolve.roles` (the tokens): the LLM
+layer and the nodes *note* what they spend into the :class:`Stopwatch` of the phase that is running, and the
+graph's phase wrapper folds each phase's stopwatch into the iteration's ``seconds`` (a :data:`Seconds` map).
+Workers run side by side, so summing a run's phases over its children gives busy seconds, not elapsed time
+(:meth:`contextevolve.memory.buffer.EvolveBuffer.spent` gives the elapsed time).
 """
 
 from __future__ import annotations
@@ -31,7 +19,16 @@ from pydantic import BaseModel
 from contextevolve.agents import AGENTS
 
 Seconds = dict[str, float]
-"""Wall-clock seconds by key (see the module docstring): ``{"generate": 41.2, "generate.llm": 40.9, ...}``."""
+"""Wall-clock seconds by key (this process's ``time.perf_counter``; a candidate never reports any).
+
+* ``"<phase>"``: the whole phase (``generate``, ``evaluate``, ``repair``, ...), e.g. ``{"generate": 41.2}``;
+* ``"<phase>.llm"``: the part of it spent waiting for LLM replies (every attempt, retries included);
+* ``"evaluate.precheck"`` / ``"evaluate.full"``: pre-checks and full evaluations inside ``evaluate``
+  (re-evaluations after a repair add to them);
+* ``"evaluate.import"`` / ``"evaluate.calls"``: of the full evaluations, the sandbox's start and import of the
+  candidate, and its timed calls (the supervisor's measurements); the rest of ``evaluate.full`` is sandbox
+  start-up, grading and clean-up.
+"""
 
 PHASE_ROLE = {"initialize": "summarizer", "repair": "repair", **{a.phase: a.name for a in AGENTS}}
 """The usage role whose LLM calls a phase makes (``initialize`` abstracts the initial program)."""

@@ -1,22 +1,12 @@
 """The trusted record of every candidate a system in a comparison had evaluated.
 
-All systems score candidates with the same sandboxed :meth:`Task.evaluate`; :func:`evaluate`
-wraps it and appends one :class:`LedgerEntry` per call to a JSON-lines ledger, so a system's
-best score, its valid and its changed candidates are read from what *we* measured, never from
-what the system reports about itself. Writes are whole lines under an exclusive ``flock``:
-OpenEvolve calls its evaluator from worker processes.
-
-``changed`` is decided on the normalised code (:func:`contextevolve.program.twins.normalized_code`
-with the task's entry function: no docstrings, comments, formatting, unused imports or uncalled
-helpers): a candidate is changed when that digest differs from the initial program's and from
-every earlier candidate of the same ledger. A copy that differs only in comments or docstrings
-is not a change, nor is a program evaluated a second time.
-
-The ledger starts with the initial program, evaluated by us (index 0). OpenEvolve and GEPA
-evaluate their seed program once more before searching; that first evaluation of the exact
-initial source is recorded with ``candidate=False`` and not counted. ContextEvolve's ledger is
-written from its run's stored children (:func:`record`), scored by the same evaluator inside
-the run; its repairs are part of making one candidate, their tokens counted like any other.
+:func:`evaluate` wraps the sandboxed :meth:`Task.evaluate` all systems score with and appends a
+:class:`LedgerEntry` per call to a JSON-lines ledger (whole lines under an ``flock``: OpenEvolve evaluates
+from worker processes); best, valid and changed candidates are read from it. *Changed*: its
+:func:`contextevolve.program.twins.normalized_code` differs from the initial program's and every earlier
+candidate's. Entry 0 is the initial program; a peer's own evaluation of it has ``candidate=False``.
+ContextEvolve's ledger is written from its stored children (:func:`record`; a child's repairs are part of
+it). Protocol: docs/compare.md.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """OpenEvolve and GEPA on a ContextEvolve task, each in its own process.
 
-``python -m contextevolve.compare.peers SPEC.json`` runs the system a :class:`PeerSpec` names.
-Both score candidates only through :func:`contextevolve.compare.ledger.evaluate` (our sandboxed
-``Task.evaluate``), handing its diagnostics back as OpenEvolve *artifacts* / GEPA *side
-information*; both talk to the LLM through the comparison's counting proxy. Scores are given
-to them oriented so that higher is better (negated for tasks where lower is better); the
-ledger keeps the task's own units.
-
-* **OpenEvolve 0.4.x** (``openevolve.controller.OpenEvolve``) runs in this process's main thread
-  (its process-parallel controller needs it), its ``Config`` built with ``Config.from_dict``;
-  its evaluator file is generated next to the run and imports :func:`openevolve_evaluate`.
-  One evaluation worker, cascade evaluation off (our evaluator is one stage), OpenEvolve's
-  other defaults (diff-based evolution, islands, MAP-Elites) kept; the ``openevolve-full``
-  variant asks for whole programs (``diff_based_evolution: false``).
-* **GEPA 0.1.x** (``gepa.optimize_anything.optimize_anything``) in single-task mode: the
-  candidate is the whole program text, the reflection LM a plain callable on the OpenAI client
-  (no litellm), ``max_candidate_proposals`` = the candidate budget, evaluation cache on.
+``python -m contextevolve.compare.peers SPEC.json`` runs the system a :class:`PeerSpec` names. It scores
+candidates only through :func:`contextevolve.compare.ledger.evaluate` (diagnostics handed back as
+OpenEvolve *artifacts* / GEPA *side information*), oriented so that higher is better (the ledger keeps the
+task's units), and reaches the LLM through the comparison's counting proxy. OpenEvolve 0.4.x runs in the
+main thread, its evaluator a generated file importing :func:`openevolve_evaluate`; GEPA 0.1.x's
+``optimize_anything`` evolves the whole program text, ``max_candidate_proposals`` = the candidate budget.
+Their settings: docs/compare.md, *Same task, same evaluator*.
 """
 
 from __future__ import annotations
@@ -126,7 +117,11 @@ def system_message(task: Task) -> str:
 
 
 def run_openevolve(spec: PeerSpec) -> None:
-    """Run OpenEvolve for ``spec.candidates`` iterations (must be called in a main thread)."""
+    """Run OpenEvolve for ``spec.candidates`` iterations; call it in a main thread.
+
+    Its process-parallel controller needs a main thread. Cascade evaluation is off (our evaluator is one
+    stage); OpenEvolve's other defaults (diffs, islands, MAP-Elites) are kept.
+    """
     from openevolve.config import Config
     from openevolve.controller import EvolutionFailedError, OpenEvolve
 
@@ -159,7 +154,11 @@ def run_openevolve(spec: PeerSpec) -> None:
 
 
 def run_gepa(spec: PeerSpec) -> None:
-    """Run GEPA's ``optimize_anything`` for ``spec.candidates`` proposals."""
+    """Run GEPA's ``optimize_anything`` for ``spec.candidates`` proposals.
+
+    Single-task mode, the reflection LM a plain callable on the OpenAI client (no litellm), evaluation
+    cache on.
+    """
     from gepa.optimize_anything import EngineConfig, GEPAConfig, ReflectionConfig, optimize_anything
     from openai import OpenAI
 

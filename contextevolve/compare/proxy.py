@@ -1,27 +1,12 @@
 """A local OpenAI-compatible proxy that counts the tokens of every LLM request.
 
-Every system in a comparison talks to the same endpoint through one :class:`CountingProxy`,
-each under its own path prefix: ``http://127.0.0.1:PORT/<label>/v1`` is forwarded to the
-upstream base URL (``.../v1``), and each ``chat/completions`` or ``completions`` request is
-recorded with its label and the endpoint's own ``usage`` (prompt and completion tokens).
-
-* **Streamed requests** are sent upstream *unstreamed* and replayed to the client as
-  server-sent events (one content chunk, one finish chunk, a usage chunk when the client asked
-  for ``stream_options.include_usage``, then ``[DONE]``). llama-cpp-python's server (0.3.x)
-  reports no usage on streams, so this is the only way its counts stay exact; the client sees
-  the whole reply at once instead of token by token.
-* **Seeds**: with a fixed seed the llama.cpp server returns identical text for identical
-  prompts, and OpenEvolve's islands then write byte-identical programs. ``seed_policy``
-  ``"distinct"`` (default) replaces each request's seed by ``base_seed * 1_000_003 + n``
-  (n = the proxy's request counter, so a rerun is reproducible when requests come in the same
-  order), ``"remove"`` drops it, ``"keep"`` leaves it.
-
-* **Sampling**: ``overrides`` (e.g. ``{"top_p": 0.8, "top_k": 20}``) are set on every counted
-  request, so systems that cannot send a setting (OpenEvolve has no ``top_k``) sample alike.
-
-Requests on other paths (``models``, ...) pass through uncounted. A request the upstream
-refuses is recorded with its HTTP status and no tokens. Records are kept in memory and, given
-``log_path``, appended to a JSON-lines file as they arrive.
+Each system in a comparison reaches the endpoint through one :class:`CountingProxy`, under its own path:
+``http://127.0.0.1:PORT/<label>/v1`` forwards to the upstream ``.../v1``, and each ``chat/completions`` or
+``completions`` request becomes a :class:`RequestRecord` with the endpoint's own ``usage`` (a refused one:
+its HTTP status, no tokens); other paths pass uncounted. A streamed request goes upstream unstreamed and is
+replayed as server-sent events (one content chunk, one finish chunk, a usage chunk if the client asked for
+``stream_options.include_usage``, ``[DONE]``), so counts stay exact where streams report no usage (why:
+docs/compare.md, *One endpoint, one counter*).
 """
 
 from __future__ import annotations
@@ -38,6 +23,9 @@ from aiohttp import web
 from pydantic import BaseModel
 
 SeedPolicy = Literal["distinct", "remove", "keep"]
+"""What the proxy does with a request's ``seed``: ``distinct`` replaces it by ``base_seed * 1_000_003 + n``
+(n: the proxy's request counter, so a rerun sending requests in the same order is reproducible), ``remove``
+drops it, ``keep`` leaves it (why distinct: docs/compare.md, *One endpoint, one counter*)."""
 COUNTED = ("chat/completions", "completions")
 
 
@@ -77,14 +65,16 @@ class CountingProxy:
     Args:
         upstream: the endpoint's OpenAI base URL, e.g. ``http://127.0.0.1:8080/v1``.
         api_key: sent upstream as ``Authorization: Bearer`` when the client sent none.
-        seed_policy: what to do with each request's ``seed`` (module docstring).
+        seed_policy: what to do with each request's ``seed`` (:data:`SeedPolicy`).
         base_seed: the comparison's seed, mixed into distinct per-request seeds.
         log_path: a JSON-lines file each :class:`RequestRecord` is appended to.
         overrides: request fields set on every counted request (sampling settings).
         timeout_s: limit for one upstream request, seconds.
 
-    Use as a context manager or call :meth:`start` / :meth:`stop`; :meth:`url` gives the
-    base URL to hand a system. Raises ``RuntimeError`` when the server cannot start.
+    A context manager, or :meth:`start` / :meth:`stop`; :meth:`url` gives a system its base URL.
+
+    Raises:
+        ValueError: an unknown ``seed_policy``.
     """
 
     def __init__(self, upstream: str, *, api_key: str | None = None, seed_policy: SeedPolicy = "distinct",
@@ -110,7 +100,11 @@ class CountingProxy:
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self, timeout_s: float = 30.0) -> str:
-        """Start serving on a free port of 127.0.0.1; returns ``http://127.0.0.1:PORT``."""
+        """Start serving on a free port of 127.0.0.1; returns ``http://127.0.0.1:PORT``.
+
+        Raises:
+            RuntimeError: the server cannot start (or did not within ``timeout_s``).
+        """
         if self.base_url:
             return self.base_url
         ready = threading.Event()

@@ -1,17 +1,15 @@
 """A comparison's results as JSON, a markdown table and the paper's Figure 3 panels.
 
 * ``results.json``: the settings (no API key) and every :class:`SystemResult`.
-* ``results.md``: one row per system and seed, then one per system with the median over seeds
-  (the valid rate is over the candidate budget: a proposal that never became a program counts;
-  *tokens / changed* divides by the valid candidates that are not copies of earlier code); with a
-  token budget, also every run's best within exactly that many tokens (:func:`best_within`).
-* ``best_so_far.png`` (Fig. 3a): best combined score after each candidate, one line per run.
-* ``tokens.png`` (Fig. 3b): proxy tokens used by each candidate's end, one line per run.
-* ``ablations.png`` (Fig. 3c, when ablations ran): each ablation's best score relative to the
-  full system's on the seeds both ran (:func:`ablation_rows`; 1.0 = as good as the full system).
+* ``results.md``: a row per system and seed, then the medians over seeds per system (valid rate over the
+  candidate budget; *tokens / changed* over valid candidates that copy no earlier code); with a token
+  budget, every run's best within exactly that many tokens (:func:`best_within`).
+* ``best_so_far.png`` (Fig. 3a): best combined score after each candidate, a line per run.
+* ``tokens.png`` (Fig. 3b): proxy tokens used by each candidate's end, a line per run.
+* ``ablations.png`` (Fig. 3c, with ablations): each ablation's best relative to the full system's
+  (:func:`ablation_rows`).
 
-``python -m contextevolve.compare.results OUT`` writes the table and plots again from
-``OUT/results.json``.
+``python -m contextevolve.compare.results OUT`` rewrites the table and plots from ``OUT/results.json``.
 """
 
 from __future__ import annotations
@@ -55,13 +53,9 @@ def _median(values: list[float]) -> float | None:
 def best_within(result: SystemResult, token_budget: int) -> tuple[float | None, int | None]:
     """``(best score, candidates)`` of ``result`` among its candidates finished within ``token_budget``.
 
-    ``(None, None)`` when its per-candidate records do not line up.
-
-    Systems overshoot a token budget by different amounts: a peer is stopped as soon as its requests
-    reach it (one request in flight may finish), ContextEvolve checks between iterations (an iteration
-    is several requests). Cutting every run at the same tokens puts them on one footing.
-    ``best_so_far[i]`` and ``cumulative_tokens[i]`` both describe candidate ``i + 1``; with no candidate
-    within the budget the best is the initial program's score.
+    ``best_so_far[i]`` and ``cumulative_tokens[i]`` describe candidate ``i + 1``; with none within the
+    budget the best is the initial program's score, and ``(None, None)`` when the two lists do not line
+    up. Systems overshoot a budget by different amounts (why this cut: docs/compare.md, *Same budget*).
     """
     if len(result.best_so_far) != len(result.cumulative_tokens):
         return None, None

@@ -1,14 +1,9 @@
 """``contextevolve compare``: ContextEvolve, OpenEvolve and GEPA on one task, same endpoint.
 
-Protocol (docs/compare.md): for every seed, every system runs on the same task with the same
-endpoint (the embedded model unless ``base_url``), the same sampling settings (temperature in each
-system's settings; top_p / top_k set by the proxy on every request), the same task description, the
-same evaluator (our sandboxed ``Task.evaluate``, through :mod:`contextevolve.compare.ledger`) and the
-same budget: in candidates (ContextEvolve iterations, OpenEvolve iterations, GEPA proposals), in
-tokens (``token_budget``) or in wall-clock time (``time_budget_s``). A peer is stopped once its
-requests or its process reach the budget; ContextEvolve stops by its own token or time budget
-(:mod:`contextevolve.loop.stopping`). All LLM traffic passes one
-:class:`~contextevolve.compare.proxy.CountingProxy`, under the label ``<system>-s<seed>``.
+For every seed each system gets the same endpoint, sampling settings, task description, evaluator
+(:mod:`contextevolve.compare.ledger`) and budget: candidates, tokens (``token_budget``) or wall-clock time
+(``time_budget_s``). All LLM traffic passes one :class:`~contextevolve.compare.proxy.CountingProxy`, under
+the label ``<system>-s<seed>``. The protocol: docs/compare.md.
 
 Layout of ``out``::
 

@@ -1,13 +1,10 @@
 """Strict parsing of untrusted ``.npy`` bytes for the graders (trusted side).
 
-A candidate's outputs come back from the sandbox as ``.npy`` bytes that the candidate (who
-can replace the harness) fully controls. :func:`parse_npy` reads the header first and
-checks it against an :class:`ArraySpec` — dtype kind and item size, number of dimensions,
-each dimension exact or within bounds, C order, and that the data length declared by the
-header is exactly the number of bytes present — and only then builds the array (from the
-bytes already received, so a header declaring terabytes is refused without allocating).
-Object, structured, complex and long-double (``float128``) arrays are refused. Anything
-wrong raises :class:`ValueError` with a message naming the array.
+A candidate's output arrays come back as ``.npy`` bytes it fully controls. :func:`parse_npy` checks the
+header against an :class:`ArraySpec` (dtype kind and item size, dimensions exact or within bounds, C order,
+declared data length equal to the bytes present) before building the array from the bytes received, so a
+header declaring terabytes allocates nothing. Object, structured, complex and long-double arrays are
+refused; anything wrong raises :class:`ValueError` naming the array.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""What an evaluation leaves on the host, removed.
+"""What an evaluation leaves on the host, removed: its processes, directory and control groups.
 
-Its processes, its directory, its control groups, and the same leftovers of evaluations whose owner was
-SIGKILLed.
-
-An evaluation's processes carry ``CONTEXTEVOLVE_SANDBOX=<token>`` in their environment, its
-directory is ``$TMPDIR/ce-eval-<token>...`` and its control groups are ``ce-<token>``, where the
-token begins with the owner tag of the evaluating process (:mod:`contextevolve.leftovers`). The
-host removes its own after every evaluation (:func:`kill_tagged`, :func:`remove_tree`,
-``EvalCgroup.destroy``); :func:`remove_orphans`, run once per process before its first
-evaluation, removes those a killed process could not.
+An evaluation's processes carry ``CONTEXTEVOLVE_SANDBOX=<token>`` in their environment, its directory is
+``$TMPDIR/ce-eval-<token>...`` and its control groups ``ce-<token>``; the token begins with the owner tag
+of the evaluating process (:mod:`contextevolve.leftovers`). The host removes its own after every evaluation
+(:func:`kill_tagged`, :func:`remove_tree`, ``EvalCgroup.destroy``); :func:`remove_orphans`, run once per
+process before its first evaluation, removes those of owners that were SIGKILLed.
 """
 
 from __future__ import annotations

@@ -93,8 +93,8 @@ class LocalExecutor(Executor):
 class RayExecutor(Executor):
     """Evaluations as Ray tasks (one CPU each), so they spread over a cluster's machines.
 
-    Every node needs this package installed (or reachable on ``PYTHONPATH``); task data
-    is built on each node on first use (see :mod:`contextevolve.tasks.datacache`).
+    Every node needs this package (installed or on ``PYTHONPATH``); task data is built on each node on
+    first use (:mod:`contextevolve.tasks.datacache`).
 
     Args:
         workers: evaluations in flight at once (>= 1).
@@ -103,8 +103,8 @@ class RayExecutor(Executor):
 
     Raises:
         ValueError: ``workers`` < 1.
-        ExecutorError: Ray is not installed (``pip install 'contextevolve[ray]'``), or the cluster
-            cannot be reached (the message names the address).
+        ExecutorError: Ray is not installed (``pip install 'contextevolve[ray]'``), or the cluster at
+            ``address`` cannot be reached (the message names it).
     """
 
     def __init__(self, workers: int = 1, address: str | None = None):

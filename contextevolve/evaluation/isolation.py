@@ -1,19 +1,11 @@
-"""Run an untrusted candidate program in a sandboxed process tree, one timed call at a time.
+"""Run an untrusted candidate program in a sandboxed process tree, one timed call at a time (host side).
 
-The host writes the candidate source into a fresh working directory, stages the few modules the
-sandbox needs (the task's harness, the supervisor and runner) into a private ``lib`` — nothing else
-of this package is importable there — and starts the trusted *supervisor* (in new PID, network, IPC
-and — with bubblewrap — mount namespaces where permitted; :meth:`HostSandbox.command`) with a
-scrubbed environment. The job (calls and their inputs) goes to the supervisor's stdin; the
-supervisor starts an untrusted *runner* that confines itself (rlimits, cgroups, Landlock, no
-capabilities — :mod:`contextevolve.evaluation.sandbox` lists the layers) and imports the candidate,
-then sends it one call at a time and times each until its serialised result has arrived. The report
-comes back on a pipe (:mod:`contextevolve.evaluation.protocol` has the message shapes); the trusted
-grader scores the outputs with its own inputs.
-
-The host enforces the wall clock and the output / disk caps by polling, and afterwards
-kills whatever is left of the tree: the PID namespace, the cgroup, the process group and
-any process still carrying the evaluation's environment token.
+:func:`run_candidate` writes the source into a fresh working directory, stages only the task's harness
+and the sandbox's modules into a private ``lib``, and starts the trusted supervisor with a scrubbed
+environment in the namespaces this host allows (:meth:`HostSandbox.command`). It enforces the wall clock
+and the output / disk caps by polling, then kills what is left (PID namespace, cgroup, process group,
+token sweep). Messages: :mod:`contextevolve.evaluation.protocol`; layers:
+:mod:`contextevolve.evaluation.sandbox`; why: docs/sandbox.md, *Trusted measurement*.
 """
 
 from __future__ import annotations

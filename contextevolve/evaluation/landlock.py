@@ -1,18 +1,11 @@
 """Landlock (Linux >= 5.13) through raw system calls: confine a process's writes, TCP and signals.
 
-Landlock is an unprivileged, stackable Linux security module: a process restricts itself
-and every process it later starts, and nothing can lift the restriction. We use it for
-three sandbox guarantees (ABI numbers from the kernel's ``landlock.h``):
-
-* file-system writes only beneath the candidate's working directory (ABI 1; ``REFER`` 2,
-  ``TRUNCATE`` 3, ``IOCTL_DEV`` 5). Reads stay allowed (the interpreter and libraries).
-  A Landlock domain also cannot ptrace — hence cannot read ``/proc/PID/environ`` of —
-  processes outside it (ABI 1);
-* no TCP bind or connect (ABI 4);
-* no signals to, and no abstract UNIX sockets of, processes outside the domain (ABI 6).
-
-Constants and struct layouts follow ``include/uapi/linux/landlock.h``; syscall numbers are
-the x86-64 and aarch64 ones (the same on both: 444-446).
+Landlock is an unprivileged, stackable Linux security module: a process restricts itself and every process
+it later starts, irrevocably. Three guarantees, by ABI version (``include/uapi/linux/landlock.h``): writes
+only beneath the working directory (ABI 1; ``REFER`` 2, ``TRUNCATE`` 3, ``IOCTL_DEV`` 5; reads stay
+allowed), which also bars ptrace of (so ``/proc/PID/environ`` of) processes outside; no TCP bind or
+connect (ABI 4); no signals to, or abstract UNIX sockets of, processes outside (ABI 6). The syscall numbers
+(444-446) are those of x86-64 and aarch64.
 """
 
 from __future__ import annotations

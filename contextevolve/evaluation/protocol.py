@@ -1,22 +1,10 @@
 """The evaluation protocol: who talks to whom, over what, in which shapes (stdlib only).
 
-Three processes take part in one evaluation::
-
-    host (trusted)          isolation.run_candidate: starts the supervisor, reads its report, grades
-      │ supervisor stdin: JOB frame          ▲ report fd (its argument): IMPORT, CALL..., END
-      ▼                                      │
-    supervisor (trusted)    supervisor.py: PID 1 of the sandbox; never imports candidate code;
-      │                     times every call; restarts the runner after a crash or timeout
-      │ runner stdin: INIT, then one CALL request at a time
-      ▼                                      ▲ response fd (its argument): READY, RESULT / ERROR
-    runner (untrusted)      runner.py: confines itself, then imports the task harness and the
-                            candidate; the harness converts inputs, calls the candidate and
-                            serialises its output. Everything in this process is hostile.
-
-Only the supervisor's measurements and the runner's serialised outputs reach the grader;
-nothing the runner says about time or success is believed. The runner is a fresh
-interpreter (``python -s -m contextevolve.evaluation.runner``), never a fork, so it holds
-none of the inputs of calls it has not been sent yet.
+The host (:func:`contextevolve.evaluation.isolation.run_candidate`) writes the job to the trusted
+supervisor's stdin and reads its report from the descriptor named on its command line; the supervisor
+sends the untrusted runner ``init``, then one ``call`` at a time, on its stdin and reads its responses
+likewise. A report is ``import``, a ``call`` per call, ``end``. Only the supervisor's measurements and
+the runner's serialised outputs reach the grader (why three processes: docs/decisions/trusted-supervisor.md).
 
 **Frames.** Every message is one frame: an 8-byte big-endian length ``H``, ``H`` bytes of a
 UTF-8 JSON object (the *header*), then the raw bytes of the blobs the header announces in

@@ -1,16 +1,11 @@
 """The untrusted side of an evaluation: confine this process, import the candidate, answer calls.
 
-Started by the supervisor (``python -s -m contextevolve.evaluation.runner RESPONSE_FD``) with
-requests on stdin and responses on file descriptor ``RESPONSE_FD``; the
-message shapes are in :mod:`contextevolve.evaluation.protocol`. The first request is
-``init``: the runner applies its rlimits, Landlock rules and drops every capability, and
-only then imports the task harness and the candidate, and seeds ``random``, NumPy and torch
-(once: calls run in order in one process, so a program's metrics are reproducible). Then,
-one ``call`` at a time, it
-runs ``harness.<fn>(candidate, args, blobs) -> (value, out_blobs)`` and writes the result.
-
-Nothing here is trusted: a candidate can replace any of this process's code. That is why
-the supervisor, not this process, measures time and decides what happened.
+Started by the supervisor as ``python -s -m contextevolve.evaluation.runner RESPONSE_FD``: requests on
+stdin, responses on ``RESPONSE_FD`` (:mod:`contextevolve.evaluation.protocol`). On ``init`` it applies its
+rlimits and Landlock rules and drops every capability, then imports the harness and the candidate and
+seeds ``random``, NumPy and torch once (calls run in order in one process: metrics are reproducible). Each
+``call`` runs ``harness.<fn>(candidate, args, blobs) -> (value, out_blobs)``. A candidate can replace any
+of this code, so nothing it reports is trusted (docs/decisions/trusted-supervisor.md).
 """
 
 from __future__ import annotations

@@ -1,38 +1,10 @@
 """What this host can enforce, probed once per process, and the notes for what it cannot.
 
-Layers, each used when the host allows it (see docs/sandbox.md):
-
-=========================  ==================================================  ===============================
-guarantee                  mechanism                                           without it
-=========================  ==================================================  ===============================
-wall-clock limit           host kills the process group / PID namespace        (always)
-CPU-time limit             ``RLIMIT_CPU`` (SIGXCPU, then SIGKILL)              (always)
-memory cap                 ``RLIMIT_AS`` per process; memory cgroup for the    per process only
-                           tree
-process cap (fork bomb)    pids cgroup; ``RLIMIT_NPROC`` (ignored for root)    note
-stdout/stderr/file caps    host polls sizes; ``RLIMIT_FSIZE`` per file         (always)
-no orphans                 PID namespace (its init's death kills all); cgroup  process group + env-token sweep
-                           sweep; process group; env-token sweep
-no network                 new network namespace (``--unshare-net`` /          note
-                           ``unshare --net``); Landlock TCP rules (ABI 4)
-writes only in own dir     Landlock file-system rules                          note
-no signals/ptrace outside  Landlock scope (ABI 6) + ptrace rules; PID          note
-                           namespace; capabilities dropped
-secrets (environment)      environment rebuilt from an allow-list              (always)
-files: only interpreter,   mount namespace built by bubblewrap (``bwrap``):    note ("files readable")
-libraries, staged lib,     the interpreter, system libraries, the staged
-own dir visible; no host   ``lib`` (read-only), the working directory and the
-UNIX sockets               cgroup dirs; private ``/tmp``, minimal ``/dev``;
-                           package source, home, run dirs, data cache not
-                           there
-host processes invisible   own ``/proc`` (bwrap ``--proc``; ``unshare``        note
-                           ``--mount-proc`` without bwrap)
-no shared SysV IPC         IPC namespace (``--unshare-ipc`` / ``unshare        note
-                           --ipc``)
-=========================  ==================================================  ===============================
-
-``CONTEXTEVOLVE_NO_NAMESPACES=1`` turns every namespace off and ``CONTEXTEVOLVE_NO_BWRAP=1``
-only bubblewrap (the ``unshare`` fallback is used), to see the notes of such hosts.
+:func:`host_sandbox` finds which layers this host allows (bubblewrap or ``unshare`` namespaces, Landlock,
+cgroups); each guarantee uses the strongest one available, and one the host cannot enforce becomes a note
+in :attr:`HostSandbox.notes` (layers: docs/sandbox.md; what each guarantee falls back to, and why:
+docs/decisions/sandbox-fallbacks.md). ``CONTEXTEVOLVE_NO_NAMESPACES=1`` turns every namespace off and
+``CONTEXTEVOLVE_NO_BWRAP=1`` only bubblewrap (the ``unshare`` fallback is used), to see such hosts' notes.
 """
 
 from __future__ import annotations

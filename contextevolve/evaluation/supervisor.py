@@ -4,18 +4,11 @@ Usage (by :func:`contextevolve.evaluation.isolation.run_candidate` only)::
 
     [namespace prefix] python -s -m contextevolve.evaluation.supervisor REPORT_FD < JOB
 
-The first process of the evaluation's PID namespace where there is one (PID 1 under
-``unshare``, PID 2 under bubblewrap, whose init follows it: either way its exit kills every
-process left in the namespace). It reads the job (:mod:`contextevolve.evaluation.protocol`), joins the
-evaluation's cgroups, and starts a *runner* — a fresh interpreter that confines itself and
-imports the candidate. For each call it sends one request and measures the wall time until
-the last byte of the response has arrived, so work the candidate defers (lazy results) is
-counted; a call that overruns its limit or kills the runner is recorded and the next call
-gets a new runner (at most ``max_restarts`` times; a restarted runner's import is capped like
-the first's but not reported). It never imports candidate code, and makes itself
-non-dumpable so a runner of the same uid cannot read its memory or descriptors.
-
-Imports nothing heavy so that an evaluation starts in tens of milliseconds.
+The first process of the evaluation's PID namespace where there is one, so its exit kills all left there.
+It joins the evaluation's cgroups, makes itself non-dumpable, never imports candidate code, and times each
+call until the last byte of its response; a call that overruns or kills the runner is recorded and the next
+gets a new runner (at most ``max_restarts``; a restart's import is capped but not reported). It imports
+nothing heavy (why: docs/decisions/trusted-supervisor.md).
 """
 
 from __future__ import annotations

@@ -7,18 +7,12 @@
                              |                                                              -> summarize
                              └──────────────────────── update_buffer <──────────────────────────┘
 
-One pass from ``claim`` to ``update_buffer`` is one iteration of Algorithm 1 (phases 1-8, in the paper's
-order, plus ``claim``, ``review`` and ``repair``). A run with ``RunContext.parallelism.workers = W`` is W
-threads of this graph over the run's one Evolve Buffer (:func:`contextevolve.api.evolve` starts them): each
-starts its next iteration as soon as its child is committed, so there is no barrier between workers, and
-each has its own checkpoints, resumable and steppable (``langgraph dev``) on its own. Every phase is a node
-of the graph with plain edges, so ``interrupt_before=["generate"]`` (any phase, or ``"*"``) pauses a worker
-there by name, in Python and in ``langgraph dev``. (The iteration is not a subgraph: LangGraph does not
-hand an ``interrupt_before`` given when a graph is run on to its subgraphs; docs/decisions/workers.md.)
-
-``repair`` (not in the paper) runs only for a child that failed, at most ``RunContext.search.repair_attempts``
-times with the model (plus up to three added imports, which need none); with 0 the iteration is exactly the
-paper's phases 1-8.
+One pass from ``claim`` to ``update_buffer`` is one iteration of Algorithm 1 (phases 1-8, plus ``claim``,
+``review`` and ``repair``, which runs only for a failed child; with ``repair_attempts = 0`` and no import
+fixes the iteration is exactly the paper's). A run is ``RunContext.parallelism.workers`` threads of this
+graph over one Evolve Buffer (:func:`contextevolve.api.evolve` starts them), with no barrier between them.
+Every phase is a node with plain edges, so ``interrupt_before=["generate"]`` (any phase, or ``"*"``) pauses
+a worker there by name. Why not a subgraph: docs/decisions/workers.md; the graph: docs/architecture.md.
 """
 
 from __future__ import annotations

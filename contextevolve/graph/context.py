@@ -1,17 +1,12 @@
 """Typed run settings (LangGraph ``context_schema``): everything a run is configured by.
 
-A :class:`RunContext` holds a few run-wide fields (task, run directory, stop conditions, memory,
-seed, observation) and five groups: ``llm`` (:class:`ModelSettings`), ``search``
-(:class:`SearchSettings`), ``parallelism``, ``ablations`` and ``sandbox``
-(:class:`SandboxLimits`). Nodes read them through ``runtime.context`` (``ctx.search.repair_attempts``).
-
-Every setting also has one *flat name*, the vocabulary of ``evolve()`` keywords, CLI flags and
-older run.json files: a group field's own name (``repair_attempts``, ``workers``), or ``eval_*`` for
-a sandbox limit (``eval_memory_mb`` = ``sandbox.memory_mb``). :class:`RunContext` accepts flat
-names and groups (objects or dicts) alike, so ``dataclasses.replace(ctx, workers=2)`` works.
-Settings are not checkpointed: the CLI saves them to ``RUN_DIR/run.json`` (secrets excluded) for
-``--resume``. Unknown names are refused everywhere a ``RunContext`` is built (keywords,
-``from_json``, the context dict of a ``langgraph dev`` run) with :class:`UnknownSettingError`.
+A :class:`RunContext` holds a few run-wide fields and five groups: ``llm`` (:class:`ModelSettings`),
+``search`` (:class:`SearchSettings`), ``parallelism``, ``ablations`` and ``sandbox`` (:class:`SandboxLimits`);
+nodes read ``runtime.context.search.repair_attempts``. Every setting also has one *flat name*, the vocabulary
+of ``evolve()``, CLI flags and older run.json files: a group field's own name, or ``eval_*`` for a sandbox
+limit. :class:`RunContext` accepts flat names and groups alike, so ``dataclasses.replace(ctx, workers=2)``
+works. Settings are not checkpointed: the CLI saves them to ``RUN_DIR/run.json`` (secrets excluded) for
+``--resume``. See docs/usage.md, *Python*.
 """
 
 from __future__ import annotations
@@ -73,7 +68,9 @@ SETTINGS: dict[str, tuple[str, str]] = {
 class UnknownSettingError(ValueError, TypeError):
     """Run settings name a setting :class:`RunContext` does not have.
 
-    A ``ValueError`` for the API and CLI, and a ``TypeError`` like any unexpected keyword argument.
+    Raised wherever a ``RunContext`` is built (keywords, ``from_json``, the context dict of a
+    ``langgraph dev`` run). A ``ValueError`` for the API and CLI, and a ``TypeError`` like any unexpected
+    keyword argument.
     """
 
 

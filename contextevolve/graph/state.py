@@ -1,13 +1,11 @@
 """The graph state of one worker: identifiers, routing and token counts — never program facts.
 
-A run is evolved by one or more *workers*: each is a LangGraph thread of the run's graph that loops
-``claim -> phases 1-7 (⇄ repair) -> update_buffer`` over the run's one Evolve Buffer, with no barrier
-between workers. :class:`WorkerState` is what one worker's thread checkpoints.
-
-What a child *is* — its source, status, score, reason, repairs, abstract — is owned by its record in
-the Evolve Buffer (:class:`~contextevolve.memory.records.ProgramRecord`); the state keeps the ids the
-phases pass on (parent, exemplars, child), the two flags the routers read, and the tokens, seconds
-and LLM calls spent on the iteration in progress, so a checkpoint stays a few KB however long a run gets.
+A worker is a LangGraph thread of the run's graph that loops
+``claim -> phases 1-7 (⇄ repair) -> update_buffer`` over the run's one Evolve Buffer; :class:`WorkerState` is
+what its thread checkpoints. What a child *is* (source, status, score, reason, repairs, abstract) is owned by
+its record in the buffer (:class:`~contextevolve.memory.records.ProgramRecord`); the state keeps the ids the
+phases pass on, the routing flags and the iteration's tokens, seconds and LLM calls, so a checkpoint stays
+small however long a run gets (docs/architecture.md, *The compiled graph*).
 """
 
 from __future__ import annotations

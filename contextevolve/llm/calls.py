@@ -1,18 +1,11 @@
 """One agent call: messages in, text and token usage out, with retries on endpoint faults.
 
-Errors (see :mod:`contextevolve.llm.faults`), each after ``ctx.llm.max_retries`` retries with
-exponential backoff and jitter (first wait ``ctx.llm.retry_wait_s``, doubling up to 60 s):
-
-* connection errors, 429 and 5xx → :class:`EndpointUnavailable` (the run stops); a 4xx
-  other than 429 raises it at once (retrying cannot help), except a 400/422 that refuses one of the
-  parameters a run can do without (``stop``, ``temperature``, ...: OpenAI's reasoning models refuse
-  both): the request goes again without it, as do later ones to that endpoint and model;
-* an unusable reply (unreadable body, no ``choices``, empty completion, a client-side
-  error such as a content-filter stop, or whatever the caller's ``check`` rejects) →
-  :class:`MalformedReply` (the caller falls back).
-
-A JSON-mode reply cut off at the token cap, which the OpenAI client raises as
-``LengthFinishReasonError``, is returned as a truncated :class:`Reply` like any other.
+After ``ctx.llm.max_retries`` retries (backoff with jitter from ``ctx.llm.retry_wait_s``, doubling up to
+:data:`MAX_WAIT_S`): connection errors, 429 and 5xx raise :class:`EndpointUnavailable`, as a 4xx does at
+once, except a 400/422 refusing an optional parameter (:func:`refused_parameter`): it and later requests to
+that endpoint and model go without it. An unusable reply (unreadable, empty, a client-side error, rejected
+by the caller's ``check``) raises :class:`MalformedReply`. A JSON-mode reply cut off at the token cap is a
+truncated :class:`Reply`.
 """
 
 from __future__ import annotations
@@ -182,32 +175,21 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     Args:
         role: the agent whose chat model answers (:func:`contextevolve.llm.models.create_chat_model`).
         messages: the conversation to send.
-        ctx: the run's settings (endpoints, retries, slots, transcript).
-        temperature: this request's temperature (default: the run's for ``role``,
-            ``ctx.llm.temperature_for(role)``).
-        seed: this request's seed (default: ``ctx.seed``).
-        json_mode: ask for ``response_format={"type": "json_object"}`` (the embedded server
-            refuses ``json_schema``); callers still parse tolerantly.
+        ctx: the run's settings.
+        temperature: default ``ctx.llm.temperature_for(role)``.
+        seed: default ``ctx.seed``; attempt n sends ``seed + n - 1`` to a model that takes a seed.
+        json_mode: ask for ``response_format={"type": "json_object"}``.
         check: called on every reply; raising :class:`MalformedReply` marks it unusable (retried).
-        stop: stop sequences: the endpoint ends the completion at the first one (which the reply
-            does not contain), e.g. where a program's code block closes.
+        stop: stop sequences; the completion ends before the first one.
 
-    A retry of a model with a ``seed`` (our ChatOpenAI) sends ``seed + attempt - 1``, so an
-    endpoint that honours seeds does not return the same unusable completion again.
-
-    With ``ctx.log_prompts`` every attempt's messages and reply are appended to the run's
-    transcript (:mod:`contextevolve.llm.transcript`).
-
-    The call's wall seconds and tokens are booked on the running phase's stopwatch
-    (:func:`contextevolve.timing.note_call`), usable reply or not.
+    Every attempt goes to the transcript with ``ctx.log_prompts``; seconds and tokens are booked by
+    :func:`contextevolve.timing.note_call`, usable reply or not.
 
     Returns:
         The first usable reply; its ``usage`` sums the tokens reported by every attempt.
 
     Raises:
-        EndpointUnavailable: unreachable, 429/5xx after the retries, or a 4xx (except a 400/422
-            refusing an optional parameter, :func:`refused_parameter`: the request is sent again without
-            it, and so are later ones to that endpoint and model).
+        EndpointUnavailable: as the module docstring says.
         MalformedReply: no usable reply after the retries (``usage``, ``attempts`` filled in).
         contextevolve.llm.models.LLMConfigError: incomplete endpoint settings.
     """

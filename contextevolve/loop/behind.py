@@ -1,18 +1,11 @@
 """The Summarizer behind its worker: a child is summarized and committed while its worker goes on.
 
-A child's abstract is written, and the child committed, while its worker goes on with its next
-iteration (``RunContext.summarizes_behind``, on by default with several workers).
-
-Why: with a fast endpoint an iteration is its LLM calls, and the Summarizer's is the last of them; its
-reply is needed by the *next* iterations that read the child (as a parent, an exemplar, a step the
-Navigator is shown), not by the worker that made it. So the worker hands the child over: the
-iteration's tokens, seconds and LLM calls are stored on its record and its claim is marked handed over
-(:meth:`~contextevolve.memory.buffer.EvolveBuffer.hand_over`); a thread of this process writes the
-abstract and commits it. The worker's next iteration sees the children committed by then.
-
-Durability: a child handed over but not committed when the process died is finished by its worker's
-next ``claim`` (:func:`settle`), which also raises a job's error in the worker (an endpoint that went
-down) and, before the worker stops, waits for its jobs, so a run never ends with a child in the air.
+With ``RunContext.summarizes_behind`` (on by default with several workers) the worker hands its child over
+(:meth:`~contextevolve.memory.buffer.EvolveBuffer.hand_over`: the iteration's tokens, seconds and LLM calls go
+on the record, the claim is marked handed over) and a thread of this process writes the abstract and commits
+the child. A child handed over but not committed when the process died is finished by its worker's next
+``claim`` (:func:`settle`), which also raises a job's error in the worker and, before the worker stops, waits
+for its jobs. Why: docs/architecture.md, *The compiled graph*.
 """
 
 from __future__ import annotations

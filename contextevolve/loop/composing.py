@@ -1,13 +1,10 @@
 """The Generator's prompt Φ = (z_p, g, E_ctx) for an iteration, within a token budget.
 
-The parent's code, abstract and scores and the guidance are always included. Exemplars enter as
-abstracts; each working exemplar's code is added, in the Sampler's order, only while the prompt stays
-within the budget. Failed exemplars are shown as abstract + error only: they lend their idea (paper,
-takeaway c), not their bugs. If even the abstracts do not fit, exemplars are dropped from the end.
-
-``compose`` makes the choice (:func:`build_prompt`) and keeps only its ids in the worker's state, so a
-checkpoint holds no program text; ``generate`` and a repair's restart get the same prompt back from
-those ids (:func:`prompt_of`).
+The parent's code, abstract and scores and the guidance are always included. Exemplars enter as abstracts;
+each working exemplar's code is added, in the Sampler's order, while the prompt stays within the budget; a
+failed exemplar shows its abstract and error only (why: docs/decisions/failed-exemplars.md). If even the
+abstracts do not fit, exemplars are dropped from the end. ``compose`` keeps only the ids :func:`build_prompt`
+chose, so a checkpoint holds no program text; :func:`prompt_of` builds the same prompt again from them.
 """
 
 from __future__ import annotations

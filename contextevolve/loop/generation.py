@@ -3,9 +3,9 @@
 The Generator (phase 5), its second ask after a twin, repairs and restarts all ask the same model for a
 program: messages in, a reply that the run's edit form turns into source
 (:meth:`~contextevolve.program.forms.EditForm.build`), or a failure with its
-:data:`~contextevolve.memory.records.FailureKind`. :func:`ask_generator` is that one request; the seed,
-temperature and stop of each request are the iteration's :class:`~contextevolve.loop.policy.SearchPolicy`'s,
-so a node only chooses *which* request it makes.
+:data:`~contextevolve.memory.records.FailureKind`. :func:`ask_generator` is that one request; its seed,
+temperature and stop are the iteration's :class:`~contextevolve.loop.policy.SearchPolicy`'s, so a node only
+chooses *which* request it makes.
 """
 
 from __future__ import annotations
@@ -73,13 +73,12 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: S
                   from_hidden_view: bool | None = None) -> Outcome:
     """Send ``messages`` to the Generator's model and build a program from the reply.
 
-    The request samples with ``sampling``; the reply is an edit of ``base`` in ``form`` (default: the
-    run's, ``policy.form``). The request stops where ``policy`` says for ``form``
-    (:meth:`SearchPolicy.stop`); a reply cut off before a whole program is retried
-    (:func:`whole_program`). Its tokens are booked under ``book`` (``generator`` or ``repair``).
-    ``from_hidden_view``: ``messages`` showed ``base`` without its docstrings (None: as the policy shows
-    programs); a rewrite written from that view gets its parent's docstrings back
-    (:attr:`EditForm.restores_docstrings`), so a lineage does not lose them one second ask at a time.
+    The request samples with ``sampling`` and stops where ``policy`` says for ``form`` (default:
+    ``policy.form``; :meth:`SearchPolicy.stop`); a reply cut off before a whole program is retried
+    (:func:`whole_program`). The reply is an edit of ``base`` in ``form``; its tokens are booked under
+    ``book`` (``generator`` or ``repair``). ``from_hidden_view``: ``messages`` showed ``base`` without its
+    docstrings (None: as the policy shows programs); a rewrite written from that view gets them back
+    (:attr:`EditForm.restores_docstrings`).
 
     Returns:
         The :class:`Outcome`; never raises for a bad reply.
@@ -124,15 +123,10 @@ def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: Searc
 def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord) -> str | None:
     """Id of the parent or a committed program whose normalised code equals ``source``'s, else None.
 
-    Normalised code is :func:`~contextevolve.program.twins.normalized_code`: the AST without docstrings,
-    comments, unused imports and helpers the task's entry function never calls; compared with an ``ok``
-    program, also without its functions' type annotations. "Twin" is this project's one word for "the
-    same program".
-
-    Annotations are left out only against programs that ran: a copy of a working program that adds type
-    hints runs the same (the embedded model adds them often; how often: docs/decisions/search-settings.md,
-    "twin check without annotations"); a failed program's annotations may be what made it fail (a hint
-    naming a class never imported).
+    Normalised code is :func:`~contextevolve.program.twins.normalized_code`; compared with an ``ok``
+    program, it is also taken without the functions' type annotations. "Twin" is this project's one word
+    for "the same program". Why annotations count only against failed programs:
+    docs/decisions/twin-identity.md.
     """
     entry = task.job().entry
     digest = normalized_code(source, entry)

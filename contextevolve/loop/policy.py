@@ -2,11 +2,10 @@
 
 The settings that shape how a child is asked for and repaired (the edit form, ``docstrings_shown``,
 ``stop_at_code_end``, ``unguided_hotter``, ``repair_attempts``, ``import_fixes``, ``repair_restart``)
-interact: a form always shows or hides docstrings whatever ``docstrings_shown`` says, a hotter first
-ask only applies when the Navigator is on, a restart is only the last model repair. :class:`SearchPolicy`
-decides all of that in one place, with the seed and temperature of every Generator-model request of the
-iteration; :func:`ignored_settings` names each setting the others make ignored, which the run warns about
-when it starts. Why each request samples differently: docs/decisions/second-ask.md.
+interact; :class:`SearchPolicy` resolves them in one place, with the seed and temperature of every
+Generator-model request of the iteration, and :func:`ignored_settings` names each setting the others make
+ignored (the run warns when it starts). How they interact: docs/decisions/search-settings.md; why each request
+samples differently: docs/decisions/second-ask.md.
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ class SearchPolicy:
         stop_at_code_end: requests in a form that allows it stop where the reply's code block closes
             (:meth:`stop`).
         unguided_hotter: temperature added to the first ask when it has no guidance (0 with the
-            Navigator switched off, so that ablation changes one thing).
+            Navigator off, so that ablation changes one thing).
         repair_attempts: model repairs per child (R); import_fixes: missing imports are added without
             a model; repair_restart: the last model repair writes the child again from its parent.
         seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before

@@ -46,13 +46,11 @@ def budget_spent_reason(ctx: RunContext) -> str:
 def worker_budget_spent(ctx: RunContext, state: WorkerState, usage: TokenUsage | None = None) -> bool:
     """Whether the worker's iteration in progress has spent its share of the run's token budget.
 
-    The share is what was left when it was claimed (``ctx.token_budget - state.run_tokens``) split
-    evenly over the run's workers (``state.workers``). ``usage``: tokens the calling phase spent that
-    ``state.iteration_usage`` does not hold yet. Always False without a token budget.
-
-    Checked before a worker asks the model for more of its own work (a second ask after a twin, a model
-    repair or restart; a free import fix still runs), so that a run ends close to its budget, as
-    ``compare`` stops a peer as soon as its requests reach it.
+    The share is what was left when it was claimed (``ctx.token_budget - state.run_tokens``) split evenly
+    over the run's workers (``state.workers``). ``usage``: tokens the calling phase spent that
+    ``state.iteration_usage`` does not hold yet. Always False without a token budget. Checked before a
+    worker asks the model for more of its own work (a second ask, a model repair or restart), so that a
+    run ends close to its budget, as ``compare`` stops a peer (docs/compare.md).
     """
     if ctx.token_budget is None:
         return False

@@ -13,20 +13,15 @@ ProgramStatus = Literal["pending", "ok", "invalid", "failed", "timeout"]
 
 FailureKind = Literal["", "endpoint", "edit", "twin", "compile", "precheck", "runtime", "invalid", "timeout",
                       "evaluator"]
-"""Why a program is not ``ok``, set where the failure is known (``""`` while it is ok or pending):
+"""Why a program is not ``ok``, set where the failure is known (``""`` while it is ok or pending).
 
-* ``endpoint``: the LLM endpoint's reply was unusable after its retries (not the program's fault);
-* ``edit``: the Generator's reply did not become a program (no code block, an edit that does not apply);
-* ``twin``: the same program as its parent or a buffered one (normalised code); never evaluated;
-* ``compile``: it does not compile (pre-check);
-* ``precheck``: it compiles but fails another pre-check (entry function, signature, smoke run);
-* ``runtime``: the full evaluation failed (the program raised or died, every case failed);
-* ``invalid``: it ran but its output broke the task's contract;
-* ``timeout``: it ran past the evaluation's limits;
-* ``evaluator``: our side of the evaluation failed (the sandbox host or its setup, the executor, Ray);
-  a grader that cannot read the program's output makes it ``invalid``.
-
-Code decides by this kind; ``reason`` is only shown (to people and to the LLM)."""
+``endpoint``: the LLM's reply stayed unusable (not the program's fault); ``edit``: the reply did not
+become a program (no code block, an edit that does not apply); ``twin``: the same normalised code as its
+parent or a buffered program (not evaluated); ``compile``: it does not compile; ``precheck``: it fails
+another pre-check (entry function, signature, smoke run); ``runtime``: the full evaluation failed (raised,
+died, every case failed); ``invalid``: its output broke the task's contract (also when the grader cannot
+read it); ``timeout``: it ran past the limits; ``evaluator``: our side failed (sandbox host, executor,
+Ray). Code decides by this kind, never by ``reason`` (docs/decisions/failure-kinds.md)."""
 
 NOT_REPAIRABLE: frozenset[str] = frozenset({"endpoint", "twin", "timeout"})
 """Failure kinds a repair is never tried on: not the program's fault (``endpoint``), nothing to fix

@@ -56,11 +56,10 @@ def run_evaluation(ctx: RunContext, source: str) -> Evaluation:
 def evaluate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Score the pending child: pre-checks first (``ctx.search.prechecks``), then the full evaluation.
 
-    A child that failed generation keeps its worst score. A pre-check failure costs no full
-    evaluation. Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets
-    ``repair_due`` while a repair is left (:func:`~contextevolve.loop.policy.repair_due`: the failure
-    kind decides, :func:`~contextevolve.memory.records.repairable`; a timeout is not repaired). Only a
-    ``pending`` child is evaluated, so a replay of this node after a crash neither runs the evaluation
+    A child that failed generation keeps its worst score; a pre-check failure costs no full evaluation.
+    Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets ``repair_due`` while a
+    repair is left and the failure kind is repairable (:func:`~contextevolve.loop.policy.repair_due`; a
+    timeout is not). Only a ``pending`` child is evaluated, so a replay after a crash neither evaluates it
     again nor counts its seconds and pre-checks twice.
     """
     ctx = runtime.context

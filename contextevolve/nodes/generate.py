@@ -1,18 +1,11 @@
 """Phase 5, Generate: c_c ~ M(· | Φ). Writes the child as a pending record of the Evolve Buffer.
 
-LLM output is untrusted: anything that cannot become a compiling program (no code,
-a truncated reply, a diff that does not apply, a syntax error) is a *failed* child with
-its reason, never an exception. Endpoint faults — an unreadable or empty response, or a
-completion cut off at the token cap before a whole program — are retried first
-(``ctx.llm.max_retries``); if they persist the child is failed with the endpoint problem as
-its reason and the run goes on. (An endpoint that is down raises
-:class:`~contextevolve.llm.faults.EndpointUnavailable` and stops the run.) The child id was
-claimed before any LLM call and is in the worker's checkpoint, so replaying this node after a crash
-overwrites the same record.
-
-A child that does not compile keeps its source (a repair starts from it); one that could not be
-built at all has none. Either is failed here (kind ``edit``) and may go to
-:mod:`contextevolve.nodes.repair`. The request itself is :func:`contextevolve.loop.generation.ask_generator`.
+LLM output is untrusted: a reply that cannot become a compiling program is a *failed* child of kind ``edit``
+with its reason, never an exception; it keeps its source if it has one (a repair,
+:mod:`contextevolve.nodes.repair`, starts from it). Endpoint faults are retried (``ctx.llm.max_retries``),
+then fail the child; only an endpoint that is down (:class:`~contextevolve.llm.faults.EndpointUnavailable`)
+stops the run. The child id was claimed before any LLM call and is in the worker's checkpoint, so a replay
+after a crash overwrites the same record.
 """
 
 from __future__ import annotations
@@ -34,16 +27,13 @@ from contextevolve.roles import add_usage
 def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Send the prompt compose chose to the Generator and store the child.
 
-    The prompt is :func:`~contextevolve.loop.composing.prompt_of`'s; the child is stored with status
-    pending, or failed with a reason and kind.
-
-    Novelty: a child whose normalised code equals its parent's or a stored program's (a twin) is not
-    kept; the Generator is asked once more, in a new conversation that names one concrete mutation
-    (:func:`~contextevolve.loop.generation.second_ask`). A second twin, or a first one once the worker has
-    spent its share of the token budget (:func:`~contextevolve.loop.stopping.worker_budget_spent`), is a
-    failed child of kind ``twin`` whose reason names the twin (it is never evaluated, nor repaired).
-    Sampling, including a hotter first ask without guidance, is the iteration's
-    :class:`~contextevolve.loop.policy.SearchPolicy`'s.
+    The prompt is :func:`~contextevolve.loop.composing.prompt_of`'s, the sampling the iteration's
+    :class:`~contextevolve.loop.policy.SearchPolicy`'s; the child is stored with status pending, or failed
+    with a reason and kind. A twin of the parent or a stored program is not kept: the Generator is asked
+    once more (:func:`~contextevolve.loop.generation.second_ask`). A second twin, or a first once the
+    worker has spent its share of the token budget
+    (:func:`~contextevolve.loop.stopping.worker_budget_spent`), is a failed child of kind ``twin``, never
+    evaluated nor repaired (docs/decisions/second-ask.md).
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)

@@ -1,24 +1,9 @@
 """Phase 2, Navigator: roll out parent->child steps from the buffer, sample m by Δs category, ask for g.
 
-A step is (z_p, z_c, Δs) with Δs per metric signed so that positive means better
-(the paper writes Δs = s_parent − s_child; we flip lower-is-better metrics so one sign
-reads the same everywhere). Categories over the task's metrics:
-
-* ``improvement``: no metric worse, at least one better (consistent improvement);
-* ``decline``: no metric better, at least one worse (consistent decline; failed children land here);
-* ``mixed``: some better and some worse, or no change (mixed fluctuation).
-
-m steps are drawn without replacement: each draw picks a non-empty category with
-probability proportional to ``RunContext.search.category_weights`` (p(Δs) of Eq. 5), then a step in it.
-
-A reply the endpoint keeps garbling (unreadable, empty) after the retries means no guidance
-this iteration, as when the Navigator is ablated; the run goes on.
-
-With no step yet (the first iteration: the buffer holds only the initial program) the agent is not
-asked. Its guidance is distilled from the steps (the paper's Eq. 5); without any, the embedded model's
-replies restated the task and the parent, which the Generator reads anyway, and the call cost seconds
-of the iteration a new user waits for first (docs/decisions/first-navigator-call.md). The iteration
-goes on without guidance, as when the Navigator is ablated.
+A step is (z_p, z_c, Δs), categorised by :func:`rollout`. m steps are drawn without replacement, each from a
+non-empty category drawn with probability proportional to ``RunContext.search.category_weights`` (p(Δs) of
+Eq. 5), then a step in it. With no step yet the agent is not asked (docs/decisions/first-navigator-call.md);
+then, and after a reply unusable through the retries, there is no guidance, as when the Navigator is ablated.
 """
 
 from __future__ import annotations
@@ -88,7 +73,14 @@ def shown_abstract(record: ProgramRecord) -> str:
 
 
 def rollout(records: list[ProgramRecord], task: Task) -> list[Step]:
-    """All parent->child steps among committed ``records``, categorised by Δs."""
+    """All parent->child steps among committed ``records``, categorised by Δs.
+
+    Δs per metric is signed so that positive means better (the paper writes Δs = s_parent − s_child;
+    lower-is-better metrics are flipped so one sign reads the same everywhere). The category is
+    ``improvement`` (no metric worse, one better), ``decline`` (no metric better, one worse; failed
+    children land here) or ``mixed`` (both, or no change): the paper's consistent improvement, consistent
+    decline and mixed fluctuation.
+    """
     by_id = {r.id: r for r in records}
     steps = []
     for child in records:

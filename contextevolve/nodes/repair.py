@@ -1,27 +1,11 @@
 """Repair (between phases 6 and 7; not in the paper): a failed child goes back to the Generator.
 
-Not in the paper's Algorithm 1 (``repair_attempts = 0`` with ``import_fixes`` off restores it). A
-child that failed — it does not compile, raises, fails a pre-check, returns invalid output, or the
-Generator's edit could not be applied — is shown to the Generator's model with the evaluator's
-reason and the traceback frames of its own file (line numbers in the child), and the model
-returns a minimal fix (SEARCH/REPLACE edits or a whole program). The fixed version replaces the
-child's source and is evaluated again (a NameError for a known importable name, such as ``heapq``
-or ``List``, is fixed by adding the import, without a model call: :mod:`contextevolve.program.fixes`);
-the failed version is kept in the child's ``attempts`` with the reason it failed and the repair's
-tokens, which are booked under the ``repair`` role.
-At most ``repair_attempts`` repairs by the model per child; adding a missing import needs no model
-and does not count against them (at most :data:`~contextevolve.loop.policy.IMPORT_FIXES` per child;
-``import_fixes`` switches them off), so a repair's rewrite that forgot an import is still fixed, and
-a child whose import was added still gets its model repair. A fix that is the parent or a buffered
-program again (normalised code) ends the repairs: the child is a failed twin. A reply that gives the
-failing program back unchanged counts as an attempt; the next one sees the same error.
-With ``repair_restart`` (default) the last model repair (the only one with the default R = 1) does
-not fix the failing program but writes the child again from its parent, told the error the failed
-version met (:func:`contextevolve.prompts.repair.restart_messages`;
-docs/decisions/repair-restart.md). A restart that writes its parent out again (a twin) gets the
-Generator's second ask within the same repair (:func:`~contextevolve.loop.generation.second_ask`).
-The strategy is the iteration's :class:`~contextevolve.loop.policy.SearchPolicy`'s; the request is
-:mod:`contextevolve.loop.generation`'s.
+A failed child is shown to the Generator's model (tokens booked under ``repair``) with the evaluator's reason
+and the traceback frames of its own file; the fix replaces its source and is evaluated again. At most
+``repair_attempts`` model repairs per child, plus up to :data:`~contextevolve.loop.policy.IMPORT_FIXES` free
+import fixes (:mod:`contextevolve.program.fixes`); with ``repair_restart`` the last model repair writes the
+child again from its parent. ``repair_attempts = 0`` with ``import_fixes`` off is the paper's Algorithm 1.
+Why: docs/decisions/repair-restart.md; the mechanism: docs/search.md.
 """
 
 from __future__ import annotations
@@ -62,9 +46,11 @@ def after_repair(state: WorkerState) -> Literal["evaluate", "repair", "summarize
 def repair(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Make the failed child's next version (:meth:`SearchPolicy.strategy_for`) and store it.
 
-    It is stored as pending, or failed with a reason and kind when none came. The requests' seeds and
-    temperatures are :meth:`SearchPolicy.repair`'s, numbered by model repairs (an added import asks
-    nothing, so it neither heats nor reseeds the next request).
+    It is stored as pending, or failed with a reason and kind when none came; the failed version goes to
+    the child's ``attempts``. A reply that gives the failing program back unchanged counts as an attempt
+    and the next one sees the same error; a fix that is the parent or a buffered program (a twin) ends the
+    repairs. The requests' seeds and temperatures are :meth:`SearchPolicy.repair`'s, numbered by model
+    repairs (an added import asks nothing, so it neither heats nor reseeds the next request).
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)

@@ -1,17 +1,11 @@
 """Phase 3, Sampler: retrieve candidates by relevance to z_p + g with diversity, then let the agent pick k.
 
-Retrieval (``sampling_variant="informative"``, the paper's design): Maximal Marginal
-Relevance over the abstract index among ok programs, plus ``failed_candidates`` slots
-filled by MMR among failed/invalid/timed-out programs — failed programs are explicitly
-offered because a broken implementation of a good idea can seed a breakthrough (paper
-§Takeaways c). ``top_score`` offers only the best-scoring programs (the ablated
-takeaway). The Sampler agent then picks ``num_exemplars``; its JSON reply is parsed
-tolerantly and an unusable reply (also one the endpoint keeps garbling after the retries)
-falls back to the retrieval order. The reply is cut where its list of picks closes
-(:data:`STOP_AFTER_PICKS`): the "why" the prompt asks for comes after the list, so it cannot change
-the picks, and nothing reads it. When there are no more candidates than exemplars the agent is not
-called, and at most ceil(k/2) of them may be failed programs (with a weak model, all-failed
-exemplars were copied bug for bug).
+Retrieval (``sampling_variant="informative"``, the paper's design): MMR over the abstract index among ok
+programs, plus ``failed_candidates`` slots among failed, invalid and timed-out ones; ``top_score`` offers only
+the best-scoring programs (the ablated takeaway c). The agent picks ``num_exemplars``; an unusable reply falls
+back to the retrieval order. With no more candidates than exemplars the agent is not called, and at most
+ceil(k/2) of them may be failed programs. Why failed programs are offered, and capped:
+docs/decisions/failed-exemplars.md.
 """
 
 from __future__ import annotations
@@ -33,13 +27,10 @@ from contextevolve.tasks.base import Task
 STOP_AFTER_PICKS = ["],", "]}", "]\n"]
 """Stop sequences of the Sampler's request: the reply ends where ``"exemplars": [...`` closes.
 
-The list's close counts when followed by the next key, the object's end or a line end (a ``"[3]"``
-inside a string or a "why" citing ``[2]`` does not end it; a reply that matches none runs to its cap
-as before). The prompt still asks for a "why" after the list (a reply then reads as the agent was
-asked to answer), but a model decodes left to right, so the picks before the cut are the ones the
-whole reply would hold (same prompt, same seed), and no node reads the reason. On the embedded model
-the "why" filled the rest of the Sampler's token cap in the stored replies (what the cut saves:
-docs/decisions/sampler-stop.md)."""
+The list's close counts only before the next key, the object's end or a line end (a ``"[3]"`` in a
+string or a "why" citing ``[2]`` does not end it); a reply that matches none runs to its cap. The prompt
+still asks for a "why" after the list, so a reply reads as asked, but no node reads it, and the picks
+before the cut are those the whole reply would hold (docs/decisions/sampler-stop.md)."""
 
 
 def top_scoring(memory: RunMemory, task: Task, n: int, exclude: set[str]) -> list[Candidate]:

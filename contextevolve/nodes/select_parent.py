@@ -32,12 +32,11 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Choose the parent among committed ``ok`` programs.
 
     Strategies (``RunContext.search.parent_selection``): ``best`` (earliest on ties); ``random``
-    (uniform); ``tournament`` (best of ``tournament_size`` drawn uniformly — keeps pressure towards good
-    programs while letting others be explored). A stale parent (:func:`stale_parents`, after
-    ``search.stale_after`` twins in a row) is left out while another ok program is left: its next
-    child would most likely be one more copy, paid for in tokens and never evaluated. Falls back to
-    the initial program if nothing is ok. The RNG is seeded by the child's iteration, so parallel workers
-    draw independently and replays draw the same.
+    (uniform); ``tournament`` (best of ``tournament_size`` drawn uniformly: pressure towards good
+    programs, room for others). A stale parent (:func:`stale_parents`, after ``search.stale_after`` twins
+    in a row) is left out while another ok program is left (why: docs/decisions/search-settings.md). Falls
+    back to the initial program if nothing is ok. The RNG is seeded by the child's iteration, so parallel
+    workers draw independently and replays draw the same.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)

@@ -64,13 +64,10 @@ def finish_abstract(reply: str, parent_abstract: str | None, truncated: bool = F
     """The abstract a Summarizer ``reply`` gives ("" for an empty one).
 
     The sentences the reply begins with that repeat the parent's abstract word for word are dropped,
-    except those the prompt asks for by their first word ("Changed: nothing." repeated is news), and
-    only when a whole sentence is left after them; then a reply longer than :data:`ABSTRACT_CHARS`, or
-    cut off at the cap (``truncated``), ends at its last whole sentence (:func:`clip_to_sentence`).
-
-    Why: the embedded model began most stored abstracts of children by copying its parent's abstract
-    whole, so children's abstracts read alike and the new part was cut at the cap (how many:
-    docs/decisions/summarizer-abstracts.md).
+    except those the prompt asks for by their first word ("Changed: nothing." repeated is news), and only
+    when a whole sentence is left after them; then a reply longer than :data:`ABSTRACT_CHARS`, or cut off
+    at the cap (``truncated``), ends at its last whole sentence (:func:`clip_to_sentence`). Why:
+    docs/decisions/summarizer-abstracts.md.
     """
     said = sentences(reply)
     inherited = set(sentences(parent_abstract or ""))

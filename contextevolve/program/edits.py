@@ -1,21 +1,11 @@
 """Turning Generator output (untrusted text) into a child program, or a reason it failed.
 
 Two formats are handled here (the third, whole functions spliced in by name, is
-:mod:`contextevolve.program.splicing`):
-
-* full rewrite: the program inside a fenced code block (the largest Python block wins);
-* diffs: one or more blocks ::
-
-    <<<<<<< SEARCH
-    lines copied exactly from the parent
-    =======
-    replacement lines
-    >>>>>>> REPLACE
-
-When the parent has ``# EVOLVE-BLOCK-START`` / ``# EVOLVE-BLOCK-END`` markers only the
-region between them may change: a rewrite replaces that region (an import the model added
-outside its markers moves to the top of the region), a diff whose SEARCH text lies outside it
-is rejected. The result must compile.
+:mod:`contextevolve.program.splicing`): a full rewrite, the program inside a fenced code block (the largest
+Python block wins), and diffs, one or more ``<<<<<<< SEARCH`` / ``=======`` / ``>>>>>>> REPLACE`` blocks whose
+SEARCH part is copied from the parent. When the parent has ``# EVOLVE-BLOCK-START`` / ``# EVOLVE-BLOCK-END``
+markers only the region between them may change: a rewrite replaces it (an import added outside the markers
+moves to the region's top), a diff whose SEARCH text lies outside it is rejected. The result must compile.
 """
 
 from __future__ import annotations

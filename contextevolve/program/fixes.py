@@ -1,12 +1,10 @@
 """Mechanical fixes that need no model: a child that fails on a missing import of a known name.
 
-Measured on the embedded model's failures, the commonest failure is a name used without its import
-(``heapq``, ``random``, ``List``, ``Tuple``, ``defaultdict``), and asked to repair it the model
-often returned the failing program unchanged. The repair node therefore adds the import itself
-when the error names such a name (:func:`missing_import`, :func:`add_import`) and asks the model
-only for anything else. What counts as "known" is fixed here, not guessed: a standard-library
-module, a public name of ``typing`` or of a few standard modules, or a conventional alias of an
-installed package.
+When a failed child's error is a NameError for a known importable name, the repair node adds the import itself
+(:func:`missing_import`, :func:`add_import`) and asks the model only for anything else. "Known" is fixed here,
+not guessed: a standard-library module, a public name of ``typing`` or of a few standard modules
+(:data:`FROM_MODULES`), or a conventional alias of an installed package (:data:`ALIASES`). Why (asked to add
+an import, the embedded model often gave the program back unchanged): docs/search.md.
 """
 
 from __future__ import annotations

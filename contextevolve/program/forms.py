@@ -1,11 +1,10 @@
 """Edit forms: the ways a Generator reply may write a child, one object each, kept in one registry.
 
 An edit form says everything that depends on how the model writes its change: the instructions of the
-Generator's ask and of a repair, where its reply stops, which view of a program it shows (with or
-without docstrings), how a reply becomes a child, and which form a second ask after a twin uses.
-:data:`EDIT_FORMS` is the registry; the ``edit_form`` setting's choices are its keys
-(:data:`EditFormName`). Adding a form is one :class:`EditForm` here. Why ``full`` is the default:
-docs/decisions/generation-mode.md.
+Generator's ask and of a repair, where its reply stops, which view of a program it shows, how a reply becomes
+a child, and which form a second ask after a twin uses. :data:`EDIT_FORMS` is the registry; the ``edit_form``
+setting's choices are its keys (:data:`EditFormName`). Adding a form is one :class:`EditForm` here. Why
+``full`` is the default: docs/decisions/generation-mode.md.
 """
 
 from __future__ import annotations
@@ -110,15 +109,14 @@ class EditForm:
         name: the registry key, the ``edit_form`` setting's value.
         rewrite: makes a child of ``(parent, reply)`` when the reply is not SEARCH/REPLACE edits.
         edits_win: a reply holding SEARCH/REPLACE edits is applied as edits even when it also has a
-            fenced program (the diff form); otherwise only when its program block is made of edits.
+            fenced program; otherwise only when its program block is made of edits.
         hides_docstrings: None: programs are shown as the ``docstrings_shown`` setting says; True or
             False: always without them or always as they are (SEARCH parts must match the program).
-        stops_at_code_end: its requests stop where the reply's code block closes
-            (:data:`CODE_END`); False for a form whose edits may come in several blocks.
-        second_ask: the form a second ask after a twin uses (a new conversation that wants code back).
+        stops_at_code_end: its requests stop where the reply's code block closes (:data:`CODE_END`);
+            False for a form whose edits may come in several blocks.
+        second_ask: the form a second ask after a twin uses.
         restores_docstrings: a child written from a view without docstrings gets its parent's back
-            (:func:`~contextevolve.program.docstrings.restore_docstrings`); the functions form's splice
-            keeps them itself.
+            (:func:`~contextevolve.program.docstrings.restore_docstrings`).
     """
 
     name: EditFormName

@@ -1,29 +1,16 @@
 """The ``functions`` edit form: a reply of only the top-level functions and classes that change.
 
-The reply holds only the top-level functions and classes it changes or adds; each replaces the
-parent's definition of the same name, a new one is added, imports are merged.
-
 Why a third form beside the full rewrite and SEARCH/REPLACE edits (:mod:`contextevolve.program.edits`):
-on this project's 2-core machine the embedded model decodes a reply one token at a time, slowly
-(its rates: docs/embedded-model.md, "Measured speed"), so the length of a reply *is* the cost of a
-try. A full rewrite repeats every unchanged line of the program; SEARCH/REPLACE
-edits are short but must copy the parent's lines character for character, which a 1.5B model often
-gets wrong. A whole function is the unit a small model writes well, and splicing it by name needs
-no copying at all.
+docs/decisions/functions-form.md. The rules (only the parent's ``# EVOLVE-BLOCK-START`` /
+``# EVOLVE-BLOCK-END`` region, when marked, may change):
 
-Rules (the parent's ``# EVOLVE-BLOCK-START`` / ``# EVOLVE-BLOCK-END`` region, when marked, is the
-only part that may change):
-
-* a ``def`` / ``class`` (decorators included) or a single-name assignment at the reply's top level
-  replaces the parent's top-level definition of that name inside the region (keeping the parent's
-  docstrings, a class's methods' included, where the reply's version has none: the Generator is shown
-  programs without docstrings);
-  one the parent does not define is inserted before the first definition the reply replaced (or at
-  the end of the region);
-* a name the parent defines outside the region may not be redefined (an :class:`EditError`), though
-  a copy of that definition as it stands is ignored (a whole-program reply repeats the fixed parts);
-* ``import`` / ``from ... import`` lines the parent lacks are added at the top of the region;
-* every other top-level statement of the reply (a ``__main__`` test, a call) is dropped;
+* a top-level ``def`` / ``class`` (decorators included) or single-name assignment of the reply replaces the
+  parent's definition of that name, its docstrings kept where the reply has none; a new name goes before the
+  first definition replaced, or at the region's end;
+* a name defined outside the region may not be redefined (an :class:`EditError`), though an unchanged copy is
+  ignored (a whole-program reply repeats the fixed parts);
+* imports the parent lacks go to the region's top; any other top-level statement (a ``__main__`` test, a call)
+  is dropped;
 * a reply that defines nothing is an :class:`EditError`.
 """
 
@@ -93,12 +80,9 @@ def _keep_docstring(text: str, node: ast.stmt, old: ast.stmt | None, parent_line
 
     ``text`` is the source of the reply's definition ``node``, from the start of its first line. The
     docstring of ``old`` is put back when the reply's has none, and, for a class, the docstrings of its
-    methods and nested classes, matched by name in ``old``'s body.
-
-    The Generator is shown programs without docstrings, and a rewritten function or class should not
-    lose its documentation for that. Left as it is: a one-line def, a definition without a parent's
-    docstring, and one that would not parse with it (e.g. a body on the last line of a multi-line
-    signature).
+    methods and nested classes, matched by name in ``old``'s body (the Generator is shown programs without
+    them). Left as it is: a one-line def, a definition without a parent's docstring, and one that would
+    not parse with it (e.g. a body on the last line of a multi-line signature).
     """
     if not isinstance(node, _DEFINITION) or not isinstance(old, _DEFINITION) or not node.body:
         return text
@@ -237,16 +221,12 @@ def apply_functions(parent: str, reply: str) -> str:
 def restore_docstrings(parent: str, child: str) -> str:
     """``child`` with the parent's docstrings put back into its definitions that have none.
 
-    They are the docstrings of the parent's top-level defs and classes, and of those classes' methods
-    and nested classes, each put back into the definition of the same name (and place) that has none
-    (a one-line def is left as it is, and so is a definition that would not parse with it). Functions
-    nested in a function are not matched.
-
-    The Generator is shown programs without docstrings
-    (:meth:`contextevolve.loop.policy.SearchPolicy.shown`), so a rewrite written from that view would
-    drop them; this keeps the evolved program documented, as the ``functions`` splice does, without the
-    model reading or writing them. Either program not parsing returns ``child`` unchanged
-    (:func:`~contextevolve.program.forms.build_child` reports a syntax error).
+    They are the docstrings of the parent's top-level defs and classes, and of those classes' methods and
+    nested classes, each put back into the definition of the same name (and place) that has none (a
+    one-line def is left as it is, and so is a definition that would not parse with it). Functions nested
+    in a function are not matched. It keeps a rewrite written from the view without docstrings
+    (:meth:`contextevolve.loop.policy.SearchPolicy.shown`) documented. Either program not parsing returns
+    ``child`` unchanged (:func:`~contextevolve.program.forms.build_child` reports a syntax error).
     """
     try:
         parent_tree, child_tree = ast.parse(parent), ast.parse(child)

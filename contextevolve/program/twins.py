@@ -108,22 +108,9 @@ def normalized_code(source: str, entry: str | None = None, *, annotations: bool 
     None if it does not parse; given the task's ``entry`` function, also without top-level functions and
     classes nothing calls (:func:`_strip_dead_definitions`; ``None`` or ``""``: keep them);
     ``annotations=False``: also without the type annotations of functions (:class:`_FunctionAnnotations`),
-    which Python stores but never reads to run them. Such a digest is only an identity for programs
-    that run: a parameter annotation naming an undefined class fails at import, so two programs that
-    differ only there can differ in running at all.
-
-    The identity used for novelty: comments never reach the AST, so two programs that
-    differ only in comments, docstrings, blank lines, formatting, an import nothing reads or a
-    helper nothing calls have the same digest (docs/decisions/second-ask.md: a child that only added an
-    unused import once became a run's best).
-
-    Cached (a pure function of its arguments): the twin check compares every child with every committed
-    program, so without it each Generator request would parse the whole Evolve Buffer again. The cache
-    holds 32,768 digests, two per program (with and without annotations): a scan of a buffer larger than
-    the cache would miss on every entry, as a least-recently-used cache does. A
-    MemoryError or RecursionError anywhere in the digest (the parser's nesting limit, a deep tree, or
-    a real out-of-memory, which is transient) gives None and is not remembered: such a source is parsed
-    again at its next check, which costs time, never a wrong answer.
+    an identity only for programs that run. Programs that differ only in comments, docstrings, layout, an
+    unused import or an uncalled helper have the same digest. Cached (:func:`_digest`); a MemoryError or
+    RecursionError gives None and is not cached. Why: docs/decisions/twin-identity.md.
     """
     try:
         return _digest(source, entry, annotations)

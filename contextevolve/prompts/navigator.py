@@ -29,14 +29,11 @@ def messages(task_description: str, metric_names: str, parent: dict, steps: list
     """Messages asking for guidance g (paper Eq. 5: m steps (z_p, z_c, Δs)).
 
     ``parent``: the current parent, a dict with ``id``, ``summary`` (its score or status) and
-    ``abstract``.
-    ``steps``: dicts with ``category``, ``parent`` and ``child`` (program ids) and ``delta`` (the change,
-    signed so that + is better), in the order shown. ``programs``: id -> dict with ``summary`` and
-    ``abstract`` for every other program a step names.
-
-    Each abstract is shown once and the steps name programs by id: the sampled steps of a run often
-    share a parent (the initial program, the best one), and showing z_p in full in every step repeated
-    the same text up to m + 1 times. The pairs (z_p, z_c, Δs) the paper's Navigator sees are unchanged.
+    ``abstract``. ``steps``: dicts with ``category``, ``parent`` and ``child`` (program ids) and ``delta``
+    (the change, signed so that + is better), in the order shown. ``programs``: id -> dict with
+    ``summary`` and ``abstract`` for every other program a step names. Each abstract is shown once and the
+    steps name programs by id (why: docs/architecture.md, *2. navigate*); the pairs the paper's Navigator
+    sees are unchanged.
     """
     listed = "\n".join(f"{pid} ({info['summary']}): {_clip(info['abstract'])}"
                        for pid, info in programs.items())

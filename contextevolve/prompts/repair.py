@@ -1,12 +1,10 @@
 """Repair prompt: a failed child, its error and traceback excerpt → a minimal fix.
 
-The Generator's model answers it (tokens are booked under the ``repair`` role). It is asked
-for the smallest change that removes the error while keeping the child's idea, as
-SEARCH/REPLACE edits against the failing program, the functions it changes or the whole fixed
-program, as the run's edit form says (:mod:`contextevolve.program.forms`); any reply format is
-accepted. The system message and the task description come first and are the Generator's own, so a
-server reuses them from the Generator's request just before.
-The last repair may instead start again from the parent (:func:`restart_messages`).
+The Generator's model answers it (tokens booked under the ``repair`` role), asked for the smallest change that
+removes the error while keeping the child's idea, written as the run's edit form says
+(:mod:`contextevolve.program.forms`); any reply format is accepted. The system message and the task
+description come first and are the Generator's own, so a server reuses them from the Generator's request just
+before. The last repair may instead start again from the parent (:func:`restart_messages`).
 """
 
 from __future__ import annotations
@@ -55,10 +53,8 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
                      idea: str = "", parent_text: str = "") -> list:
     """Messages asking for the child again, written from its (valid) parent, told the failed version's error.
 
-    The failed version's error is shown as a warning; this is the last repair, with ``repair_restart``.
-    The failing program is not shown, only its error: the embedded model's fixes of its own rewrites
-    almost never worked, their failures being the rewrite's own inventions, which a fix keeps
-    (docs/decisions/repair-restart.md).
+    The last repair, with ``repair_restart``. The failed version's error is shown as a warning, its code
+    is not (why: docs/decisions/repair-restart.md).
 
     Args:
         task_description: the task's prose.
@@ -68,9 +64,8 @@ def restart_messages(task_description: str, parent: str, reason: str, traceback:
         form: the run's edit form (its repair instructions, against ``parent``).
         idea: the direction the failed version was following.
         parent_text: the parent's section exactly as the Generator's prompt showed it
-            (:func:`contextevolve.prompts.generator.parent_section`); then the request starts with
-            the same tokens as the Generator's, which the server has just read and reuses. Default:
-            the parent's code under ``## Program``.
+            (:func:`contextevolve.prompts.generator.parent_section`), so the request starts with the
+            tokens the server has just read. Default: the parent's code under ``## Program``.
     """
     parts = [f"## Task\n{task_description}",
              parent_text.rstrip("\n") or f"## Program\n```python\n{parent}```"]

@@ -1,12 +1,9 @@
 """Run reports: one self-contained HTML page (and its PNG figures) from a run directory.
 
 ``write_report(run_dir)`` reads the run (:mod:`contextevolve.report.data`), draws the figures
-(:mod:`contextevolve.report.figures`, matplotlib) and renders ``report.html.j2`` (jinja2, HTML
-escaped) with the PNGs embedded, so the page opens anywhere without the run directory. Shown:
-summary (iterations, valid children, initial and best score, improvements, tokens per
-improvement), scores by iteration with failed children marked apart, tokens by role, the task's
-two metrics as a Pareto view, the lineage tree coloured by status, and for every program its
-metrics, reason, abstract, guidance, exemplars, repairs, traceback and diff against its parent.
+(:mod:`contextevolve.report.figures`, matplotlib) and renders ``report.html.j2`` (jinja2, HTML escaped)
+with the PNGs embedded, so the page opens anywhere without the run directory. What it shows:
+docs/usage.md, *The run report*.
 """
 
 from __future__ import annotations

@@ -89,14 +89,9 @@ class Task(ABC):
 
     Subclasses set the class attributes and implement :meth:`job` (the calls the candidate
     gets, each with its inputs) and :meth:`grade_run` (the trusted grader);
-    :meth:`evaluate` runs the sandbox between them.
-
-    Rules every task follows, so that a hostile candidate cannot forge its score: the grader
-    recomputes every metric from the returned outputs with its own inputs and parses them
-    against an explicit schema with size bounds; a call that fails, times out or returns
-    invalid output counts at its worst value in every metric (partial failure never pays);
-    call times are the supervisor's measurements only; and no call's inputs hold what the
-    grader scores that call against.
+    :meth:`evaluate` runs the sandbox between them. A grader recomputes every metric from the
+    returned outputs with its own inputs and counts a failed call at its worst value, so that a
+    hostile candidate cannot forge its score (docs/tasks.md, *Rules shared by every grader*).
     """
 
     name: str

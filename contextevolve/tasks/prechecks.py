@@ -1,12 +1,10 @@
 """Cheap checks a child must pass before its full evaluation.
 
-Order (cheapest first): the program compiles; it defines the task's entry function with the
-contract's positional parameters (those of the initial program's entry function); a smoke run
-of :meth:`~contextevolve.tasks.base.Task.smoke_job` (one small case) in the sandbox under a
-short limit raises nothing. A program that fails a pre-check is ``failed`` (failure kind
-``compile`` or ``precheck``), its reason starts ``pre-check:`` for the reader, and it costs no full
-evaluation. A smoke call that only *times out* passes:
-a slow but correct program is the full evaluation's to judge.
+Cheapest first: the program compiles and defines the task's entry function with the contract's
+positional parameters; then one small case (:meth:`~contextevolve.tasks.base.Task.smoke_job`) runs in
+the sandbox under a short limit. A failure is ``failed`` (kind ``compile`` or ``precheck``, reason
+starting ``pre-check:``) and costs no full evaluation. A smoke call that only times out passes: a slow
+program is the full evaluation's to judge (docs/search.md).
 """
 
 from __future__ import annotations

@@ -1,37 +1,11 @@
 """EPLB task: description, the trusted grader and its metrics.
 
-Metrics (ADRS eplb, docs/tasks.md):
-
-* ``balancedness``: the maps computed on window i are scored on window i+1. Each
-  logical expert's load is split evenly over its replicas; per layer the physical slots'
-  loads give mean and max, and balancedness = Σ_layers mean / Σ_layers max (1 is
-  perfect), averaged over the window pairs.
-* ``speed`` = min(1, 0.02 / mean seconds of the rebalance call) (the mean, as in ADRS: with a
-  median, two of five calls could take their whole limit for free), each call timed by the
-  sandbox's supervisor from sending the window to the last byte of the serialised maps
-  (ADRS times its simulator too; the cap at 1 is ours, so that a trivially fast but
-  poorly balanced mapping cannot win on speed alone).
-* ``combined_score`` = (balancedness + 0.1 · speed) / 2. ADRS uses (balancedness +
-  speed) / 2, under which a trivial static mapping that returns in a millisecond beats
-  every balancing algorithm; the paper weights the terms differently, and this weighting
-  reproduces every LB score of its Table 1 from its own two columns (docs/tasks.md,
-  *Reference numbers*).
-
-Calls (so that no call's inputs hold what it is scored against): first one warm-up call on a
-synthetic load that is none of the windows (torch's first call is slow; its output is not
-graded and its time not counted), then one call per window i < last, whose only input is
-window i — never the window it is scored on. A window whose call failed (raised, timed out
-after ``CASE_TIMEOUT_S``, crashed) counts with balancedness 0 for its pair and the call's
-time limit as its time, so giving up on a hard window never pays; if every window's call
-failed the program is ``failed``.
-
-Holes closed: outputs are parsed as ``.npy`` against a strict spec (integer dtype, exact
-shapes, declared size = bytes present) and checked with our own copy of the loads —
-every logical expert has at least one replica, exactly ``num_replicas`` slots per layer,
-logcnt equals the replica count in phy2log, log2phy lists exactly each expert's slots
-(padded with −1), every slot once; slots are spread evenly over GPUs by layout (slot p on
-GPU p // (num_replicas / num_gpus), so each GPU holds the same number). Any violation, or
-a returned value other than the expected JSON shape, makes the program ``invalid``.
+The maps computed on window i are scored on window i+1, unseen by the call: ``balancedness`` =
+Σ_layers mean slot load / Σ_layers max slot load, averaged over the pairs;
+``speed`` = min(1, 0.02 / mean supervisor-measured seconds per call); ``combined_score`` =
+(balancedness + 0.1 · speed) / 2. A warm-up call comes first, neither graded nor timed. A failed
+window counts 0 and ``CASE_TIMEOUT_S``; broken maps make the program ``invalid``. Checks:
+docs/tasks.md, *Expert-parallel load balancing*; why: docs/decisions/eplb-speed.md.
 """
 
 from __future__ import annotations

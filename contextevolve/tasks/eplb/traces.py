@@ -1,18 +1,10 @@
 """Seeded, realistic expert-load traces for EPLB (58 MoE layers × 256 routed experts).
 
-ADRS records a 224 MB trace from a real DeepSeek-style model; offline we generate one
-with the properties that make rebalancing hard (docs/tasks.md):
-
-* skewed popularity: per layer, expert log-popularity starts Zipf-like,
-  −s_l · log(rank) over a random permutation, with s_l ~ U(0.3, 0.8) per layer;
-* drift: the log-popularity follows a mean-reverting random walk per step, so the
-  mapping computed on one window is scored on a slightly different next window;
-* bursts: each step an expert starts a burst with probability 0.001, multiplying its
-  popularity by U(1.5, 4) for a geometric number of steps (mean 25);
-* routing: each step routes 4,096 tokens × top-8 per layer, drawn as Poisson counts.
-
-``STEPS`` steps are summed into ``WINDOWS`` windows of ``STEPS // WINDOWS`` steps (ADRS
-sums 100 steps per window). Cached on disk after first use.
+ADRS's recorded trace is not available offline, so one is generated with what makes rebalancing
+hard: skewed per-layer expert popularity that drifts and bursts, routed as Poisson token counts.
+``STEPS`` steps are summed into ``WINDOWS`` windows of ``STEPS // WINDOWS`` steps (ADRS sums 100
+per window) and cached on disk after first use. The generator: docs/tasks.md, *Expert-parallel
+load balancing* (Data).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """Untrusted side of LLM-SQL: build one table's DataFrame, call ``reorder(df)``, serialise the result.
 
-Runs in the sandbox's runner process, next to the candidate (which can replace any of
-it: the grader trusts nothing here but checks the output). Imports only pandas (at import
-time, so its import is not counted in the first call's seconds) and nothing of this
-package. Nothing is timed here: the supervisor times each call up to the last byte of the
-serialised result, so work the candidate defers into ``to_numpy()`` or iteration is
-counted. The candidate's exceptions propagate (the call fails). The output crosses back
-as plain lists of strings; the grader checks that every input row's cells are there and
-recomputes the hit rate itself.
+Runs in the sandbox's runner next to the candidate, which can replace any of it: the grader checks
+the output (plain lists of strings) and recomputes the hit rate itself. Imports only pandas, at
+import time so that its import is not counted in the first call's seconds. Nothing is timed here
+(work deferred into ``to_numpy()`` is counted by the supervisor: docs/sandbox.md, *Trusted
+measurement*); the candidate's exceptions propagate.
 """
 
 from __future__ import annotations

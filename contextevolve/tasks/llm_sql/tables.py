@@ -1,12 +1,10 @@
 """Seeded offline tables with the character of ADRS's five LLM-SQL datasets.
 
-ADRS uses real tables (movies, beer reviews, BIRD, PDMX, products; ~69 MB) that are not
-reachable offline. Ours mimic their shape: many repeated categorical values with
-Zipf-skewed frequencies, columns functionally dependent on others (a movie's director
-and year follow from its title, a brewery's state from the brewery), and a few long
-free-text columns; about 10-15 thousand cells per table. Words come from a seeded
-pseudo-word vocabulary. Tables are built with NumPy's ``RandomState`` and cached as
-JSON (see :mod:`contextevolve.tasks.datacache`).
+ADRS's real tables (movies, beer reviews, BIRD, PDMX, products) are not reachable offline; these
+mimic their shape: repeated categorical values with Zipf-skewed frequencies, columns functionally
+dependent on others, a few long free-text columns, over a seeded pseudo-word vocabulary. Built with
+NumPy's ``RandomState`` and cached as JSON (:mod:`contextevolve.tasks.datacache`); the tables:
+docs/tasks.md, *LLM-SQL prefix reuse*.
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
 """LLM-SQL task: description, the trusted grader and its metrics.
 
-Metrics (ADRS llm_sql, docs/tasks.md):
-
-* prefix hit rate of a table = Σ over requests of the longest common prefix (in
-  characters of the concatenated cell strings) with any earlier request / total
-  characters; ``hit_rate`` is the mean over the five tables (higher is better).
-* ``seconds``: mean over tables of the wall-clock seconds of the one ``reorder`` call on
-  that table, as measured by the sandbox's supervisor from sending the request to the last
-  byte of the serialised result (lazy work in the returned table is counted; nothing the
-  candidate's process says about time is used). No repeats: each table is a distinct
-  input, so memoising across calls cannot pay (lower is better).
-* ``combined_score`` = 0.95 · hit_rate + 0.05 · (12 − min(12, seconds)) / 12.
-
-Partial failure never pays: one call per table (that table only), each limited to
-``CASE_TIMEOUT_S``; a table whose call raised, timed out, crashed or was skipped counts
-with hit rate 0 and ``FAILED_TABLE_S`` seconds — the per-call limit, beyond the 12 s
-cap, so no successful call, however slow, adds more time than a failure. If every
-call failed, the program is ``failed`` with the first call's error.
-
-Holes closed: each call's output is parsed against an explicit schema before use
-(``{"rows": [[str]], "orderings": [[str]]}``, exactly as many rows and fields as the
-input, cells no longer than the input's longest, column names from the input; nothing
-else), and it must hold exactly the input's cells — every output row, read through its
-ordering, must be one input row's multiset of (column, value) cells, each input row used
-once. Dropping, shortening or duplicating cells, or any other contract violation, is
-``invalid`` (score 0).
+One ``reorder`` call per table. ``hit_rate`` is the mean over the five tables of
+:func:`prefix_hit_rate`, ``seconds`` the mean supervisor-measured seconds of a call, and
+``combined_score`` = 0.95 · hit_rate + 0.05 · (12 − min(12, seconds)) / 12 (higher is better).
+A failed table counts hit rate 0 and ``FAILED_TABLE_S``; if every call failed, the program is
+``failed`` with the first error. Output that is not exactly the input's cells, each input row once,
+makes it ``invalid``. Checks and why: docs/tasks.md, *LLM-SQL prefix reuse*.
 """
 
 from __future__ import annotations

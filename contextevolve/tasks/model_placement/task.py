@@ -1,22 +1,11 @@
 """Model Placement task: description, initial program, and the trusted grader.
 
-Metrics (ADRS Prism evaluator, docs/tasks.md):
-
-* KV-cache pressure (KVPR) of a GPU = Σ(req_rate / slo) / (80 − Σ model_size),
-  or 1e6 when the GPU's memory is exactly full; a case's value is the max over GPUs.
-* ``max_kvpr`` = 1 / mean over all 50 cases of that max (higher is better). A case that
-  raised, crashed or overran its 10 s (``CASE_TIMEOUT_S``, timed by the sandbox's
-  supervisor) counts with the KVPR of a full GPU, 1e6: giving up on hard cases never pays.
-  (ADRS averages over the successful cases only, so a program that raises on its hardest
-  cases beats the honest greedy.)
-* ``success_rate`` = fraction of the 50 cases that returned within 10 s without error.
-* ``combined_score`` = max_kvpr + success_rate.
-
-Holes of the published evaluator closed here: the grader uses its own copy of the
-models (a candidate cannot shrink ``model_size``), every model must be placed exactly
-once, GPU ids must be ints in ``range(gpu_num)``, placed objects must be the model
-objects handed in, and memory must fit. Any such violation makes the whole program
-``invalid`` with score 0.
+A GPU's KV-cache pressure (KVPR) is Σ(req_rate / slo) / (80 − Σ model_size), ``FULL_GPU_KVPR`` when
+its memory is full. ``max_kvpr`` = 1 / mean over the 50 cases of the worst GPU's KVPR, a failed case
+counting ``FULL_GPU_KVPR``; ``success_rate`` = share of cases returned within ``CASE_TIMEOUT_S``;
+``combined_score`` = max_kvpr + success_rate. A missing, repeated or foreign model, a bad GPU id or
+an overfull GPU makes the program ``invalid``. Why, and where ADRS differs: docs/tasks.md, *Model
+Placement*.
 """
 
 from __future__ import annotations

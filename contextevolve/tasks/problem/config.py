@@ -1,17 +1,10 @@
 """OpenEvolve's ``config.yaml``: what maps onto ContextEvolve's run settings, is ignored, is refused.
 
-Mapped (OpenEvolve key → ContextEvolve setting): ``max_iterations`` → the iteration budget;
-``random_seed`` → ``seed``; ``diff_based_evolution`` → ``edit_form`` (true: ``diff``,
-false: ``full``); ``llm.api_base`` → ``base_url``; ``llm.primary_model`` or the first of
-``llm.models`` → ``model``; ``llm.temperature``, ``llm.max_tokens`` → the Generator's temperature
-and completion cap; ``llm.top_p``; ``llm.timeout`` → ``request_timeout_s``; ``llm.retries`` →
-``max_retries``; ``llm.retry_delay`` → ``retry_wait_s``; ``evaluator.timeout`` → the evaluation's
-wall-clock limit; ``evaluator.cascade_evaluation`` and ``evaluator.cascade_thresholds`` → the cascade;
-``prompt.system_message`` → the task description every agent sees.
-
-Every other key of OpenEvolve's ``Config`` (0.4) has no equivalent here and is named in one
-line of notes; a top-level key OpenEvolve does not know either is refused with the nearest
-name, as is a ``language`` other than Python.
+The keys with an equivalent here (``max_iterations``, ``random_seed``, ``diff_based_evolution`` and
+the sections' keys in ``_MAPPED``) map onto run settings; every other key of OpenEvolve 0.4's
+``Config`` is named in one line of notes; a top-level key OpenEvolve does not know either is
+refused with the nearest name, as is a ``language`` other than Python. The mapping:
+docs/own-problem.md, *config.yaml*.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Untrusted side of a user's problem: run the user's ``evaluator.py`` on the candidate, serialise metrics.
 
-Runs in the sandbox's runner process next to the candidate (the user's evaluator imports the
-candidate in this same process, as OpenEvolve's evaluators do). Imports only the stdlib. The
-problem folder is staged read-only beside this package (``lib/<folder>``); the evaluator is
-loaded from it with the folder first on ``sys.path``, so its sibling modules and data files are
-found.
-
-Cascade evaluation follows OpenEvolve's rule: when asked and the evaluator defines
-``evaluate_stage1``, stage 1 runs; stage *k+1* runs only when the merged result so far reaches
-threshold *k* (its ``combined_score``, else the mean of its numeric metrics) and the evaluator
-defines ``evaluate_stage{k+1}``; the metrics of every stage run are merged (later stages win).
-
-Nothing here is trusted: the grader (:mod:`contextevolve.tasks.problem.task`) re-checks every value.
+Runs in the sandbox's runner next to the candidate, which the user's evaluator imports in this same
+process; imports only the stdlib. The evaluator is loaded from the read-only staged problem folder
+(:data:`STAGED`), first on ``sys.path``. Cascade as in OpenEvolve: stage *k+1* runs only when the
+score so far reaches threshold *k*; stages' metrics merge, later ones winning (docs/own-problem.md,
+*The evaluator contract*). The grader (:mod:`contextevolve.tasks.problem.task`) re-checks it all.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Reading a user's problem (a folder, or a program and an evaluator file) and staging a copy of it.
 
-A run works on its own copy, ``RUN_DIR/problem/``, so it survives edits to the originals and ``--resume``
-finds it: the evaluator's folder (its sibling modules and data files; hidden entries, ``__pycache__``, virtual
-environments, run directories, staged problems and ``openevolve_output`` left out), the initial program as
-``initial_program.py`` and ``problem.json`` (:class:`ProblemSpec`: what was decided from the flags and the
-config). The task name of a staged problem is ``problem:<absolute path>`` (:data:`PREFIX`), which
-:func:`contextevolve.tasks.registry.get_task` resolves.
+A run works on its own copy, ``RUN_DIR/problem/``: the evaluator's folder (less what
+:func:`folder_files` leaves out), the program as ``initial_program.py`` and ``problem.json``
+(:class:`ProblemSpec`), so it survives edits to the originals and ``--resume`` finds it
+(docs/own-problem.md, *The run directory*). A staged problem's task name is ``problem:<absolute path>``
+(:data:`PREFIX`), which :func:`contextevolve.tasks.registry.get_task` resolves.
 """
 
 from __future__ import annotations

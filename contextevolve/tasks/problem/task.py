@@ -1,16 +1,10 @@
 """The :class:`~contextevolve.tasks.base.Task` of a user's problem: the user's evaluator, run in the sandbox.
 
-Unlike the built-in tasks, whose trusted grader recomputes every metric outside the sandbox, the
-user's ``evaluate(program_path)`` imports the candidate in its own process, so both run inside
-the sandbox together (:mod:`.harness`) and the metrics come back from there. The sandbox keeps
-every limit (no network, memory, processes, wall clock, the run directory out of reach), but a
-hostile candidate can forge its own metrics: grade code you do not trust with a native Task.
-
-What this side still checks (:meth:`ProblemTask.grade_run`): the reply's shape and sizes; a
-metric that is NaN or infinite, no numeric metric at all, an ``error`` the evaluator reported, an
-exception or a timeout each make the child ``failed`` (``timeout``) with a readable reason. The
-score is ``combined_score`` when the evaluator returns one, else the mean of the numeric metrics
-(OpenEvolve's rule); failed children are stored with score 0 and never ranked.
+The user's ``evaluate(program_path)`` imports the candidate, so both run in the sandbox (:mod:`.harness`),
+whence the metrics come: a hostile candidate can forge them (docs/own-problem.md, *Where it runs, and
+what to trust*). :meth:`ProblemTask.grade_run` checks the reply's shape and sizes; a non-finite or no
+numeric metric, a reported ``error``, an exception or a timeout fail the child (``failed`` or
+``timeout``). The score is ``combined_score``, else the numeric metrics' mean.
 """
 
 from __future__ import annotations

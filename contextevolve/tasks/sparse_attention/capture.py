@@ -1,16 +1,11 @@
 """Capture attention inputs (Q, K, V) from the embedded causal LM over real text, once.
 
-The embedded Qwen2.5-Coder-1.5B GGUF (docs/embedded-model.md) is loaded with transformers
-(dequantised to float32 through ``gguf``) and run over ``NUM_TOKENS`` tokens of real
-English prose: the docstrings of a fixed list of standard-library modules, identical
-on every CPython 3.11 install. A custom attention function records the post-RoPE
-queries, keys and values of ``LAYERS``; we keep the last ``NUM_QUERIES`` query
-positions (decoding-like queries over a long KV cache) and all keys and values.
-
-Run as ``python -m contextevolve.tasks.sparse_attention.capture OUT.npz`` — the
-capture needs a lot of memory for a while (docs/tasks.md, *Sparse attention*), so
-:func:`attention_inputs` runs it in a child process and caches the arrays (see
-:mod:`contextevolve.tasks.datacache`).
+The embedded GGUF is loaded with transformers and reads ``NUM_TOKENS`` tokens
+of standard-library docstrings (:func:`corpus_text`); the post-RoPE Q, K, V of ``LAYERS`` are kept for
+the last ``NUM_QUERIES`` query positions (decoding-like queries over a long KV cache), all keys and
+values. Run as ``python -m contextevolve.tasks.sparse_attention.capture OUT.npz``; it needs much
+memory for a while, so :func:`attention_inputs` runs it in a child process and caches the arrays
+(docs/tasks.md, *Sparse attention*).
 """
 
 from __future__ import annotations

@@ -1,32 +1,11 @@
 """Sparse attention task: description, the trusted grader and its metrics (lower is better).
 
-Per captured layer, head h and query i (absolute position p_i, attending keys 0..p_i;
-head h reads KV head h // (H / Hkv)), dense attention is
-o = softmax(q·Kᵀ / √d) V. The candidate keeps a set S of keys per (head, query) and may
-give each kept key an importance weight w_j ≥ 0 (vAttention's sampled estimate):
-o_S = Σ_{j∈S} w_j e^{s_j} v_j / Σ_{j∈S} w_j e^{s_j} (w = 1 without weights; o_S does not
-change when a row's weights are scaled, so the grader divides each row by its largest
-kept weight before summing — huge finite weights cannot overflow).
-
-* ``density`` = kept keys / causally allowed keys, over all layers, heads and queries.
-* ``error`` = mean over (layer, head, query) of min(1, ‖o_S − o‖ / ‖o‖) (an empty or
-  all-zero-weight row counts as error 1; the clip keeps both metrics in [0, 1]).
-* ``combined_score`` = (density + error) / 2, **lower is better**; a rejected program
-  scores 1.0, the worst value (``Task.worst_score``), never 0.
-
-Calls (so that no call's inputs hold what it is scored against): one call per captured
-layer, whose inputs are that layer's Q, K, V and the query positions only (the dense
-output the grader compares against is never sent; it is computed here, in float64, from
-our own copy). A layer whose call failed (raised, overran ``CASE_TIMEOUT_S``, crashed)
-counts with density 1 and error 1 for every row — the worst — so giving up on a hard layer
-never pays; if every call failed the program is ``failed``.
-
-Holes closed: outputs are parsed as ``.npy`` against a strict spec before allocating
-(mask ``bool`` [H, Q, T]; weights, when given, a float array of at most 8-byte items of
-the same shape — no long double — finite and non-negative); the mask keeps no future key;
-the returned JSON value must be ``{}`` (or the harness's ``{"bad": reason}``); the
-density is computed here, from the mask, with our own Q, K, V. Any violation makes the
-program ``invalid``.
+One call per captured layer. Per head and query the candidate keeps keys S, optionally weighted
+w_j ≥ 0, and o_S = Σ_{j∈S} w_j e^{s_j} v_j / Σ_{j∈S} w_j e^{s_j} is scored against the grader's
+float64 dense output. ``density`` = kept / causally allowed keys; ``error`` = mean of
+min(1, ‖o_S − o‖ / ‖o‖), an empty or all-zero-weight row counting 1; ``combined_score`` =
+(density + error) / 2. A failed layer counts 1 and 1; a rejected program scores ``worst_score``.
+Details: docs/tasks.md, *Sparse attention*.
 """
 
 from __future__ import annotations

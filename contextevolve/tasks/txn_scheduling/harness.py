@@ -1,12 +1,10 @@
 """Untrusted side of Transaction Scheduling: hand one workload to ``get_best_schedule``, serialise the order.
 
-Runs in the sandbox's runner process, next to the candidate (which can replace any of
-it: the grader trusts nothing here but checks the output). Imports only the stdlib and
-:mod:`contextevolve.tasks.txn_scheduling.simulator` (staged into the sandbox by the
-task's ``EvalJob.modules``). Nothing is timed here — the supervisor times each call — and
-the candidate's exceptions propagate (the call fails). The candidate's claimed cost is
-passed on but never used: the grader recomputes the makespan from the returned order with
-its own copy of the workload.
+Runs in the sandbox's runner next to the candidate, which can replace any of it. Imports only the
+stdlib and :mod:`contextevolve.tasks.txn_scheduling.simulator` (staged by the task's
+``EvalJob.modules``). Nothing is timed here and the candidate's exceptions propagate; its claimed
+cost is passed on, never used: the grader recomputes the makespan (docs/tasks.md, *Transaction
+Scheduling*).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """The conflict simulator of Transaction Scheduling (stdlib only; shared by harness and grader).
 
-Model (docs/tasks.md, after Cheng et al. 2024): a transaction is a sequence of
-operations ``(op, key)`` with ``op`` in ``{"r", "w"}``, one operation per time step.
-Transactions are placed in the given order, each at the earliest start time at which
-every one of its operations comes strictly after each conflicting operation of the
-transactions placed before it. Two operations conflict when they touch the same key
-and at least one writes (reads of a key may overlap). The schedule order is therefore
-the serialization order, and a later transaction may still start earlier in time when
-it conflicts with nothing. The makespan is the time the last operation finishes.
+A transaction is a sequence of ``(op, key)`` operations, ``op`` in ``{"r", "w"}``, one per time step.
+Transactions are placed in the given order, each at the earliest start where every operation comes
+strictly after each conflicting one already placed (same key, at least one a write): the order is the
+serialization order, yet a later transaction may start earlier. The makespan is the time the last
+operation ends (docs/tasks.md, *Transaction Scheduling*; after Cheng et al. 2024).
 """
 
 from __future__ import annotations

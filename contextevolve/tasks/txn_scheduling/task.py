@@ -1,26 +1,11 @@
 """Transaction Scheduling task: description, the trusted grader and its metrics.
 
-Metrics (ADRS txn_scheduling, docs/tasks.md):
-
-* ``makespan``: total over the three workloads of the makespan (time steps) of the
-  returned order, recomputed here with :func:`simulator.makespan` on our own copy of
-  the workloads (lower is better).
-* ``validity``: fraction of the three workloads whose call returned an order (within its
-  10 s limit, ``CASE_TIMEOUT_S``, timed by the sandbox's supervisor).
-* ``combined_score`` = validity × 1000 / (1 + makespan) × 1000 (ADRS's formula; the
-  paper's "score ≈ 1000 / makespan" with makespans in thousands).
-
-Partial failure never pays: one call per workload (its transactions only); a workload
-whose call raised, timed out, crashed or was skipped counts with its serial makespan (all
-its transactions back to back, the sum of their lengths — no order can be worse) *and*
-lowers validity by 1/3, so the combined score drops through both factors. If every call
-failed, the program is ``failed`` with the first call's error.
-
-Holes closed: the candidate's claimed cost is ignored; each call's output is parsed
-against an explicit schema before use (``{"order": [int, ...] (at most num_txns entries),
-"claimed_cost": number | None}``; nothing else), and every returned order must be a true
-permutation of the workload's transaction indices (ints, each exactly once). Anything
-else makes the whole program ``invalid`` with score 0.
+One call per workload. ``makespan`` is the total over the three workloads of the makespan recomputed
+here (:func:`simulator.makespan`) for the returned order, a failed workload counting its serial
+makespan; ``validity`` the share of workloads that returned an order; ``combined_score`` = validity ×
+1000 / (1 + makespan) × 1000. All calls failed: ``failed``, with the first error; an order that is no
+permutation of the indices: ``invalid``; the claimed cost is ignored. Why: docs/tasks.md,
+*Transaction Scheduling*.
 """
 
 from __future__ import annotations

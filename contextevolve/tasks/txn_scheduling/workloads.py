@@ -1,12 +1,10 @@
 """Three seeded Transaction Scheduling workloads of 100 transactions with hot keys.
 
-ADRS's workloads come from recorded benchmark traces that are not available
-offline; ours are generated with NumPy's ``RandomState`` so they are identical on
-every machine. Key popularity is Zipf-like (p(key k) ∝ 1 / (k + 1)^s), which makes
-the first few keys hot; each operation is a write with probability ``write_prob``.
-The three workloads differ in skew, length and write ratio (an OLTP mix, a
-write-heavy hot spot, and longer mostly-read transactions over a wide key space).
-Generation takes milliseconds, so the cache is in-process.
+ADRS's recorded traces are not available offline, so these are generated with NumPy's
+``RandomState`` (identical on every machine): Zipf-like key popularity, p(key k) ∝ 1 / (k + 1)^s,
+and each operation a write with probability ``write_prob``; the three differ in skew, length and
+write ratio (docs/tasks.md, *Transaction Scheduling*). Generation takes milliseconds, so the cache
+is in-process.
 """
 
 from __future__ import annotations
