@@ -17,7 +17,6 @@ import os
 import sys
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 
 from contextevolve.commands import (
@@ -25,6 +24,7 @@ from contextevolve.commands import (
     cmd_baselines,
     cmd_evaluate,
     cmd_tasks,
+    console,
     problem_source,
 )
 from contextevolve.display import RunProgress, seconds_table, tokens_table
@@ -39,7 +39,6 @@ EXIT_BAD_INPUT = 2
 EXIT_ENDPOINT_UNAVAILABLE = 3
 """Exit code when an LLM endpoint is unavailable; the run is checkpointed and ``--resume`` continues it."""
 
-console = Console(stderr=True)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

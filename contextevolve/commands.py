@@ -13,6 +13,7 @@ from rich.table import Table
 from contextevolve.flags import limit_settings
 
 console = Console(stderr=True)
+"""Where the command line prints progress, notes and errors (stderr; stdout keeps JSON output)."""
 
 
 def add_problem_flags(parser: argparse.ArgumentParser) -> None:

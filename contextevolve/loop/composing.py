@@ -9,6 +9,8 @@ chose, so a checkpoint holds no program text; :func:`prompt_of` builds the same 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from contextevolve.graph.state import WorkerState
 from contextevolve.loop.policy import SearchPolicy
 from contextevolve.memory.records import ProgramRecord
@@ -46,11 +48,12 @@ def build_prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidan
     """
     plain = [_section(policy, n, ex, False) for n, ex in enumerate(exemplars, 1)]
     coded = [_section(policy, n, ex, True) for n, ex in enumerate(exemplars, 1)]
+    base = _prompt(policy, task, parent, guidance, [], [], [])  # the parent and job, rendered once
 
     def trial(count: int, code: set[int]) -> GeneratorPrompt:
-        sections = [coded[i] if i in code else plain[i] for i in range(count)]
-        return _prompt(policy, task, parent, guidance, exemplars[:count], sections,
-                       [exemplars[i].id for i in sorted(code)])
+        return replace(base, exemplars=tuple(coded[i] if i in code else plain[i] for i in range(count)),
+                       exemplar_ids=tuple(e.id for e in exemplars[:count]),
+                       code_ids=tuple(exemplars[i].id for i in sorted(code)))
 
     count = len(exemplars)
     best = trial(count, set())
