@@ -29,6 +29,13 @@ def _pyplot():
     return plt
 
 
+def _whole_numbers():
+    """A tick locator for an axis of iterations (whole numbers only)."""
+    from matplotlib.ticker import MaxNLocator
+
+    return MaxNLocator(integer=True)
+
+
 NOT_VALID = ("failed", "invalid", "timeout")
 
 
@@ -63,6 +70,7 @@ def scores_figure(data: RunData, path: Path) -> Path:
     strip.set_yticks([])
     strip.set_ylabel("not valid", rotation=0, ha="right", va="center", fontsize=8)
     strip.set_xlabel("iteration")
+    strip.xaxis.set_major_locator(_whole_numbers())  # iterations are whole numbers
     if not_valid:
         strip.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7, frameon=False)
     fig.suptitle(f"{data.task.title}: scores by iteration", fontsize=10)
@@ -88,6 +96,7 @@ def tokens_figure(data: RunData, path: Path) -> Path:
         ax.stackplot(iterations, series, labels=roles, alpha=0.85)
         ax.legend(loc="upper left", fontsize=8)
     ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(_whole_numbers())
     ax.set_ylabel("cumulative tokens")
     ax.grid(alpha=0.3)
     fig.savefig(path, dpi=110, bbox_inches="tight")
