@@ -262,8 +262,8 @@ def test_parallel_evaluations_are_independent(executor):
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
-def test_issue_9_attacks_on_model_placement(executor, name):
-    """Each attack of issue 9 on Model Placement ends failed/invalid or far below the initial score.
+def test_hostile_candidates_on_model_placement(executor, name):
+    """Each hostile candidate on Model Placement ends failed/invalid or far below the initial score.
 
     The attacks: forged protocol frames, giving up on hard cases, shrunken copies, an oversized reply,
     reading the package's data generator, killing the parents.
@@ -305,7 +305,7 @@ def _task_attacks() -> dict:
 
 @pytest.mark.parametrize("name", ["sql_rebound_clock", "sql_lazy_frame", "lb_lazy_tensor",
                                   "lb_memoised_after_import_work", "ts_unhashable_order"])
-def test_issue_9_timing_and_output_attacks(executor, name):
+def test_hostile_timing_and_output_attacks(executor, name):
     """Rebound clocks, lazy results, memoising after import-time work, bad outputs: measured or refused."""
     task, source, check = _task_attacks()[name]
     result = executor.evaluate(task, source, limits=LIMITS.model_copy(update={"timeout_s": 90, "cpu_s": 60,
@@ -322,7 +322,7 @@ def _mount_namespace_or_noted(result) -> bool:
     return False
 
 
-def test_issue_9_secret_files_and_host_sockets_are_out_of_reach(executor, tmp_path):
+def test_hostile_secret_files_and_host_sockets_are_out_of_reach(executor, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text(SECRET)
     path = f"/tmp/ce-{uuid.uuid4().hex[:8]}.sock"
@@ -352,7 +352,7 @@ def test_issue_9_secret_files_and_host_sockets_are_out_of_reach(executor, tmp_pa
         assert accepted is None
 
 
-def test_issue_9_sysv_ipc_does_not_outlive_an_evaluation(executor):
+def test_hostile_sysv_ipc_does_not_outlive_an_evaluation(executor):
     key = 0x5EC0000 + os.getpid() % 0xFFFF
     common = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
     create = common + f"libc.shmget({key}, 4096, 0o1000 | 0o600)\nraise RuntimeError('made')\n"
@@ -367,7 +367,7 @@ def test_issue_9_sysv_ipc_does_not_outlive_an_evaluation(executor):
 
 @pytest.mark.skipif(not __import__("contextevolve.llm.embedded", fromlist=["installed"]).installed(),
                     reason="SAK data is captured from the embedded LLM")
-def test_issue_9_long_double_weights_cannot_make_a_nan_score(executor):
+def test_hostile_long_double_weights_cannot_make_a_nan_score(executor):
     """select_keys returns float128 weights of 1e4000 (inf once cast down): invalid, never a NaN score."""
     source = ("import numpy as np\n"
               "def select_keys(queries, keys, values, query_positions):\n"
