@@ -29,10 +29,7 @@ API_ONLY_SETTINGS = frozenset({
     "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
 })
 """Run settings without a ``run`` flag (set them from Python, or in ``langgraph dev``'s context)."""
-AGENTS = CONTEXT_AGENTS
-"""The context agents ``--disable`` switches off (each a ``<agent>_enabled`` setting; declared in
-:mod:`contextevolve.agents`)."""
-BY_HAND = frozenset({"models", "time_budget_s", *(f"{agent}_enabled" for agent in AGENTS)})
+BY_HAND = frozenset({"models", "time_budget_s", *(f"{agent}_enabled" for agent in CONTEXT_AGENTS)})
 """Settings whose flag is declared by hand (see the module docstring)."""
 LIMIT_SETTINGS = ("eval_cpu_s", "eval_memory_mb", "eval_max_processes", "eval_output_kb", "eval_files_mb",
                   "eval_allow_network")
@@ -159,7 +156,7 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         help="model for one role: summarizer, navigator, sampler or generator (repeatable)")
     parser.add_argument("--time-budget", type=float, metavar="MINUTES",
                         help="stop claiming iterations after this many minutes of the run")
-    parser.add_argument("--disable", action="append", choices=list(AGENTS),
+    parser.add_argument("--disable", action="append", choices=list(CONTEXT_AGENTS),
                         help="ablate an agent (repeatable)")
     add_limit_flags(parser)
 
@@ -200,6 +197,6 @@ def run_settings(args: argparse.Namespace) -> dict:
     settings = {name: getattr(args, name) for name in flag_settings() if name not in LIMIT_SETTINGS}
     settings.update(limit_settings(args), models=_role_models(args.role_model) or None,
                     time_budget_s=args.time_budget * 60 if args.time_budget is not None else None)
-    for agent in AGENTS:
+    for agent in CONTEXT_AGENTS:
         settings[f"{agent}_enabled"] = False if agent in (args.disable or []) else None
     return settings
