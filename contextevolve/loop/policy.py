@@ -210,7 +210,7 @@ def ignored_settings(ctx: RunContext) -> list[str]:
                    "so that ablation changes one thing)")
     if _changed(search, "repair_restart") and search.repair_attempts == 0:
         out.append("repair_restart is ignored with repair_attempts 0 (no model repairs)")
-    if ctx.llm.embedded_server_per_role and ctx.parallelism.workers > 1:
+    if ctx.llm.embedded_server_per_role and not ctx.llm.server_per_role(ctx.parallelism.workers):
         out.append("embedded_server_per_role is ignored with more than one worker (several workers would run "
                    "several servers at once on the same cores)")
     return out
