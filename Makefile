@@ -10,9 +10,9 @@ LLAMA_CMAKE_ARGS ?= $(or $(shell bash $(dir $(abspath $(lastword $(MAKEFILE_LIST
   $(error scripts/llama_cmake_args.sh printed no CMake arguments; set LLAMA_CMAKE_ARGS))
 RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
 
-.PHONY: setup sandbox-tools report-tools native-server run test lint unit integration bench clean
+.PHONY: setup sandbox-tools report-tools native-server peers-shinka run test lint unit integration bench clean
 
-setup: sandbox-tools $(VENV)/.installed $(VENV)/.native-tried
+setup: sandbox-tools $(VENV)/.installed $(VENV)/.native-tried peers-shinka
 
 # bubblewrap gives each evaluation a mount namespace (best effort: root + apt-get only; docs/sandbox.md).
 # Checked on every setup, not only when .venv is built, so a machine without it gets it.
@@ -54,6 +54,19 @@ $(VENV)/.native-tried: $(VENV)/.installed
 	  echo "warning: llama.cpp's llama-server did not build: runs use llama-cpp-python's server (slower)" >&2
 	@touch $@
 
+# ShinkaEvolve for `contextevolve compare`, in a venv of its own: its pins (httpx 0.27, older openai and rich)
+# clash with ours. Its driver (contextevolve/compare/shinka_driver.py) runs with this venv's python and
+# scores candidates through our evaluator in .venv (contextevolve/compare/shinka_peer.py, which expects this
+# path unless CONTEXTEVOLVE_SHINKA_PYTHON names another). About a minute and 0.9 GB.
+SHINKA_VENV ?= .venv-shinka
+peers-shinka: $(SHINKA_VENV)/.installed
+
+$(SHINKA_VENV)/.installed: constraints-shinka.txt
+	$(PYTHON) -m venv $(SHINKA_VENV)
+	$(SHINKA_VENV)/bin/python -m pip install --upgrade pip
+	$(SHINKA_VENV)/bin/python -m pip install -c constraints-shinka.txt shinka-evolve==0.0.7
+	touch $@
+
 run: setup
 	$(VENV)/bin/contextevolve run --task model_placement --iterations $(ITERATIONS) --run-dir $(RUN_DIR)
 	$(VENV)/bin/contextevolve status $(RUN_DIR)
@@ -77,4 +90,4 @@ bench: setup
 	$(PY) benchmarks/parallelism.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(SHINKA_VENV) runs .pytest_cache

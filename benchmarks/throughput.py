@@ -69,7 +69,7 @@ def run_contextevolve(args: argparse.Namespace, workers: int, folder: Path, behi
 def run_openevolve(args: argparse.Namespace, workers: int, folder: Path, _behind: str = "") -> dict:
     """One OpenEvolve run (whole programs) with ``workers`` worker processes; its figures."""
     from contextevolve.compare import ledger
-    from contextevolve.compare.peers import PeerSpec
+    from contextevolve.compare.peer_spec import PeerSpec
     from contextevolve.tasks.registry import get_task
 
     task = get_task(args.task)

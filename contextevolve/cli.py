@@ -218,14 +218,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_problem_flags(base)
     base.set_defaults(fn=cmd_baselines, parser=base)
 
-    comp = sub.add_parser("compare", help="ContextEvolve, OpenEvolve and GEPA side by side on one task "
+    comp = sub.add_parser("compare", help="ContextEvolve and its peers side by side on one task "
                                           "(needs the [peers] extra)",
                           usage="%(prog)s (--task TASK | --problem DIR) --out DIR [OPTION]...")
     comp.add_argument("--task", help="built-in task (or give your own problem)")
     comp.add_argument("--systems", type=_csv(str), default=["contextevolve", "openevolve", "gepa"],
                       metavar="LIST",
                       help="comma-separated systems among contextevolve, openevolve, openevolve-full "
-                           "(whole programs), gepa and contextevolve-no-{summarizer,navigator,sampler} "
+                           "(whole programs), gepa, shinka, adaevolve, evox and "
+                           "contextevolve-no-{summarizer,navigator,sampler} "
                            "(default contextevolve,openevolve,gepa)")
     comp.add_argument("--iterations", type=int, default=8, metavar="N",
                       help="candidate budget per system and seed (default 8)")

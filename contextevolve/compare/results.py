@@ -21,9 +21,11 @@ from pathlib import Path
 from contextevolve.compare.schema import CompareSettings, SystemResult
 from contextevolve.tasks.base import Task
 
-COLUMNS = ("system", "seed", "initial", "best", "best recomputed", "budget", "evaluated", "valid",
-           "valid & changed", "tokens", "prompt / completion", "LLM calls", "tokens / valid",
-           "tokens / changed", "wall s", "stopped")
+COLUMNS = ("system", "seed", "initial", "best", "rank", "best recomputed", "budget", "evaluated", "valid",
+           "valid & changed", "tokens", "prompt / completion", "generations", "tokens / valid",
+           "tokens / changed", "minutes", "stopped")
+"""The per-run table. *generations*: every LLM request the proxy counted (code-writing or not); *rank*:
+the run's place by best score among the runs of its seed (ties share a place)."""
 
 
 def _score(value: float | None) -> str:
@@ -35,14 +37,44 @@ def _per(tokens: float | None, count: float | None = 1) -> str:
     return "–" if tokens is None or not count else f"{tokens / count:,.0f}"
 
 
-def _row(result: SystemResult) -> list[str]:
+def _row(result: SystemResult, rank: int | None) -> list[str]:
     """One run's cells of the results table, in :data:`COLUMNS` order."""
     return [result.system, str(result.seed), _score(result.initial), _score(result.best),
+            "–" if rank is None else str(rank),
             _score(result.best_recomputed), str(result.budget or "–"), str(result.candidates),
             str(result.valid), str(result.valid_changed),
             f"{result.tokens:,}", f"{result.prompt_tokens:,} / {result.completion_tokens:,}",
             str(result.llm_calls), _per(result.tokens, result.valid),
-            _per(result.tokens, result.valid_changed), f"{result.wall_s:.0f}", result.stopped[:60]]
+            _per(result.tokens, result.valid_changed), f"{result.wall_s / 60:.1f}", result.stopped[:60]]
+
+
+def ranks(results: list[SystemResult], task: Task, token_budget: int | None = None) -> dict[str, int]:
+    """Each run's place (label -> 1, 2, ...) by best score among the runs of the same seed.
+
+    With ``token_budget`` the score is the best within that many tokens (:func:`best_within`).
+    Competition ranking: equal scores share the better place and the next place is skipped; a run
+    without a score gets none.
+    """
+    def score(result: SystemResult) -> float | None:
+        return best_within(result, token_budget)[0] if token_budget else result.best
+
+    places = {}
+    for seed in {r.seed for r in results}:
+        scored = {r.label: score(r) for r in results if r.seed == seed and score(r) is not None}
+        for label, mine in scored.items():
+            better = [o for o in scored.values() if (o > mine if task.higher_is_better else o < mine)]
+            places[label] = len(better) + 1
+    return places
+
+
+def budget_line(settings: CompareSettings) -> str:
+    """The budget every system got per seed, in each unit a peer counts (candidates, tokens, minutes)."""
+    parts = [f"{settings.candidates} candidates"]
+    parts.append(f"{settings.token_budget:,} tokens" if settings.token_budget else "no token budget")
+    parts.append(f"{settings.time_budget_s / 60:g} minutes" if settings.time_budget_s else "no time budget")
+    return ("Budget per system and seed, whichever is reached first: " + ", ".join(parts)
+            + ". Spent per run: *evaluated* candidates, LLM *generations* (every request the proxy "
+              "counted), *tokens*, wall *minutes*.")
 
 
 def _median(values: list[float]) -> float | None:
@@ -65,19 +97,22 @@ def best_within(result: SystemResult, token_budget: int) -> tuple[float | None, 
     return result.best_so_far[within[-1]], within[-1] + 1
 
 
-def markdown(results: list[SystemResult], task: Task, token_budget: int | None = None) -> str:
-    """The results table in markdown: per run, then medians per system over seeds.
+def markdown(results: list[SystemResult], task: Task, settings: CompareSettings | None = None) -> str:
+    """The results table in markdown: the budget, per run, then medians per system over seeds.
 
-    With ``token_budget``, also every run's best among the candidates it finished within that many
-    tokens (:func:`best_within`).
+    With a token budget in ``settings``, also every run's best among the candidates it finished within
+    that many tokens (:func:`best_within`).
     """
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(_row(r)) + " |" for r in results]
+    token_budget = settings.token_budget if settings else None
+    places = ranks(results, task)
+    lines = [budget_line(settings), ""] if settings else []
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_row(r, places.get(r.label))) + " |" for r in results]
     systems = list(dict.fromkeys(r.system for r in results))
     lines += ["", f"Medians over seeds ({'higher' if task.higher_is_better else 'lower'} is better):", "",
-              "| system | runs | best | valid / budget | valid & changed | tokens | tokens / valid "
-              "| tokens / changed |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| system | runs | best | rank | valid / budget | valid & changed | tokens | generations "
+              "| minutes | tokens / valid | tokens / changed |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for system in systems:
         runs = [r for r in results if r.system == system]
         rate = _median([r.valid / (r.budget or r.candidates) if (r.budget or r.candidates) else 0.0
@@ -85,17 +120,24 @@ def markdown(results: list[SystemResult], task: Task, token_budget: int | None =
         tokens = _median([r.tokens for r in runs])
         per_valid = _median([r.tokens / r.valid for r in runs if r.valid])
         per_changed = _median([r.tokens / r.valid_changed for r in runs if r.valid_changed])
+        rank = _median([places[r.label] for r in runs if r.label in places])
         lines.append(f"| {system} | {len(runs)} | {_score(_median([r.best for r in runs]))} | "
+                     f"{'–' if rank is None else f'{rank:g}'} | "
                      f"{rate:.0%} | {_median([r.valid_changed for r in runs]):g} | {tokens:,.0f} | "
+                     f"{_median([r.llm_calls for r in runs]):g} | "
+                     f"{_median([r.wall_s / 60 for r in runs]):.1f} | "
                      f"{_per(per_valid)} | {_per(per_changed)} |")
     if token_budget:
         lines += ["", f"Best within the same {token_budget:,} tokens (candidates finished by then):", "",
-                  "| system | seed | best within budget | candidates within budget | tokens used in all |",
-                  "|---|---|---|---|---|"]
+                  "| system | seed | best within budget | rank within budget | candidates within budget "
+                  "| tokens used in all |",
+                  "|---|---|---|---|---|---|"]
+        within = ranks(results, task, token_budget)
         for result in results:
             best, count = best_within(result, token_budget)
             lines.append(f"| {result.system} | {result.seed} | {_score(best)} | "
-                         f"{'–' if count is None else count} | {result.tokens:,} |")
+                         f"{within.get(result.label, '–')} | {'–' if count is None else count} | "
+                         f"{result.tokens:,} |")
     ablations = ablation_rows(results, task)
     if ablations:
         lines += ["", "Ablations against the full system on the same seeds (relative > 1: the ablation did "
@@ -179,7 +221,7 @@ def write_results(settings: CompareSettings, results: list[SystemResult], task: 
     data["settings"]["systems"] = list(dict.fromkeys(r.system for r in results))
     data["settings"]["seeds"] = sorted({r.seed for r in results})
     (out / "results.json").write_text(json.dumps(data, indent=2))
-    (out / "results.md").write_text(markdown(results, task, settings.token_budget))
+    (out / "results.md").write_text(markdown(results, task, settings))
     plots(results, task, out)
 
 

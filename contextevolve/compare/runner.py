@@ -1,4 +1,4 @@
-"""``contextevolve compare``: ContextEvolve, OpenEvolve and GEPA on one task, same endpoint.
+"""``contextevolve compare``: ContextEvolve and its peers on one task, same endpoint.
 
 For every seed each system gets the same endpoint, sampling settings, task description, evaluator
 (:mod:`contextevolve.compare.ledger`) and budget: candidates, tokens (``token_budget``) or wall-clock time
@@ -24,23 +24,40 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from contextevolve.agents import CONTEXT_AGENTS
 from contextevolve.compare import ledger
-from contextevolve.compare.peers import PeerSpec
+from contextevolve.compare.peer_spec import PeerSpec
 from contextevolve.compare.proxy import CountingProxy
 from contextevolve.compare.results import write_results
 from contextevolve.compare.schema import CompareSettings, SystemResult, earlier_results
 from contextevolve.tasks.registry import get_task
 
-PEERS: dict[str, tuple[str, dict]] = {
-    "openevolve": ("openevolve", {}),
-    "openevolve-full": ("openevolve", {"diff_based_evolution": False}),
-    "gepa": ("gepa", {}),
+
+class Peer(NamedTuple):
+    """How a peer system is run."""
+
+    runner: str
+    """The :class:`PeerSpec` ``system`` its process runs (``openevolve``, ``gepa``, ``shinka``,
+    ``adaevolve``, ``evox``)."""
+    package: str
+    """The package that provides it (checked before anything runs)."""
+    options: dict = {}
+    """Entries merged into the system's own configuration."""
+
+
+PEERS: dict[str, Peer] = {
+    "openevolve": Peer("openevolve", "openevolve"),
+    "openevolve-full": Peer("openevolve", "openevolve", {"diff_based_evolution": False}),
+    "gepa": Peer("gepa", "gepa"),
+    "shinka": Peer("shinka", "shinka"),
+    "adaevolve": Peer("adaevolve", "skydiscover"),
+    "evox": Peer("evox", "skydiscover"),
 }
-"""Peer systems: name -> (the package that runs it, options for its configuration). OpenEvolve's
-default evolves by SEARCH/REPLACE diffs; ``openevolve-full`` asks it for whole programs."""
+"""Peer systems by name. OpenEvolve's default evolves by SEARCH/REPLACE diffs; ``openevolve-full`` asks it
+for whole programs. ShinkaEvolve runs in an environment of its own (``make peers-shinka``); AdaEvolve and
+EvoX are SkyDiscover's own search methods. What each keeps of its defaults: docs/compare.md."""
 ABLATIONS: dict[str, dict[str, bool]] = {f"contextevolve-no-{name}": {f"{name}_enabled": False}
                                           for name in CONTEXT_AGENTS}
 """The paper's three ablations (Fig. 3c): one context agent switched off."""
@@ -93,23 +110,24 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
 
 def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model: str, folder: Path,
              proxy: CountingProxy, label: str) -> str:
-    """Run OpenEvolve or GEPA in a child process (:mod:`contextevolve.compare.peers`).
+    """Run a peer system in a child process (:mod:`contextevolve.compare.peers`, or ShinkaEvolve's driver).
 
     The child is stopped at the token budget or a time limit; returns why it stopped early ('' when it
     finished).
     """
     task = get_task(settings.task)
     ledger.evaluate(task, task.initial_program, folder / "ledger.jsonl", initial=True)
-    package, options = PEERS[system]
-    spec = PeerSpec(system=package, options=options, task=settings.task, out_dir=str(folder / "run"),
-                    ledger=str(folder / "ledger.jsonl"), base_url=url, model=model,
+    peer = PEERS[system]
+    spec = PeerSpec(system=peer.runner, options=peer.options, task=settings.task,
+                    out_dir=str(folder / "run"), ledger=str(folder / "ledger.jsonl"), base_url=url,
+                    model=model,
                     candidates=settings.candidates, seed=seed, temperature=settings.temperature,
                     max_tokens=settings.max_tokens)
     spec_path = folder / "spec.json"
     spec_path.write_text(spec.model_dump_json(indent=2))
     log = (folder / "system.log").open("w")
-    child = subprocess.Popen([sys.executable, "-m", "contextevolve.compare.peers", str(spec_path)],
-                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=folder)
+    child = subprocess.Popen(_command(spec, spec_path), stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True, cwd=folder)
     started, stopped = time.time(), ""
     while child.poll() is None:
         time.sleep(0.5)
@@ -126,6 +144,37 @@ def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model:
         tail = (folder / "system.log").read_text(errors="replace")[-300:]
         stopped = f"error: exit status {child.returncode}: {tail}"
     return stopped
+
+
+def _command(spec: PeerSpec, spec_path: Path) -> list[str]:
+    """The command line of the peer's process.
+
+    ShinkaEvolve's driver runs in its own environment, the others as ``python -m contextevolve.compare.peers
+    SPEC`` in this one.
+    """
+    if spec.system == "shinka":
+        from contextevolve.compare import shinka_peer
+
+        return shinka_peer.prepare(spec, spec_path)
+    return [sys.executable, "-m", "contextevolve.compare.peers", str(spec_path)]
+
+
+def unavailable(systems: list[str]) -> list[str]:
+    """Why each peer among ``systems`` cannot run here (not installed), a sentence each; empty: all can."""
+    reasons = []
+    for package in dict.fromkeys(PEERS[s].package for s in systems if s in PEERS):
+        if package == "shinka":
+            from contextevolve.compare import shinka_peer
+
+            reason = shinka_peer.unavailable()
+        elif importlib.util.find_spec(package) is None:
+            reason = (f"{package} is not installed: pip install -e '.[peers]' "
+                      "(OpenEvolve 0.4.1, GEPA 0.1.4, SkyDiscover 0.1.0)")
+        else:
+            reason = None
+        if reason:
+            reasons.append(reason)
+    return reasons
 
 
 def _stop(child: subprocess.Popen) -> None:
@@ -180,11 +229,9 @@ def compare(settings: CompareSettings,
         raise ValueError(f"unknown system {', '.join(map(repr, unknown))}: choose from {', '.join(SYSTEMS)}")
     if not settings.seeds or settings.candidates < 1:
         raise ValueError("compare needs at least one seed and a candidate budget of at least 1")
-    packages = {PEERS[s][0] for s in settings.systems if s in PEERS}
-    missing = sorted(p for p in packages if importlib.util.find_spec(p) is None)
+    missing = unavailable(settings.systems)
     if missing:
-        raise ValueError(f"{', '.join(missing)} not installed: pip install -e '.[peers]' "
-                         "(OpenEvolve 0.4.1, GEPA 0.1.4)")
+        raise ValueError("; ".join(missing))
     task = get_task(settings.task)
     out = Path(settings.out).resolve()  # the peers run with their own folder as working directory
     taken = [label for label in (f"{s}-s{seed}" for seed in settings.seeds for s in settings.systems)

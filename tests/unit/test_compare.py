@@ -263,9 +263,15 @@ def test_every_run_is_also_cut_at_the_same_tokens():
     assert best_within(peer, 40_000) == (21.0, 1)
     assert best_within(late, 40_000) == (20.0, 0)  # nothing finished within: the initial program
     assert best_within(broken, 40_000) == (None, None)  # records that do not line up are not guessed at
-    table = markdown([ours, peer, late, broken], TASK, token_budget=40_000)
+    settings = CompareSettings(task="model_placement", out="unused", candidates=8, token_budget=40_000)
+    table = markdown([ours, peer, late, broken], TASK, settings)
+    assert table.startswith("Budget per system and seed, whichever is reached first: 8 candidates, "
+                            "40,000 tokens, no time budget.")
     assert "Best within the same 40,000 tokens" in table
-    assert "| contextevolve | 0 | 22 | 2 | 47,000 |" in table
-    assert "| openevolve | 0 | 20 | 0 | 41,000 |" in table
-    assert "| openevolve-full | 0 | – | – | 0 |" in table
+    # ranked by best over the whole run, then by best within the budget (24 > 23 > 21, 20; 22 > 21 > 20)
+    assert "| contextevolve | 0 | 20 | 24 | 1 |" in table and "| openevolve | 0 | 20 | 23 | 2 |" in table
+    assert "| gepa | 0 | 20 | 21 | 3 |" in table and "| openevolve-full | 0 | 20 | 20 | 4 |" in table
+    assert "| contextevolve | 0 | 22 | 1 | 2 | 47,000 |" in table
+    assert "| openevolve | 0 | 20 | 3 | 0 | 41,000 |" in table
+    assert "| openevolve-full | 0 | – | – | – | 0 |" in table
     assert "Best within" not in markdown([ours], TASK)  # a candidate budget only: no cut table
