@@ -11,7 +11,8 @@ the Sampler is the request with a ``response_format``), drawn from one seeded RN
 * Generator: a valid Model Placement program different from every earlier one (the projected-KVPR rule with
   a new weight and tie-break; 80 %), a broken one (a syntax error, or a placement that drops models; 10 %) or
   a twin (the initial program or an earlier reply; 10 %), each a whole program in a fenced block, ~1,750
-  characters (~440 tokens at 4 characters per token);
+  characters (~440 tokens at 4 characters per token), or in the form a peer's prompt asks for
+  (:func:`in_asked_form`: a SEARCH/REPLACE diff, ShinkaEvolve's tags);
 * Navigator and Summarizer: one of a few plausible replies of 40-80 words; Sampler: two picks as JSON.
 
 Usage is characters / 4 for both the prompt and the reply. Counters (thread-safe): ``busy_s`` (stream-seconds
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import re
 import threading
 import time
 
@@ -48,6 +50,38 @@ CONTEXT_REPLIES = (
 def tokens(text: str) -> int:
     """The token count this endpoint reports for ``text``: characters / 4 (at least 1)."""
     return max(1, len(text) // 4)
+
+
+def _current_program(prompt: str) -> str | None:
+    """The program a peer's prompt shows under its last "# Current program" heading (fenced), if any."""
+    heads = list(re.finditer(r"^# Current [Pp]rogram\s*$", prompt, re.M))
+    found = re.search(r"```[a-z]*\n(.*?)```", prompt[heads[-1].end():], re.S) if heads else None
+    return found.group(1) if found else None
+
+
+def _block(program: str) -> str:
+    """The EVOLVE-BLOCK part of ``program`` (all of it when unmarked)."""
+    found = re.search(r"# EVOLVE-BLOCK-START\n(.*?)# EVOLVE-BLOCK-END", program, re.S)
+    return found.group(1) if found else program
+
+
+def in_asked_form(body: dict, code: str) -> str:
+    """``code`` in the form the request asks for.
+
+    A peer's diff prompt gets a SEARCH/REPLACE diff of the whole EVOLVE-BLOCK of the current program it
+    shows; ShinkaEvolve's prompts get its ``<DIFF>``/``<CODE>`` tags; the rest a fenced program.
+    """
+    prompt = "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
+    shinka = "<DIFF>" in prompt or "<CODE>" in prompt
+    current = _current_program(prompt) if "<<<<<<< SEARCH" in prompt else None
+    if current is not None:
+        diff = (f"<<<<<<< SEARCH\n{_block(current).rstrip()}\n=======\n{_block(code).rstrip()}\n"
+                ">>>>>>> REPLACE\n")
+        text = f"<DIFF>\n{diff}</DIFF>" if shinka else diff
+    else:
+        text = f"<CODE>\n```python\n{code}```\n</CODE>" if shinka else f"```python\n{code}```"
+    head = "<NAME>projected_kvpr</NAME>\n<DESCRIPTION>Weigh the projected pressure.</DESCRIPTION>\n"
+    return (head if shinka else "Here is the new program.\n") + text + "\n"
 
 
 class LatencyEndpoint:
@@ -159,7 +193,7 @@ class LatencyEndpoint:
             code = INVALID_PROGRAM if self.rng.random() < 0.5 else INITIAL[: len(INITIAL) // 2] + "\n    ((\n"
         else:
             code = self.rng.choice([INITIAL, *self.children[-5:]])
-        return f"generator-{kind}", f"Here is the new program.\n```python\n{code}```\n"
+        return f"generator-{kind}", in_asked_form(body, code)
 
     # --- measuring -----------------------------------------------------------------------------------
     def figures(self) -> dict[str, float]:
@@ -174,3 +208,30 @@ class LatencyEndpoint:
             wall = max(self.last_at - self.first_at, 1e-9)
             return {"wall_s": wall, "busy": self.busy_s / (self.streams * wall),
                     "in_flight": self._flight_area / wall, "requests": self.requests}
+
+
+def main() -> None:
+    """``python -m benchmarks.latency_endpoint [--streams N] [--ttft S] [--tpot S]``: serve until interrupted.
+
+    Prints the base URL; e.g. ``contextevolve compare --base-url URL --model gen ...`` runs every system
+    against it.
+    """
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--streams", type=int, default=8)
+    parser.add_argument("--ttft", type=float, default=0.3, help="time to first token, seconds")
+    parser.add_argument("--tpot", type=float, default=0.025, help="time per output token, seconds")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    endpoint = LatencyEndpoint(streams=args.streams, ttft_s=args.ttft, tpot_s=args.tpot, seed=args.seed)
+    print(endpoint.url, flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        endpoint.close()
+        print(json.dumps({**endpoint.figures(), "kinds": endpoint.kinds}))
+
+
+if __name__ == "__main__":
+    main()

@@ -233,8 +233,9 @@ def test_compare_on_a_problem_folder_scores_every_system_with_the_users_evaluato
 
     out = tmp_path / "cmp"
     with FakeEndpoint(answer) as endpoint:
-        code = main(["compare", "--problem", str(folder), "--systems", "contextevolve,openevolve,gepa",
-                     "--iterations", "1", "--out", str(out), "--base-url", endpoint.url, "--model", "fake"])
+        code = main(["compare", "--problem", str(folder), "--systems",
+                     "contextevolve,openevolve,gepa,adaevolve", "--iterations", "1", "--out", str(out),
+                     "--base-url", endpoint.url, "--model", "fake"])
     assert code == 0
     saved = json.loads((out / "results.json").read_text())
     assert saved["settings"]["task"] == f"problem:{(out / 'problem').resolve()}"
