@@ -1,4 +1,4 @@
-"""Command line: ``contextevolve run | status | report | evaluate | baselines | compare | tasks``.
+"""Command line: ``contextevolve run | status | report | evaluate | baselines | compare | serve | tasks``.
 
 Exit codes: 0 ok; 1 ``evaluate``: the program is not ok; 2 bad input (unknown option, task or setting,
 unusable run directory, conflicting ``--task`` on ``--resume``), nothing written; 3 an LLM endpoint is
@@ -23,6 +23,7 @@ from contextevolve.commands import (
     add_problem_flags,
     cmd_baselines,
     cmd_evaluate,
+    cmd_serve,
     cmd_tasks,
     console,
     problem_source,
@@ -254,6 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
                            "OUT/<system>-s<seed>/run/prompts.jsonl")
     add_problem_flags(comp)
     comp.set_defaults(fn=cmd_compare, parser=comp)
+
+    serve = sub.add_parser("serve", help="a live web view of a run or a comparison folder (offline, local)")
+    serve.add_argument("folder", metavar="FOLDER", help="a run directory or a `compare --out` folder")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this "
+                                                          "machine only)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free one)")
+    serve.set_defaults(fn=cmd_serve, parser=serve)
 
     tasks = sub.add_parser("tasks", help="list the tasks")
     tasks.set_defaults(fn=cmd_tasks, parser=tasks)

@@ -142,3 +142,25 @@ def cmd_tasks(args: argparse.Namespace) -> int:  # noqa: ARG001
     print("\nYour own problem (OpenEvolve's form: initial_program.py + evaluator.py [+ config.yaml]):\n"
           "  contextevolve run --problem DIR --iterations N    (see docs/own-problem.md; example: examples/)")
     return 0
+
+
+def cmd_serve(args) -> int:
+    """``contextevolve serve FOLDER``: the live view of a run or a comparison, until interrupted."""
+    import threading
+
+    from contextevolve.view.server import ViewServer
+
+    server = ViewServer(args.folder, host=args.host, port=args.port)
+    kind = server.watcher.kind
+    console.print(f"serving the {'comparison' if kind == 'compare' else 'run'} in {server.folder} at "
+                  f"{server.url} (Ctrl-C stops)", soft_wrap=True)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        console.print(f"[yellow]warning:[/yellow] listening on {args.host}: anyone who can reach this "
+                      "machine can read the run", soft_wrap=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+    return 0

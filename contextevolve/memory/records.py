@@ -133,6 +133,11 @@ class ProgramRecord(BaseModel):
     guidance: str = ""
     """Navigator guidance g the child was generated under."""
     exemplar_ids: list[str] = Field(default_factory=list)
+    """Programs shown to the Generator as exemplars (those the Sampler chose that the prompt kept)."""
+    candidate_ids: list[str] = Field(default_factory=list)
+    """Programs retrieval offered the Sampler to choose the exemplars from, in retrieval order."""
+    trajectory_ids: list[str] = Field(default_factory=list)
+    """Children of the parent → child steps the Navigator read for the guidance."""
     tokens: TokenUsage = Field(default_factory=dict)
     """Tokens spent producing this program, by role."""
     eval_seconds: float = 0.0

@@ -42,7 +42,8 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     parent = memory.buffer.require(state.parent_id)
     record = ProgramRecord(id=state.child_id, iteration=state.iteration + 1, parent_id=parent.id,
                            worker=state.worker, guidance=state.guidance,
-                           exemplar_ids=list(composed.exemplar_ids))
+                           exemplar_ids=list(composed.exemplar_ids), candidate_ids=list(state.candidate_ids),
+                           trajectory_ids=list(state.trajectory_ids))
     outcome = ask_generator(ctx, composed.messages(), policy.first(state.guidance), policy,
                             base=parent.source)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)

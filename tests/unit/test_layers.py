@@ -13,7 +13,7 @@ cannot be read, tested or changed apart). Layers, bottom to top:
    (one per phase)
 5. the graph builder (and the ``contextevolve.graph`` package, which re-exports it)
 6. the Python API and the workers it drives (one LangGraph thread of the graph each), baselines, reports,
-   the comparison with OpenEvolve and GEPA
+   the comparison with the peers, the live view
 7. the command line
 """
 
@@ -34,7 +34,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (4, ("contextevolve.loop", "contextevolve.nodes")),
     (5, ("contextevolve.graph",)),
     (6, ("contextevolve.api", "contextevolve.workers", "contextevolve.baselines", "contextevolve.report",
-         "contextevolve.compare")),
+         "contextevolve.compare", "contextevolve.view")),
     (7, ("contextevolve.cli", "contextevolve.commands", "contextevolve.__main__", "contextevolve.flags",
          "contextevolve.display")),
 ]

@@ -1,0 +1,197 @@
+"""The live view's web server: aiohttp on 127.0.0.1, the page, its JSON and a stream of changes.
+
+Routes: ``/`` the page (``page.html``, every asset served from the installed packages: plotly.js from the
+``plotly`` package, nothing from a CDN); ``/assets/plotly.min.js``; ``/api/search`` the run
+(:func:`contextevolve.view.payload.search`) or a comparison (:func:`contextevolve.view.compare.payload`);
+``/api/child/{id}`` one child (:func:`contextevolve.view.payload.child`); ``/api/events`` server-sent
+events, one ``search`` event whenever what the run stored changes (checked every ``poll_s``). The run is
+only read: the buffer is opened read-only, nothing is written into the run directory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+from aiohttp import web
+
+from contextevolve.report.data import ReportError, load_run
+from contextevolve.view import compare as compare_view
+from contextevolve.view import payload
+
+PAGE = Path(__file__).with_name("page.html")
+"""The single page of the view (plain JavaScript and plotly.js)."""
+
+
+class ViewError(ValueError):
+    """The view cannot be served (the message names the problem: the folder, the port)."""
+
+
+def plotly_js() -> Path:
+    """The plotly.js bundle shipped inside the ``plotly`` package (served locally, never from a CDN)."""
+    import plotly
+
+    return Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+def kind_of(folder: Path) -> str:
+    """``run`` or ``compare``: what ``folder`` holds.
+
+    Raises:
+        ViewError: it does not exist, or holds neither a run (``buffer.sqlite``) nor a comparison
+            (``results.json`` or ``requests.jsonl``).
+    """
+    if not folder.is_dir():
+        raise ViewError(f"{folder} is not a directory")
+    if (folder / "buffer.sqlite").is_file() or (folder / "run.json").is_file():
+        return "run"
+    if (folder / "results.json").is_file() or (folder / "requests.jsonl").is_file():
+        return "compare"
+    raise ViewError(f"{folder} holds neither a run (no buffer.sqlite) nor a comparison (no results.json)")
+
+
+class Watcher:
+    """Reads the folder again only when its files changed; what the page is sent."""
+
+    def __init__(self, folder: Path, kind: str):
+        self.folder, self.kind = folder, kind
+        self._stamp: tuple | None = None
+        self._search: dict = {}
+        self._run = None
+
+    def stamp(self) -> tuple:
+        """Sizes and modification times of the files the payload is read from."""
+        names = (("buffer.sqlite", "buffer.sqlite-wal", "run.json") if self.kind == "run"
+                 else ("results.json", "requests.jsonl"))
+        files = [self.folder / n for n in names]
+        if self.kind == "compare":
+            files += sorted(self.folder.glob("*/ledger.jsonl"))
+        return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
+
+    def search(self) -> dict:
+        """The current whole-run (or whole-comparison) payload, read again if the files changed."""
+        stamp = self.stamp()
+        if stamp != self._stamp:
+            self._stamp = stamp
+            if self.kind == "compare":
+                self._search = {"kind": "compare", **compare_view.payload(self.folder)}
+            else:
+                try:
+                    self._run = load_run(self.folder)
+                    self._search = {"kind": "run", **payload.search(self._run)}
+                except ReportError as exc:  # a run whose initial program is not scored yet
+                    self._run, self._search = None, {"kind": "run", "waiting": str(exc), "programs": []}
+        return self._search
+
+    def child(self, program_id: str) -> dict | None:
+        """One child's payload, ``None`` when no committed program has that id."""
+        self.search()
+        if self._run is None or program_id not in self._run.by_id:
+            return None
+        return payload.child(self._run, program_id)
+
+
+class ViewServer:
+    """The view of one folder, served from a background thread until :meth:`close`.
+
+    ``url`` is where it listens. ``host`` defaults to 127.0.0.1 (this machine only).
+
+    Raises:
+        ViewError: (on construction) a folder the view cannot show, a port that is in use.
+    """
+
+    def __init__(self, folder: str | Path, *, host: str = "127.0.0.1", port: int = 8765, poll_s: float = 1.0):
+        self.folder = Path(folder).resolve()
+        self.watcher = Watcher(self.folder, kind_of(self.folder))
+        self.host, self.poll_s = host, poll_s
+        self.loop = asyncio.new_event_loop()
+        self._runner: web.AppRunner | None = None
+        self._error: BaseException | None = None
+        started = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(port, started), daemon=True,
+                                        name="contextevolve-view")
+        self._thread.start()
+        started.wait(30)
+        if self._error is not None:
+            raise self._error
+
+    def _app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/", self._page)
+        app.router.add_get("/assets/plotly.min.js", self._plotly)
+        app.router.add_get("/api/search", self._search)
+        app.router.add_get("/api/child/{program_id}", self._child)
+        app.router.add_get("/api/events", self._events)
+        return app
+
+    def _serve(self, port: int, started: threading.Event) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self._runner = web.AppRunner(self._app(), access_log=None)
+            self.loop.run_until_complete(self._runner.setup())
+            site = web.TCPSite(self._runner, self.host, port)
+            self.loop.run_until_complete(site.start())
+            self.port = site._server.sockets[0].getsockname()[1]
+        except OSError as exc:
+            self._error = ViewError(f"cannot listen on {self.host}:{port} ({exc.strerror or exc}): "
+                                    "is another server using it? Choose another with --port")
+            started.set()
+            return
+        started.set()
+        self.loop.run_forever()
+        self.loop.run_until_complete(self._runner.cleanup())
+
+    @property
+    def url(self) -> str:
+        """The page's address."""
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}/"
+
+    def close(self) -> None:
+        """Stop serving (open event streams end)."""
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    def __enter__(self) -> ViewServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- handlers ------------------------------------------------------------------------------------
+    async def _page(self, request: web.Request) -> web.Response:
+        return web.Response(text=PAGE.read_text(), content_type="text/html")
+
+    async def _plotly(self, request: web.Request) -> web.FileResponse:
+        return web.FileResponse(plotly_js(), headers={"Cache-Control": "max-age=86400"})
+
+    async def _search(self, request: web.Request) -> web.Response:
+        return web.json_response(await asyncio.to_thread(self.watcher.search))
+
+    async def _child(self, request: web.Request) -> web.Response:
+        found = await asyncio.to_thread(self.watcher.child, request.match_info["program_id"])
+        if found is None:
+            return web.json_response({"error": f"no committed program {request.match_info['program_id']!r}"},
+                                     status=404)
+        return web.json_response(found)
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        sent = None
+        try:
+            while True:
+                current = await asyncio.to_thread(self.watcher.search)
+                if current is not sent:
+                    await response.write(f"event: search\ndata: {json.dumps(current)}\n\n".encode())
+                    sent = current
+                else:
+                    await response.write(b": still here\n\n")
+                await asyncio.sleep(self.poll_s)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return response

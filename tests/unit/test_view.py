@@ -1,0 +1,137 @@
+"""`contextevolve serve`: the live view of a run, seen in headless Chromium while the run goes on.
+
+The page must show a child the run adds without being reloaded, show one child's context when clicked, and
+refuse bad input (a missing or foreign folder, a port in use) with exit code 2, writing nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import urllib.request
+
+import pytest
+
+from contextevolve.api import evolve
+from contextevolve.cli import main
+from contextevolve.view.server import ViewServer
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=30) as reply:
+        return json.loads(reply.read())
+
+
+@pytest.fixture
+def browser():
+    """A headless Chromium page (Playwright driving the system's Chromium: no browser download)."""
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (`make test` installs the Debian package `chromium`)")
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = chromium.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+        page.errors = errors
+        yield page
+        chromium.close()
+
+
+def test_a_new_child_appears_on_the_open_page_and_a_click_shows_its_context(tmp_path, models, browser):
+    run_dir = tmp_path / "run"
+    evolve("model_placement", iterations=2, run_dir=run_dir, max_retries=0, repair_attempts=0)
+    files = sorted(p.name for p in run_dir.iterdir())
+    with ViewServer(run_dir, port=0, poll_s=0.2) as server:
+        assert _get(server.url + "api/search")["kind"] == "run"
+        browser.goto(server.url)
+        browser.wait_for_function("document.querySelectorAll('#lineage div').length === 3")
+        browser.evaluate("window.__same_page = true")  # gone if the page were reloaded
+        evolve("model_placement", iterations=3, run_dir=run_dir, resume=True, max_retries=0,
+               repair_attempts=0)
+        browser.wait_for_function("document.querySelectorAll('#lineage div').length === 4", timeout=20_000)
+        assert browser.evaluate("window.__same_page") is True
+        # the plot has a point per program
+        points = browser.evaluate("document.getElementById('scores').data.filter(t => t.mode === 'markers')"
+                                  ".reduce((n, t) => n + t.x.length, 0)")
+        assert points == 4
+        child = _get(server.url + "api/search")["programs"][-1]
+        browser.click(f"#lineage div[data-id='{child['id']}']")
+        browser.wait_for_function(f"document.getElementById('child-id').textContent === '{child['id']}'")
+        text = browser.inner_text("#child-body")
+        detail = _get(server.url + f"api/child/{child['id']}")
+        assert detail["guidance"] and detail["guidance"].split("\n")[0][:40] in text
+        assert "Candidates retrieved" in text and "Diff against the parent" in text
+        assert all(c["id"] in text for c in detail["candidates"])
+        assert browser.errors == []
+    assert sorted(p.name for p in run_dir.iterdir() if p.name in files) == files
+
+
+def test_an_untrusted_reply_is_shown_as_text_never_run_as_html(tmp_path, models, browser):
+    from contextevolve.memory.buffer import EvolveBuffer
+
+    run_dir = tmp_path / "run"
+    evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0, repair_attempts=0)
+    buffer = EvolveBuffer(run_dir / "buffer.sqlite")
+    [child] = [p for p in buffer.committed() if p.iteration == 1]
+    child.abstract = "<img src=x onerror=\"window.__owned = 1\">"
+    child.guidance = "<script>window.__owned = 2</script>"
+    buffer.put(child)
+    buffer.close()
+    with ViewServer(run_dir, port=0, poll_s=0.2) as server:
+        browser.goto(server.url)
+        browser.wait_for_function("document.querySelectorAll('#lineage div').length === 2")
+        browser.click(f"#lineage div[data-id='{child.id}']")
+        browser.wait_for_function(f"document.getElementById('child-id').textContent === '{child.id}'")
+        assert "<script>window.__owned = 2</script>" in browser.inner_text("#child-body")
+        assert browser.evaluate("window.__owned") is None
+
+
+def test_serve_refuses_bad_input_with_exit_code_2_and_writes_nothing(tmp_path, capsys):
+    assert main(["serve", str(tmp_path / "missing")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("not a run")
+    assert main(["serve", str(foreign)]) == 2
+    assert "neither a run" in capsys.readouterr().err
+    assert [p.name for p in foreign.iterdir()] == ["notes.txt"]
+    (foreign / "run.json").write_text("{}")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", str(foreign), "--port", str(port)]) == 2
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt", "run.json"]
+
+
+def test_a_comparison_folder_shows_every_runs_curve(tmp_path, browser):
+    from contextevolve.compare import ledger
+    from contextevolve.tasks.registry import get_task
+
+    task = get_task("model_placement")
+    out = tmp_path / "cmp"
+    better = task.initial_program.replace("kvpr = load[gpu_id] / free_mem[gpu_id]",
+                                          "kvpr = (load[gpu_id] + model.req_rate / model.slo) / "
+                                          "max(free_mem[gpu_id] - model.model_size, 1e-9)")
+    for label, sources in (("gepa-s0", [better]), ("shinka-s0", [task.initial_program + "\n# same", better])):
+        ledger.evaluate(task, task.initial_program, out / label / "ledger.jsonl", initial=True)
+        for source in sources:
+            ledger.evaluate(task, source, out / label / "ledger.jsonl")
+        (out / label / "spec.json").write_text(json.dumps({"task": "model_placement"}))
+    (out / "requests.jsonl").write_text("")
+    with ViewServer(out, port=0) as server:
+        data = _get(server.url + "api/search")
+        assert data["kind"] == "compare" and [r["label"] for r in data["runs"]] == ["gepa-s0", "shinka-s0"]
+        best = task.evaluate(better).combined_score
+        initial = data["runs"][1]["initial"]
+        assert data["runs"][1]["best_so_far"] == [pytest.approx(initial), pytest.approx(best)]
+        browser.goto(server.url)
+        browser.wait_for_function("document.querySelectorAll('#cmp-table tr').length === 3")
+        assert browser.evaluate("document.getElementById('cmp-candidates').data.length") == 2
+        assert browser.errors == []
