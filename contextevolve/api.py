@@ -33,6 +33,7 @@ from contextevolve.graph.context import (
 )
 from contextevolve.llm import serving
 from contextevolve.llm.faults import EndpointUnavailable
+from contextevolve.loop.steering import steering_for
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import program_id
 from contextevolve.memory.store import BUFFER_FILE, close_memory
@@ -255,6 +256,12 @@ def _problem(problem: str | Path | ProblemSource | None, pieces: dict[str, Any],
     return ProblemSource.read(problem, **pieces, timeout_s=settings.get("eval_timeout_s"))
 
 
+def default_run_dir(task: str | None, problem: ProblemSource | None = None) -> Path:
+    """Where a new run goes without ``run_dir``: ``runs/<task or problem title>-<local time>``."""
+    name = problem.spec.title if problem is not None else task or RunContext.task
+    return Path(f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+
+
 def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: str | Path | None = None,
            resume: bool = False, on_update: Callable[[str, dict], None] | None = None,
            on_phase: Callable[[str, str | None], None] | None = None,
@@ -322,8 +329,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         settings.pop("eval_timeout_s", None)
         configured = settings.pop("max_iterations", None)
         iterations = iterations if iterations is not None else configured
-    name = source.spec.title if source is not None else task or RunContext.task
-    root = Path(run_dir or f"runs/{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    root = Path(run_dir or default_run_dir(task, source))
     if source is not None:
         task = PROBLEM_PREFIX + str((root / "problem").resolve())
     ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
@@ -352,6 +358,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
             embedded.start_shared_servers(models.embedded_server_keys(ctx), ctx.llm_slots)
         graph = build_graph(SqliteSaver(conn))
         run = Workers(graph, ctx, root, on_update=on_update, on_phase=on_phase, on_commit=on_commit)
+        steering_for(root).open()
         finals = run.drive(resume)
     except EndpointUnavailable as exc:
         exc.run_dir = root

@@ -57,9 +57,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             "max_iterations", RunContext.max_iterations)
     saved = saved_settings(args.run_dir) if args.resume and args.run_dir else {}
     workers = settings.get("workers") or (saved.get("parallelism") or {}).get("workers") or 1
-    with RunProgress(console, total, workers) as progress:
-        result = evolve(args.task, iterations=args.iterations, run_dir=args.run_dir, resume=args.resume,
-                        on_commit=progress.on_commit, on_phase=progress.on_phase, problem=source, **settings)
+    view = None
+    if args.serve:  # the run's own view: it can pause the run and write guidance
+        from contextevolve.api import default_run_dir
+        from contextevolve.loop.steering import steering_for
+        from contextevolve.view.server import ViewServer
+
+        args.run_dir = args.run_dir or str(default_run_dir(args.task, source))
+        view = ViewServer(args.run_dir, port=args.serve_port, steering=steering_for(args.run_dir))
+        console.print(f"live view: {view.url} (pause, resume, write guidance)")
+    try:
+        with RunProgress(console, total, workers) as progress:
+            result = evolve(args.task, iterations=args.iterations, run_dir=args.run_dir, resume=args.resume,
+                            on_commit=progress.on_commit, on_phase=progress.on_phase, problem=source,
+                            **settings)
+    finally:
+        if view is not None:
+            view.close()
     console.print(f"\n[bold]Run finished[/bold] ({result.stop_reason}) in {result.seconds:.0f} s: "
                   f"{result.iterations} iterations, {result.programs} programs")
     console.print(f"initial combined score: {result.initial_score}")
@@ -186,6 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_flags(run)
     run.add_argument("--no-report", action="store_true",
                      help="do not write RUN_DIR/report.html and its PNGs at the end")
+    run.add_argument("--serve", action="store_true",
+                     help="serve the run's live view while it runs, with pause, resume and guidance writing")
+    run.add_argument("--serve-port", type=int, default=8765, metavar="PORT",
+                     help="port of --serve's view on 127.0.0.1 (default 8765; 0: any free one)")
     add_problem_flags(run)
     run.set_defaults(fn=cmd_run, parser=run)
 

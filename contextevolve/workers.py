@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from contextevolve.graph.context import RunContext
+from contextevolve.loop.steering import steering_of
 from contextevolve.memory.records import program_id
 from contextevolve.memory.store import open_memory
 from contextevolve.roles import total_tokens
@@ -123,6 +124,7 @@ class Workers:
                 errors = [f.exception() for f in futures]
             except BaseException:  # KeyboardInterrupt: the workers stop after the node they are in
                 self.abort.set()
+                steering_of(self.ctx).stop()  # (a paused or reviewing worker would never get there)
                 raise
         first = next((e for e in errors if e is not None), None)
         if first is not None:
@@ -171,6 +173,7 @@ class Workers:
                     break
         except BaseException:
             self.abort.set()
+            steering_of(self.ctx).stop()  # the other workers must not wait for a person
             raise
         return dict(self.graph.get_state(config).values)
 

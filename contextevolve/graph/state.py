@@ -32,9 +32,9 @@ def append_calls(left: list[dict], right: list[dict]) -> list[dict]:
     return [*(left or []), *(right or [])]
 
 
-ITERATION_FIELDS = ("parent_id", "trajectory_ids", "guidance", "candidate_ids", "exemplar_ids",
-                    "context_exemplar_ids", "exemplar_code_ids", "context_tokens", "repair_step",
-                    "fix_pending", "repair_due",
+ITERATION_FIELDS = ("parent_id", "trajectory_ids", "guidance", "navigator_guidance", "candidate_ids",
+                    "exemplar_ids", "context_exemplar_ids", "exemplar_code_ids", "context_tokens",
+                    "repair_step", "fix_pending", "repair_due",
                     "iteration_usage", "seconds", "llm_calls")
 """The fields of :class:`WorkerState` that belong to the iteration in progress: ``claim`` resets them."""
 
@@ -77,6 +77,9 @@ class WorkerState:
     """Child ids of the parent->child steps shown to the Navigator (for the user: no phase reads it)."""
     guidance: str = ""
     """g: the Navigator's directional guidance (empty when ablated), as the review left it."""
+    navigator_guidance: str | None = None
+    """The Navigator's guidance when a person replaced it in review (``guidance`` is then theirs); None
+    when nobody did."""
     candidate_ids: list[str] = field(default_factory=list)
     """Programs retrieved for the Sampler (relevance + diversity, failed ones included; for the user)."""
     exemplar_ids: list[str] = field(default_factory=list)

@@ -131,7 +131,10 @@ class ProgramRecord(BaseModel):
     traceback: str = ""
     """Where a failed program failed: frames of its own file and the exception (shown to repair)."""
     guidance: str = ""
-    """Navigator guidance g the child was generated under."""
+    """Navigator guidance g the child was generated under (a person's, when one replaced it)."""
+    navigator_guidance: str | None = None
+    """The Navigator's guidance when a person replaced it in review (``""``: it had none); None when nobody
+    did."""
     exemplar_ids: list[str] = Field(default_factory=list)
     """Programs shown to the Generator as exemplars (those the Sampler chose that the prompt kept)."""
     candidate_ids: list[str] = Field(default_factory=list)

@@ -20,6 +20,7 @@ from contextevolve.graph.state import ITERATION_FIELDS, WorkerState
 from contextevolve.loop.behind import settle
 from contextevolve.loop.identity import check_identity
 from contextevolve.loop.resources import memory_of, task_of
+from contextevolve.loop.steering import steering_of
 from contextevolve.loop.stopping import budget_spent_reason, stop_reason
 from contextevolve.memory.records import program_id
 from contextevolve.nodes.summarize import write_abstract
@@ -41,13 +42,14 @@ def fresh_iteration() -> dict:
 
 
 def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Claim the next child for this worker, or set ``stop_reason``.
+    """Claim the next child for this worker, or set ``stop_reason``; first wait while the run is paused.
 
     ``stop_reason`` is set when a run-wide stop rule holds
     (:func:`~contextevolve.loop.stopping.stop_reason`) or every iteration of the budget is claimed.
     """
     ctx = runtime.context
     check_identity(state.run_identity, ctx)
+    steering_of(ctx).wait_while_paused()  # a person paused the run: no new iteration until resumed
     task, memory = task_of(ctx), memory_of(ctx)
     # the children it handed over: errors raised, a killed run's finished
     settle(ctx, state.worker, write_abstract)

@@ -42,6 +42,7 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     parent = memory.buffer.require(state.parent_id)
     record = ProgramRecord(id=state.child_id, iteration=state.iteration + 1, parent_id=parent.id,
                            worker=state.worker, guidance=state.guidance,
+                           navigator_guidance=state.navigator_guidance,
                            exemplar_ids=list(composed.exemplar_ids), candidate_ids=list(state.candidate_ids),
                            trajectory_ids=list(state.trajectory_ids))
     outcome = ask_generator(ctx, composed.messages(), policy.first(state.guidance), policy,

@@ -59,7 +59,8 @@ def _related(data: RunData, ids: list[str], chosen: set[str] = frozenset()) -> l
 def child(data: RunData, program_id: str) -> dict:
     """One program's context, verdict and cost.
 
-    Returns a dict with the program's :func:`_brief` fields and ``metrics``, ``abstract``, ``guidance``,
+    Returns a dict with the program's :func:`_brief` fields and ``metrics``, ``abstract``, ``guidance``
+    (``navigator_guidance``: the Navigator's, when a person replaced it),
     ``parent`` (its brief and abstract, or ``None``), ``trajectory`` (the steps' children the Navigator
     read), ``candidates`` (retrieval's offer, each marked ``chosen`` when it became an exemplar) and
     ``exemplars`` (those shown), ``feedback`` (the evaluator's ``diagnostics``, ``traceback``),
@@ -77,6 +78,7 @@ def child(data: RunData, program_id: str) -> dict:
         "metrics": program.metrics,
         "abstract": program.abstract,
         "guidance": program.guidance,
+        "navigator_guidance": program.navigator_guidance,
         "parent": {**_brief(parent), "abstract": parent.abstract} if parent else None,
         "trajectory": _related(data, program.trajectory_ids),
         "candidates": _related(data, program.candidate_ids, chosen),

@@ -4,8 +4,11 @@ Routes: ``/`` the page (``page.html``, every asset served from the installed pac
 ``plotly`` package, nothing from a CDN); ``/assets/plotly.min.js``; ``/api/search`` the run
 (:func:`contextevolve.view.payload.search`) or a comparison (:func:`contextevolve.view.compare.payload`);
 ``/api/child/{id}`` one child (:func:`contextevolve.view.payload.child`); ``/api/events`` server-sent
-events, one ``search`` event whenever what the run stored changes (checked every ``poll_s``). The run is
-only read: the buffer is opened read-only, nothing is written into the run directory.
+events, one ``search`` event whenever what the run stored changes (checked every ``poll_s``) and one
+``steer`` event whenever the steering changes. The run is only read: the buffer is opened read-only,
+nothing is written into the run directory. Served with the run's
+:class:`~contextevolve.loop.steering.Steering` (``contextevolve run --serve``), ``POST /api/steer``
+pauses, resumes and writes the next child's guidance; without one it answers 403.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from contextevolve.loop.steering import Steering
 from contextevolve.report.data import ReportError, load_run
 from contextevolve.view import compare as compare_view
 from contextevolve.view import payload
@@ -96,15 +100,19 @@ class Watcher:
 class ViewServer:
     """The view of one folder, served from a background thread until :meth:`close`.
 
-    ``url`` is where it listens. ``host`` defaults to 127.0.0.1 (this machine only).
+    ``url`` is where it listens. ``host`` defaults to 127.0.0.1 (this machine only). With ``steering`` (the
+    run's own, in the process that runs it) the page can pause, resume and write the next child's
+    guidance; the folder may then not hold the run yet.
 
     Raises:
         ViewError: (on construction) a folder the view cannot show, a port that is in use.
     """
 
-    def __init__(self, folder: str | Path, *, host: str = "127.0.0.1", port: int = 8765, poll_s: float = 1.0):
+    def __init__(self, folder: str | Path, *, host: str = "127.0.0.1", port: int = 8765, poll_s: float = 1.0,
+                 steering: Steering | None = None):
         self.folder = Path(folder).resolve()
-        self.watcher = Watcher(self.folder, kind_of(self.folder))
+        self.steering = steering
+        self.watcher = Watcher(self.folder, "run" if steering is not None else kind_of(self.folder))
         self.host, self.poll_s = host, poll_s
         self.loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
@@ -124,6 +132,8 @@ class ViewServer:
         app.router.add_get("/api/search", self._search)
         app.router.add_get("/api/child/{program_id}", self._child)
         app.router.add_get("/api/events", self._events)
+        app.router.add_get("/api/steer", self._steer_state)
+        app.router.add_post("/api/steer", self._steer)
         return app
 
     def _serve(self, port: int, started: threading.Event) -> None:
@@ -178,19 +188,48 @@ class ViewServer:
                                      status=404)
         return web.json_response(found)
 
+    def _steer_payload(self) -> dict:
+        return {"enabled": False} if self.steering is None else {"enabled": True, **self.steering.state()}
+
+    async def _steer_state(self, request: web.Request) -> web.Response:
+        return web.json_response(self._steer_payload())
+
+    async def _steer(self, request: web.Request) -> web.Response:
+        """``{"action": "pause" | "resume" | "edit" | "answer", "text": ...}``: a person steers the run."""
+        if self.steering is None:
+            return web.json_response({"error": "this view only watches the run: start it with `contextevolve "
+                                               "run --serve` to pause it or write guidance"}, status=403)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        action = body.get("action") if isinstance(body, dict) else None
+        text = body.get("text") if isinstance(body, dict) else None
+        actions = {"pause": self.steering.pause, "resume": self.steering.resume,
+                   "edit": self.steering.request_edit,
+                   "answer": lambda: self.steering.answer(text if isinstance(text, str) else None)}
+        if action not in actions:
+            return web.json_response({"error": f"unknown action {action!r}: one of {', '.join(actions)}"},
+                                     status=400)
+        actions[action]()
+        return web.json_response(self._steer_payload())
+
     async def _events(self, request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
                                                "Cache-Control": "no-cache"})
         await response.prepare(request)
-        sent = None
+        sent, steered = None, None
         try:
             while True:
                 current = await asyncio.to_thread(self.watcher.search)
+                steer = self._steer_payload()
                 if current is not sent:
                     await response.write(f"event: search\ndata: {json.dumps(current)}\n\n".encode())
                     sent = current
-                else:
-                    await response.write(b": still here\n\n")
+                if steer != steered:
+                    await response.write(f"event: steer\ndata: {json.dumps(steer)}\n\n".encode())
+                    steered = steer
+                await response.write(b": still here\n\n")
                 await asyncio.sleep(self.poll_s)
         except (ConnectionResetError, asyncio.CancelledError):
             pass

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import socket
+import urllib.error
 import urllib.request
 
 import pytest
@@ -135,3 +136,61 @@ def test_a_comparison_folder_shows_every_runs_curve(tmp_path, browser):
         browser.wait_for_function("document.querySelectorAll('#cmp-table tr').length === 3")
         assert browser.evaluate("document.getElementById('cmp-candidates').data.length") == 2
         assert browser.errors == []
+
+
+def test_the_page_pauses_the_run_and_writes_the_next_childs_guidance(tmp_path, models, browser):
+    import threading
+
+    from contextevolve.loop.steering import steering_for
+    from contextevolve.memory.buffer import EvolveBuffer
+
+    run_dir = tmp_path / "run"
+    results: list = []
+    with ViewServer(run_dir, port=0, poll_s=0.2, steering=steering_for(run_dir)) as server:
+        browser.goto(server.url)
+        browser.wait_for_selector("#pause", state="visible")
+        browser.click("#pause")  # before the run starts: it scores c_0, then waits to claim
+        browser.wait_for_function("document.getElementById('pause').textContent === 'Resume'")
+        run = threading.Thread(target=lambda: results.append(evolve(
+            "model_placement", iterations=2, run_dir=run_dir, max_retries=0, repair_attempts=0)))
+        run.start()
+        browser.wait_for_function("document.querySelectorAll('#lineage div').length === 1", timeout=30_000)
+        browser.wait_for_timeout(1500)
+        assert browser.evaluate("document.querySelectorAll('#lineage div').length") == 1  # still paused
+        assert "paused" in browser.inner_text("#steer-note")
+        browser.click("#edit")
+        browser.click("#pause")  # resume: the first child stops in review for the person's guidance
+        browser.wait_for_selector("#review", state="visible", timeout=30_000)
+        # (the first child has no guidance: the Navigator needs a parent -> child step to read)
+        assert steering_for(run_dir).state()["waiting"]["child_id"] == "it00001"
+        browser.click("#review-keep")
+        browser.click("#edit")  # the second child, which has the Navigator's guidance
+        browser.wait_for_function("document.getElementById('review-child').textContent === 'it00002'",
+                                  timeout=30_000)
+        waiting = steering_for(run_dir).state()["waiting"]
+        assert browser.input_value("#review-text") == waiting["guidance"] and waiting["guidance"]
+        browser.fill("#review-text", "Place the largest models first, then balance the KV-cache pressure.")
+        browser.click("#review-send")
+        run.join(60)
+        assert not run.is_alive() and results and results[0].iterations == 2
+        browser.click("#lineage div[data-id='it00002']")
+        browser.wait_for_function("document.getElementById('child-body').innerText"
+                                  ".includes('written by a person')")
+    buffer = EvolveBuffer(run_dir / "buffer.sqlite", read_only=True)
+    kept, edited = buffer.require("it00001"), buffer.require("it00002")
+    buffer.close()
+    assert edited.guidance == "Place the largest models first, then balance the KV-cache pressure."
+    assert edited.navigator_guidance == waiting["guidance"]
+    assert kept.navigator_guidance is None  # kept as the Navigator left it (empty)
+    assert browser.errors == []
+
+
+def test_a_view_that_only_watches_refuses_to_steer(tmp_path, models):
+    run_dir = tmp_path / "run"
+    evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0, repair_attempts=0)
+    with ViewServer(run_dir, port=0) as server:
+        assert _get(server.url + "api/steer") == {"enabled": False}
+        request = urllib.request.Request(server.url + "api/steer", data=b'{"action": "pause"}', method="POST")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 403 and b"contextevolve run --serve" in refused.value.read()
