@@ -33,6 +33,7 @@ from contextevolve.graph.context import (
 )
 from contextevolve.llm import serving
 from contextevolve.llm.faults import EndpointUnavailable
+from contextevolve.llm.pricing import cost, saved_cost, unpriced_models
 from contextevolve.loop.steering import steering_for
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import program_id
@@ -66,6 +67,8 @@ class RunResult:
     tokens: TokenUsage = field(default_factory=dict)
     stop_reason: str | None = None
     seconds: float = 0.0
+    cost: float | None = None
+    """US dollars of ``tokens`` at the run's prices; None when a model it called has none."""
 
     @property
     def total_tokens(self) -> int:
@@ -142,10 +145,11 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     ``statuses`` (count per status), ``failure_kinds`` (count per failure kind),
     ``initial_score``, ``best_score``, ``best_id``, ``repairs``
     (``attempted``: repair calls, ``succeeded``: children they made ok), ``tokens`` (by role),
-    ``total_tokens``, ``seconds`` (wall seconds by phase, summed over programs; see
-    :mod:`contextevolve.timing`), ``llm`` (per usage role: ``calls``, ``seconds``, ``prompt``,
-    ``completion``), ``seconds_per_iteration`` (median over the children), ``served_by`` (what answered
-    the LLM calls at each start or resume, oldest first: :func:`contextevolve.llm.serving.recorded`),
+    ``total_tokens``, ``cost`` (dollars at the run's prices, None without), ``seconds`` (wall seconds by
+    phase, summed over programs; see :mod:`contextevolve.timing`), ``llm`` (per usage role: ``calls``,
+    ``seconds``, ``prompt``, ``completion``), ``seconds_per_iteration`` (median over the children),
+    ``served_by`` (what answered the LLM calls at each start or resume, oldest first:
+    :func:`contextevolve.llm.serving.recorded`),
     ``workers`` (each worker's phase: :func:`contextevolve.workers.worker_phases`).
 
     Raises:
@@ -186,6 +190,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
                     "succeeded": sum(1 for r in records if r.attempts and r.status == "ok")},
         "tokens": tokens,
         "total_tokens": total_tokens(tokens),
+        "cost": saved_cost(settings, tokens),
         "seconds": seconds,
         "llm": llm_by_role(c for r in records for c in r.llm_calls),
         "seconds_per_iteration": round(statistics.median(children), 1) if children else None,
@@ -333,6 +338,11 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     if source is not None:
         task = PROBLEM_PREFIX + str((root / "problem").resolve())
     ctx = prepare_context(root, resume=resume, task=task, max_iterations=iterations, **settings)
+    unpriced = unpriced_models(ctx) if ctx.cost_budget is not None else []
+    if unpriced:
+        raise ValueError(f"a cost budget needs a price for every model the run calls: none for "
+                         f"{', '.join(map(repr, unpriced))} (give --price MODEL=INPUT,OUTPUT, dollars per "
+                         "million tokens)")
     if ctx.review_guidance:
         raise ValueError("review_guidance pauses every worker for a person's answer, which evolve() cannot "
                          "give: drive build_graph(checkpointer) yourself and resume with "
@@ -390,7 +400,8 @@ def _result(root: Path, ctx: RunContext, finals: list[dict], seconds: float) -> 
             initial_score=initial.combined_score if initial else None,
             best_score=best.combined_score if best else None, best_id=best.id if best else None,
             best_program=best.source if best else "", best_path=best_path, tokens=buffer.token_usage(),
-            stop_reason=reasons[0] if reasons else None, seconds=seconds)
+            stop_reason=reasons[0] if reasons else None, seconds=seconds,
+            cost=cost(ctx, buffer.token_usage()))
     finally:
         buffer.close()
         close_memory(root)

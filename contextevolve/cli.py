@@ -30,10 +30,11 @@ from contextevolve.commands import (
 )
 from contextevolve.display import RunProgress, seconds_table, tokens_table
 from contextevolve.evaluation.executors import ExecutorError
-from contextevolve.flags import add_limit_flags, add_run_flags, run_settings
+from contextevolve.flags import add_limit_flags, add_run_flags, parse_prices, run_settings
 from contextevolve.graph.context import DEFAULT_TASK
 from contextevolve.llm import serving
 from contextevolve.llm.faults import EndpointUnavailable
+from contextevolve.llm.pricing import dollars
 
 EXIT_BAD_INPUT = 2
 """Exit code for bad input (nothing was written)."""
@@ -79,6 +80,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     console.print(f"initial combined score: {result.initial_score}")
     console.print(f"best combined score:    {result.best_score}  ({result.best_id})")
     console.print(tokens_table(result.tokens))
+    if result.cost is not None:
+        console.print(f"cost: {dollars(result.cost)} (at the run's prices)")
     console.print(f"best program: {result.best_path}")
     served = serving.recorded(result.run_dir)
     if served:
@@ -129,6 +132,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                  else f"at {at['next'][0]}" if at["next"] else f"stopped ({at['stop_reason']})")
         console.print(f"worker {worker}: {doing}; {at['committed']} children committed", soft_wrap=True)
     console.print(tokens_table(status["tokens"]))
+    if status["cost"] is not None:
+        console.print(f"cost: {dollars(status['cost'])} (at the run's prices)")
     if status["seconds"]:
         console.print(seconds_table(status["seconds"], status["llm"]))
         console.print(f"median seconds per iteration: {status['seconds_per_iteration']}")
@@ -164,7 +169,7 @@ def cmd_compare(args) -> int:
         model=args.model, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
         token_budget=args.token_budget, timeout_s=args.system_timeout,
         time_budget_s=args.time_budget * 60 if args.time_budget is not None else None,
-        log_prompts=args.log_prompts)
+        log_prompts=args.log_prompts, prices=parse_prices(args.price))
     get_task(settings.task)  # an unknown task fails before anything starts
 
     def show(result) -> None:
@@ -268,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="same-time-budget mode: minutes per system and seed")
     comp.add_argument("--system-timeout", type=float, metavar="S",
                       help="wall-clock limit of one system run, seconds")
+    comp.add_argument("--price", action="append", default=[], metavar="MODEL=INPUT,OUTPUT",
+                      help="dollars per million prompt and completion tokens of the model (each run's cost)")
     comp.add_argument("--log-prompts", action="store_true",
                       help="keep ContextEvolve's prompts and replies in "
                            "OUT/<system>-s<seed>/run/prompts.jsonl")

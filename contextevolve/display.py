@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from contextevolve.llm.pricing import dollars
 from contextevolve.memory.records import program_id
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
 from contextevolve.timing import PHASE_ROLE, by_phase
@@ -46,8 +47,9 @@ def child_line(child: dict, workers: int = 1) -> str:
     repairs = f" | repaired {child['repairs']}x" if child.get("repairs") else ""
     seconds = f" | {child['seconds']:.0f} s" if child.get("seconds") else ""
     worker = f" (worker {child['worker']})" if workers > 1 else ""
+    money = f" ({dollars(child['cost'])})" if child.get("cost") is not None else ""
     return (f"child {child['child_id']}{worker}: {child['status']} {outcome}{repairs} "
-            f"| tokens {total_tokens(child['usage'])}{seconds}")
+            f"| tokens {total_tokens(child['usage'])}{money}{seconds}")
 
 
 def seconds_table(seconds: dict, llm: dict) -> Table:
@@ -125,6 +127,8 @@ class RunProgress:
         self.phases.pop(report["child_id"], None)
         console.print(child_line(report, self.workers))
         best = report.get("best_score") or 0
+        money = f" ({dollars(report['run_cost'])})" if report.get("run_cost") is not None else ""
         self.progress.update(self.bar, completed=done,
-                             info=f"best {best:.4f} | tokens {report['run_tokens']}")
-        console.print(f"iteration {done}: committed | best {best:.4f} | tokens so far {report['run_tokens']}")
+                             info=f"best {best:.4f} | tokens {report['run_tokens']}{money}")
+        console.print(f"iteration {done}: committed | best {best:.4f} | tokens so far "
+                      f"{report['run_tokens']}{money}")

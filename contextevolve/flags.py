@@ -3,10 +3,10 @@
 Every run setting (a flat name of :func:`contextevolve.graph.context.flat_setting_names`) is declared once, as
 a field with its type, default and docstring (:mod:`contextevolve.graph.settings`,
 :class:`~contextevolve.graph.context.RunContext`, :class:`~contextevolve.evaluation.limits.SandboxLimits`);
-its flag is derived from that field here (:func:`flag_name`, :func:`add_setting_flags`). Three flags are
-declared by hand: ``--role-model ROLE=MODEL`` (``models``), ``--disable AGENT`` (the three ``*_enabled``
-ablations) and ``--time-budget MINUTES`` (``time_budget_s``). A flag's value lands in ``args.<flat name>``;
-None means "not given" (run.json's value or the default).
+its flag is derived from that field here (:func:`flag_name`, :func:`add_setting_flags`). Four flags are
+declared by hand: ``--role-model ROLE=MODEL`` (``models``), ``--price MODEL=INPUT,OUTPUT`` (``prices``),
+``--disable AGENT`` (the three ``*_enabled`` ablations) and ``--time-budget MINUTES`` (``time_budget_s``).
+A flag's value lands in ``args.<flat name>``; None means "not given" (run.json's value or the default).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ API_ONLY_SETTINGS = frozenset({
     "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
 })
 """Run settings without a ``run`` flag (set them from Python, or in ``langgraph dev``'s context)."""
-BY_HAND = frozenset({"models", "time_budget_s", *(f"{agent}_enabled" for agent in CONTEXT_AGENTS)})
+BY_HAND = frozenset({"models", "prices", "time_budget_s", *(f"{agent}_enabled" for agent in CONTEXT_AGENTS)})
 """Settings whose flag is declared by hand (see the module docstring)."""
 LIMIT_SETTINGS = ("eval_cpu_s", "eval_memory_mb", "eval_max_processes", "eval_output_kb", "eval_files_mb",
                   "eval_allow_network")
@@ -154,6 +154,8 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser, [s for s in flag_settings() if s not in LIMIT_SETTINGS])
     parser.add_argument("--role-model", action="append", default=[], metavar="ROLE=MODEL",
                         help="model for one role: summarizer, navigator, sampler or generator (repeatable)")
+    parser.add_argument("--price", action="append", default=[], metavar="MODEL=INPUT,OUTPUT",
+                        help="dollars per million prompt and completion tokens of a model (repeatable)")
     parser.add_argument("--time-budget", type=float, metavar="MINUTES",
                         help="stop claiming iterations after this many minutes of the run")
     parser.add_argument("--disable", action="append", choices=list(CONTEXT_AGENTS),
@@ -181,6 +183,27 @@ def _role_models(pairs: list[str]) -> dict[str, str]:
     return out
 
 
+def parse_prices(pairs: list[str]) -> dict[str, dict[str, float]]:
+    """``MODEL=INPUT,OUTPUT`` pairs (dollars per million tokens) as ``{model: {"input", "output"}}``.
+
+    Raises:
+        ValueError: a pair that is not that, or a negative price.
+    """
+    out = {}
+    for pair in pairs:
+        model, sep, numbers = pair.rpartition("=")
+        parts = numbers.split(",")
+        try:
+            values = [float(p) for p in parts]
+        except ValueError:
+            values = []
+        if not sep or not model or len(values) != 2 or min(values) < 0:
+            raise ValueError(f"--price takes MODEL=INPUT,OUTPUT (dollars per million prompt and completion "
+                             f"tokens, e.g. gpt-5-mini=0.25,2), got {pair!r}")
+        out[model] = {"input": values[0], "output": values[1]}
+    return out
+
+
 def limit_settings(args: argparse.Namespace) -> dict:
     """The sandbox settings the ``--eval-*`` flags set (unset flags omitted)."""
     return {name: getattr(args, name) for name in LIMIT_SETTINGS if getattr(args, name, None) is not None}
@@ -192,10 +215,11 @@ def run_settings(args: argparse.Namespace) -> dict:
     Every key is a setting's flat name, and every setting is either here or in :data:`API_ONLY_SETTINGS`.
 
     Raises:
-        ValueError: a ``--role-model`` that is not ``ROLE=MODEL``.
+        ValueError: a ``--role-model`` that is not ``ROLE=MODEL``, a malformed ``--price``.
     """
     settings = {name: getattr(args, name) for name in flag_settings() if name not in LIMIT_SETTINGS}
     settings.update(limit_settings(args), models=_role_models(args.role_model) or None,
+                    prices=parse_prices(args.price) or None,
                     time_budget_s=args.time_budget * 60 if args.time_budget is not None else None)
     for agent in CONTEXT_AGENTS:
         settings[f"{agent}_enabled"] = False if agent in (args.disable or []) else None

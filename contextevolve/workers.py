@@ -59,9 +59,11 @@ def commit_report(ctx: RunContext, child_id: str) -> dict:
     """What the progress display says of a committed program, read from its record and the buffer.
 
     Keys: ``child_id``, ``worker``, ``status``, ``score``, ``reason``, ``repairs``, ``usage`` (tokens by
-    role), ``tokens``, ``seconds`` (its wall seconds), ``iterations`` (children committed so far),
-    ``best_score`` and ``run_tokens`` (every committed program's tokens).
+    role), ``tokens``, ``cost`` (dollars, None without prices), ``seconds`` (its wall seconds),
+    ``iterations`` (children committed so far), ``best_score``, ``run_tokens`` (every committed program's
+    tokens) and ``run_cost``.
     """
+    from contextevolve.llm.pricing import cost
     from contextevolve.tasks.registry import get_task
 
     memory = open_memory(ctx.run_dir, chroma_url=ctx.chroma_url)
@@ -69,9 +71,10 @@ def commit_report(ctx: RunContext, child_id: str) -> dict:
     best = memory.buffer.best_by(get_task(ctx.task).better)
     return {"child_id": record.id, "worker": record.worker, "status": record.status,
             "score": record.combined_score, "reason": record.reason, "repairs": len(record.attempts),
-            "usage": record.tokens, "tokens": total_tokens(record.tokens), "seconds": wall(record.seconds),
-            "iterations": memory.buffer.count() - 1, "best_score": best.combined_score if best else None,
-            "run_tokens": memory.buffer.spent()[0]}
+            "usage": record.tokens, "tokens": total_tokens(record.tokens), "cost": cost(ctx, record.tokens),
+            "seconds": wall(record.seconds), "iterations": memory.buffer.count() - 1,
+            "best_score": best.combined_score if best else None, "run_tokens": memory.buffer.spent()[0],
+            "run_cost": cost(ctx, memory.buffer.token_usage()) if ctx.llm.prices else None}
 
 
 class Workers:

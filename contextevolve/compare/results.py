@@ -19,11 +19,12 @@ import statistics
 from pathlib import Path
 
 from contextevolve.compare.schema import CompareSettings, SystemResult
+from contextevolve.llm.pricing import dollars
 from contextevolve.tasks.base import Task
 
 COLUMNS = ("system", "seed", "initial", "best", "rank", "best recomputed", "budget", "evaluated", "valid",
            "valid & changed", "tokens", "prompt / completion", "generations", "tokens / valid",
-           "tokens / changed", "minutes", "stopped")
+           "tokens / changed", "minutes", "cost", "stopped")
 """The per-run table. *generations*: every LLM request the proxy counted (code-writing or not); *rank*:
 the run's place by best score among the runs of its seed (ties share a place)."""
 
@@ -45,7 +46,8 @@ def _row(result: SystemResult, rank: int | None) -> list[str]:
             str(result.valid), str(result.valid_changed),
             f"{result.tokens:,}", f"{result.prompt_tokens:,} / {result.completion_tokens:,}",
             str(result.llm_calls), _per(result.tokens, result.valid),
-            _per(result.tokens, result.valid_changed), f"{result.wall_s / 60:.1f}", result.stopped[:60]]
+            _per(result.tokens, result.valid_changed), f"{result.wall_s / 60:.1f}",
+            dollars(result.cost) or "–", result.stopped[:60]]
 
 
 def ranks(results: list[SystemResult], task: Task, token_budget: int | None = None) -> dict[str, int]:

@@ -32,6 +32,8 @@ from contextevolve.compare.peer_spec import PeerSpec
 from contextevolve.compare.proxy import CountingProxy
 from contextevolve.compare.results import write_results
 from contextevolve.compare.schema import CompareSettings, SystemResult, earlier_results
+from contextevolve.graph.settings import Price
+from contextevolve.llm.pricing import price_cost
 from contextevolve.tasks.registry import get_task
 
 
@@ -277,12 +279,15 @@ def compare(settings: CompareSettings,
             candidates = [e for e in entries if e.candidate]
             totals = {"prompt_tokens": sum(r.prompt_tokens for r in records),
                       "completion_tokens": sum(r.completion_tokens for r in records)}
+            price = settings.prices.get(model)
+            money = (price_cost(Price(**price), totals["prompt_tokens"], totals["completion_tokens"])
+                     if price else None)
             result = SystemResult(
                 system=system, seed=seed, label=label, budget=settings.candidates, initial=figures["initial"],
                 best=figures["best"],
                 best_recomputed=recomputed, candidates=figures["candidates"], valid=figures["valid"],
                 valid_changed=figures["valid_changed"], **totals, tokens=sum(totals.values()),
-                llm_calls=len(records), own_tokens=own, wall_s=round(wall, 1),
+                llm_calls=len(records), cost=money, own_tokens=own, wall_s=round(wall, 1),
                 best_so_far=figures["best_so_far"],
                 cumulative_tokens=cumulative or _tokens_by_candidate(candidates, records), stopped=stopped)
             (folder / "result.json").write_text(result.model_dump_json(indent=2))

@@ -41,6 +41,9 @@ class CompareSettings(BaseModel):
     """Completion-token cap of every code-writing request."""
     token_budget: int | None = None
     """Same-token-budget mode: tokens each system may use per seed (None: candidate budget only)."""
+    prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Dollars per million prompt and completion tokens per model (``{"input", "output"}``): each run's
+    cost is shown when its model has one."""
     timeout_s: float | None = None
     """Wall-clock limit of one system run, seconds (None: none); a peer past it is stopped."""
     time_budget_s: float | None = None
@@ -82,6 +85,8 @@ class SystemResult(BaseModel):
     """Prompt + completion tokens counted by the proxy."""
     llm_calls: int = 0
     """Requests counted by the proxy."""
+    cost: float | None = None
+    """Dollars of those tokens at the comparison's price of the model (None: it has none)."""
     own_tokens: int | None = None
     """The system's own token report (ContextEvolve's run), to check against the proxy."""
     wall_s: float = 0.0

@@ -203,6 +203,9 @@ class RunContext:
     """Stop once prompt + completion tokens over all roles reach this: no iteration is claimed past it,
     and a worker that has spent its share of what was left asks for no second ask after a twin and no
     model repair (:func:`~contextevolve.loop.stopping.worker_budget_spent`)."""
+    cost_budget: float | None = None
+    """Stop once the run's cost in US dollars reaches this (every model it uses needs a price,
+    ``ModelSettings.prices``); checked when a worker claims its next iteration."""
     time_budget_s: float | None = None
     """Stop once the run's elapsed wall seconds reach this.
 
@@ -261,6 +264,10 @@ class RunContext:
             problems.append("max_iterations must be >= 0")
         if self.time_budget_s is not None and self.time_budget_s <= 0:
             problems.append("time_budget_s must be > 0")
+        if self.cost_budget is not None and self.cost_budget <= 0:
+            problems.append("cost_budget must be > 0 (US dollars)")
+        if any(p.input < 0 or p.output < 0 for p in llm.prices.values()):
+            problems.append("prices must be >= 0 (US dollars per million tokens)")
         if llm.max_retries < 0 or llm.retry_wait_s < 0:
             problems.append("max_retries and retry_wait_s must be >= 0")
         if search.repair_attempts < 0:

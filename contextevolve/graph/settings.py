@@ -27,6 +27,18 @@ SCHEMA_CONFIG = ConfigDict(use_attribute_docstrings=True)
 """Pydantic config of every settings class: field docstrings become JSON-schema descriptions."""
 
 
+@dataclass(kw_only=True, frozen=True)
+class Price:
+    """What a model costs, US dollars per million tokens (the unit providers quote)."""
+
+    __pydantic_config__ = SCHEMA_CONFIG
+
+    input: float
+    """Dollars per million prompt tokens."""
+    output: float
+    """Dollars per million completion tokens."""
+
+
 @dataclass(kw_only=True)
 class ModelSettings:
     """Where each agent's LLM is and how it is called (``RunContext.llm``).
@@ -44,6 +56,11 @@ class ModelSettings:
     """Model name for every role without its own entry in ``models``."""
     models: dict[str, str] = field(default_factory=dict)
     """Model per role, e.g. ``{"generator": "qwen2.5-coder-32b"}``."""
+    embedded: bool = False
+    """Every role uses the embedded model, whatever ``base_url``, a config file or the environment name."""
+    prices: dict[str, Price] = field(default_factory=dict)
+    """Price per model name, e.g. ``{"gpt-5-mini": Price(input=0.25, output=2.0)}``: costs are shown for the
+    models priced here, and never guessed for the others."""
     temperatures: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_TEMPERATURES))
     """Sampling temperature per role."""
     max_tokens: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_MAX_TOKENS))
@@ -69,6 +86,25 @@ class ModelSettings:
     (:data:`contextevolve.llm.models.OWN_SERVER_ROLES`; docs/decisions/search-settings.md). None: on with
     one worker, off with more (several servers would share the same cores); True with several workers is
     ignored, with a warning. False: one server for all."""
+
+    def __post_init__(self) -> None:
+        """Read prices given as dicts (run.json, a Python caller) as :class:`Price`.
+
+        Raises:
+            ValueError: a price that is not ``{"input": X, "output": Y}`` with numbers.
+        """
+        prices = {}
+        for model, price in self.prices.items():
+            if not isinstance(price, Price):
+                try:
+                    given = Price(**price)
+                    price = Price(input=float(given.input), output=float(given.output))
+                except (TypeError, ValueError):
+                    raise ValueError(f"invalid run settings: the price of {model!r} must be "
+                                     f"{{'input': X, 'output': Y}} in dollars per million tokens, "
+                                     f"got {price!r}") from None
+            prices[model] = price
+        self.prices = prices
 
     def server_per_role(self, workers: int) -> bool:
         """Whether agents get embedded servers of their own in a run of ``workers`` workers."""

@@ -64,8 +64,10 @@ class EndpointUnavailable(RuntimeError):
         self.run_dir = run_dir
 
     def __str__(self) -> str:
+        instead = ("; to run on the embedded model instead, whatever a config names: --embedded "
+                   "(evolve(embedded=True))" if self.base_url else "")
         return (f"LLM endpoint {describe(self.base_url, self.role)} unavailable ({self.role}, "
-                f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}): {self.reason}")
+                f"{self.attempts} attempt{'s' if self.attempts != 1 else ''}): {self.reason}{instead}")
 
     def resume_command(self) -> str | None:
         """The command that continues the stopped run, or ``None`` when no run directory is known."""

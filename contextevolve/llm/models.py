@@ -8,6 +8,7 @@ For each role the first that is set wins (``RunContext.llm`` is ``L``):
 * model: ``L.models[role]``, ``CONTEXTEVOLVE_<ROLE>_MODEL``, ``L.model``, ``CONTEXTEVOLVE_MODEL``.
 
 Only a base URL selects an endpoint, so a stray ``OPENAI_API_KEY`` never sends a run to a paid API.
+``L.embedded`` wins over all of them: every role uses the embedded LLM.
 :func:`use_chat_models` puts any LangChain chat model in a role's place.
 """
 
@@ -53,6 +54,8 @@ def _env(role: Role, suffix: str, *fallbacks: str) -> str | None:
 
 def resolve_endpoint(role: Role, ctx: RunContext) -> Endpoint:
     """The endpoint ``role`` uses under ``ctx`` and the environment (see module docstring)."""
+    if ctx.llm.embedded:
+        return Endpoint(None, None, None)
     base_url = ctx.llm.base_url or _env(role, "BASE_URL", "CONTEXTEVOLVE_BASE_URL", "OPENAI_BASE_URL")
     api_key = ctx.llm.api_key or _env(role, "API_KEY", "CONTEXTEVOLVE_API_KEY", "OPENAI_API_KEY")
     model = (ctx.llm.models.get(role) or _env(role, "MODEL") or ctx.llm.model

@@ -1,13 +1,14 @@
 """When the run stops, decided run-wide over the Evolve Buffer, whichever worker asks.
 
-The stops are paper Alg. 1's iteration budget, plus the target-score, token-budget and time-budget
-stops.
+The stops are paper Alg. 1's iteration budget, plus the target-score, token-budget, cost-budget and
+time-budget stops.
 """
 
 from __future__ import annotations
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
+from contextevolve.llm.pricing import cost, dollars
 from contextevolve.memory.store import RunMemory
 from contextevolve.roles import TokenUsage, total_tokens
 from contextevolve.tasks.base import Task
@@ -18,9 +19,10 @@ def stop_reason(ctx: RunContext, task: Task, memory: RunMemory,
     """Why no worker should start another iteration now, or None.
 
     The reasons: the target score (the buffer's best), the token budget (tokens of the committed
-    programs) or the time budget (:meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`'s elapsed
-    seconds). The iteration budget is the claim's own check
-    (:meth:`~contextevolve.memory.buffer.EvolveBuffer.claim`), which counts the children in flight too:
+    programs), the cost budget (their cost at the run's prices) or the time budget
+    (:meth:`~contextevolve.memory.buffer.EvolveBuffer.spent`'s elapsed seconds). The iteration budget is
+    the claim's own check (:meth:`~contextevolve.memory.buffer.EvolveBuffer.claim`), which counts the
+    children in flight too:
     :func:`budget_spent_reason` words it. ``spent``: the buffer's
     :meth:`~contextevolve.memory.buffer.EvolveBuffer.spent` ``(tokens, seconds)``, when the caller has
     read it already.
@@ -35,6 +37,10 @@ def stop_reason(ctx: RunContext, task: Task, memory: RunMemory,
         return f"token budget reached ({tokens}/{ctx.token_budget})"
     if ctx.time_budget_s is not None and elapsed >= ctx.time_budget_s:
         return f"time budget reached ({elapsed / 60:.1f}/{ctx.time_budget_s / 60:.1f} min)"
+    if ctx.cost_budget is not None:
+        spent_usd = cost(ctx, buffer.token_usage())
+        if spent_usd is not None and spent_usd >= ctx.cost_budget:
+            return f"cost budget reached ({dollars(spent_usd)}/{dollars(ctx.cost_budget)})"
     return None
 
 

@@ -12,6 +12,7 @@ import base64
 import datetime as dt
 from pathlib import Path
 
+from contextevolve.llm.pricing import dollars
 from contextevolve.report.data import ReportError, RunData, load_run
 from contextevolve.report.figures import STATUS_COLOURS, pareto_figure, scores_figure, tokens_figure
 from contextevolve.roles import total_tokens
@@ -79,6 +80,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
         valid_children=sum(p.status == "ok" for p in children),
         initial=data.programs[0], best=data.best, improvements=data.improvements,
         total_tokens=data.total_tokens(), tokens_per_improvement=data.tokens_per_improvement(),
+        cost=dollars(data.cost(data.tokens_by_role())),
         tokens=data.tokens_by_role(), images=images, colours=STATUS_COLOURS, lineage=lineage_rows(data),
         program_tokens={p.id: total_tokens(p.tokens) for p in data.programs},
         seconds=data.seconds_by_phase(), llm=llm_by_role(c for p in data.programs for c in p.llm_calls),

@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from contextevolve.graph.context import DEFAULT_TASK
+from contextevolve.graph.context import DEFAULT_TASK, RunContext
+from contextevolve.llm.pricing import cost
 from contextevolve.memory.buffer import EvolveBuffer
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.memory.store import BUFFER_FILE
@@ -80,6 +81,19 @@ class RunData:
     def total_tokens(self) -> int:
         """Prompt plus completion tokens of every role and program."""
         return sum(total_tokens(p.tokens) for p in self.programs)
+
+    @functools.cached_property
+    def run_context(self) -> RunContext | None:
+        """The run's settings as read from ``run.json`` (None when absent or unreadable by this version)."""
+        try:
+            return RunContext.from_json(self.settings) if self.settings else None
+        except ValueError:
+            return None
+
+    def cost(self, usage: TokenUsage) -> float | None:
+        """Dollars of ``usage`` at the run's prices (None when a model it called has none)."""
+        ctx = self.run_context
+        return cost(ctx, usage) if ctx is not None and ctx.llm.prices else None
 
     def tokens_per_improvement(self) -> float | None:
         """Tokens spent per improvement of the best (``None`` without improvements)."""

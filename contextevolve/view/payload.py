@@ -17,12 +17,13 @@ TEXT_LIMIT = 4000
 """Characters kept of one long text field (diagnostics, traceback, a repair's reason)."""
 
 
-def _brief(program: ProgramRecord) -> dict:
-    """What a list or a chart shows of a program."""
+def _brief(data: RunData, program: ProgramRecord) -> dict:
+    """What a list or a chart shows of a program (``cost``: dollars, None without prices)."""
     return {"id": program.id, "iteration": program.iteration, "parent_id": program.parent_id,
             "status": program.status, "score": program.combined_score if program.status == "ok" else None,
             "reason": program.reason[:300], "failure_kind": program.failure_kind, "worker": program.worker,
             "tokens": total_tokens(program.tokens), "seconds": round(sum(program.seconds.values()), 2),
+            "cost": data.cost(program.tokens),
             "repairs": len(program.attempts)}
 
 
@@ -32,27 +33,30 @@ def search(data: RunData) -> dict:
     Returns a dict with ``task`` (name, title, ``higher_is_better``), ``programs`` (one :func:`_brief` each),
     ``best_so_far`` (score of the best valid program after each program, ``None`` while none),
     ``best_id``, ``improvements`` (ids), ``tokens_by_role`` (prompt / completion per role),
-    ``seconds_by_phase`` and ``total_tokens``.
+    ``seconds_by_phase``, ``total_tokens``, ``total_cost`` and ``cost_by_role`` (dollars; None without
+    prices).
     """
     by_id = data.by_id
     return {
         "run_dir": str(data.run_dir),
         "task": {"name": data.settings.get("task", ""), "title": data.task.title,
                  "higher_is_better": data.task.higher_is_better},
-        "programs": [_brief(p) for p in data.programs],
+        "programs": [_brief(data, p) for p in data.programs],
         "best_so_far": [by_id[b].combined_score if b else None for b in data.best_so_far],
         "best_id": data.best.id if data.best else None,
         "improvements": list(data.improvements),
         "tokens_by_role": data.tokens_by_role(),
         "seconds_by_phase": data.seconds_by_phase(),
         "total_tokens": data.total_tokens(),
+        "total_cost": data.cost(data.tokens_by_role()),
+        "cost_by_role": {role: data.cost({role: usage}) for role, usage in data.tokens_by_role().items()},
     }
 
 
 def _related(data: RunData, ids: list[str], chosen: set[str] = frozenset()) -> list[dict]:
     """The programs ``ids`` names (those still stored), with their abstracts; ``chosen`` marks exemplars."""
     by_id = data.by_id
-    return [{**_brief(by_id[i]), "abstract": by_id[i].abstract, "chosen": i in chosen}
+    return [{**_brief(data, by_id[i]), "abstract": by_id[i].abstract, "chosen": i in chosen}
             for i in ids if i in by_id]
 
 
@@ -74,12 +78,12 @@ def child(data: RunData, program_id: str) -> dict:
     parent = data.by_id.get(program.parent_id or "")
     chosen = set(program.exemplar_ids)
     return {
-        **_brief(program),
+        **_brief(data, program),
         "metrics": program.metrics,
         "abstract": program.abstract,
         "guidance": program.guidance,
         "navigator_guidance": program.navigator_guidance,
-        "parent": {**_brief(parent), "abstract": parent.abstract} if parent else None,
+        "parent": {**_brief(data, parent), "abstract": parent.abstract} if parent else None,
         "trajectory": _related(data, program.trajectory_ids),
         "candidates": _related(data, program.candidate_ids, chosen),
         "exemplars": _related(data, program.exemplar_ids, chosen),

@@ -25,7 +25,7 @@ KNOWN_TOP = ("max_iterations", "checkpoint_interval", "checkpoint_on_improvement
              "allow_full_rewrites")  # older OpenEvolve releases' key, still in many published configs
 #: Sections whose keys are checked one by one (the others are ignored whole).
 _MAPPED = {"llm": ("api_base", "primary_model", "models", "temperature", "max_tokens", "top_p", "timeout",
-                   "retries", "retry_delay"),
+                   "retries", "retry_delay", "prices"),
            "evaluator": ("timeout", "cascade_evaluation", "cascade_thresholds"),
            "prompt": ("system_message",)}
 
@@ -66,6 +66,22 @@ def _section(path: Path, data: dict, name: str) -> dict:
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: {name} must be a mapping, got {type(section).__name__}")
     return section
+
+
+def _prices(path: Path, value: Any) -> dict[str, dict[str, float]]:
+    """``llm.prices`` (ContextEvolve's own key): ``{model: {input: X, output: Y}}``, dollars per million."""
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: llm.prices must map model names to {{input: X, output: Y}} (dollars per "
+                          f"million tokens), got {type(value).__name__}")
+    out = {}
+    for model, price in value.items():
+        if not isinstance(price, dict) or set(price) != {"input", "output"}:
+            raise ConfigError(f"{path}: llm.prices.{model} must be {{input: X, output: Y}} (dollars per "
+                              f"million tokens), got {price!r}")
+        out[str(model)] = {k: _number(path, f"llm.prices.{model}.{k}", price[k], float) for k in price}
+        if min(out[str(model)].values()) < 0:
+            raise ConfigError(f"{path}: llm.prices.{model} must not be negative")
+    return out
 
 
 def read_config(path: str | Path) -> ProblemConfig:
@@ -121,6 +137,8 @@ def read_config(path: str | Path) -> ProblemConfig:
                             ("retries", "max_retries", int), ("retry_delay", "retry_wait_s", float)):
         if llm.get(key) is not None:
             s[name] = _number(path, f"llm.{key}", llm[key], kind)
+    if llm.get("prices") is not None:
+        s["prices"] = _prices(path, llm["prices"])
     if evaluator.get("timeout") is not None:
         out.timeout_s = _number(path, "evaluator.timeout", evaluator["timeout"], float)
     if "cascade_evaluation" in evaluator:
