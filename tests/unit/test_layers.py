@@ -33,8 +33,8 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (3, ("contextevolve.evaluation.executors",)),
     (4, ("contextevolve.loop", "contextevolve.nodes")),
     (5, ("contextevolve.graph",)),
-    (6, ("contextevolve.api", "contextevolve.workers", "contextevolve.baselines", "contextevolve.report",
-         "contextevolve.compare", "contextevolve.view")),
+    (6, ("contextevolve.api", "contextevolve.run_dir", "contextevolve.workers", "contextevolve.baselines",
+         "contextevolve.report", "contextevolve.compare", "contextevolve.view")),
     (7, ("contextevolve.cli", "contextevolve.commands", "contextevolve.__main__", "contextevolve.flags",
          "contextevolve.display")),
 ]
