@@ -1,8 +1,9 @@
 """The live view of a ``contextevolve compare`` folder: every system's curves side by side (paper Fig. 3).
 
-Read from what the comparison writes while it runs: each run's ledger (``<system>-s<seed>/ledger.jsonl``,
-a line per evaluation, ours) and the proxy's ``requests.jsonl`` (a line per LLM request); the finished
-runs' rows from ``results.json``.
+Read from what the comparison writes while it runs: each peer run's ledger (``<system>-s<seed>/ledger.jsonl``,
+a line per evaluation, ours), a ContextEvolve run's own buffer while it runs (its ledger is written at its
+end), the proxy's ``requests.jsonl`` (a line per LLM request); the finished runs' rows from
+``results.json``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 
 from contextevolve.compare import ledger
+from contextevolve.roles import total_tokens
 from contextevolve.tasks.registry import get_task
 
 
@@ -40,6 +42,31 @@ def _requests(out: Path) -> dict[str, list[dict]]:
     return by_label
 
 
+def _from_run(run_dir: Path) -> tuple[list[ledger.LedgerEntry], list[int]]:
+    """A running ContextEvolve run's committed programs as ledger entries, and its tokens after each child.
+
+    Both are empty while nothing is committed (or the buffer is being created).
+    """
+    from contextevolve.memory.buffer import EvolveBuffer
+
+    try:
+        buffer = EvolveBuffer(run_dir / "buffer.sqlite", read_only=True)
+    except Exception:  # noqa: BLE001 - a buffer being created: nothing to show yet
+        return [], []
+    try:
+        programs = sorted(buffer.committed(), key=lambda p: p.iteration)
+    finally:
+        buffer.close()
+    entries, tokens, used = [], [], 0
+    for p in programs:
+        used += total_tokens(p.tokens)
+        entries.append(ledger.LedgerEntry(index=p.iteration, candidate=p.iteration > 0, status=p.status,
+                                          combined_score=p.combined_score, source_sha256=""))
+        if p.iteration > 0:
+            tokens.append(used)
+    return entries, tokens
+
+
 def payload(out: Path) -> dict:
     """Every run of the comparison in ``out``: its best so far and tokens by candidate, live.
 
@@ -55,9 +82,15 @@ def payload(out: Path) -> dict:
     finished = {r["label"]: r for r in results}
     requests = _requests(out)
     runs = []
-    for path in sorted(out.glob("*/ledger.jsonl")):
-        label = path.parent.name
-        every = ledger.read_ledger(path)
+    folders = ({p.parent for p in out.glob("*/ledger.jsonl")}
+               | {p.parent.parent for p in out.glob("*/run/buffer.sqlite")})
+    for folder in sorted(folders):
+        label = folder.name
+        own_tokens = None
+        if (folder / "ledger.jsonl").is_file():
+            every = ledger.read_ledger(folder / "ledger.jsonl")
+        else:  # ContextEvolve's ledger is written when its run ends
+            every, own_tokens = _from_run(folder / "run")
         entries = [e for e in every if e.candidate]
         initial = next((e.combined_score for e in every if e.index == 0 and e.status == "ok"), None)
         calls = sorted((r.get("started", 0) + r.get("seconds", 0), r.get("prompt_tokens", 0)
@@ -71,6 +104,8 @@ def payload(out: Path) -> dict:
             tokens.append(sum(t for end, t in calls if end <= entry.finished))
         if label in finished and finished[label].get("cumulative_tokens"):
             tokens = finished[label]["cumulative_tokens"]  # ContextEvolve's own per-child records
+        elif own_tokens is not None:
+            tokens = own_tokens
         system, _, seed = label.rpartition("-s")
         runs.append({"label": label, "system": system, "seed": seed, "initial": initial,
                      "best_so_far": best_so_far,

@@ -72,6 +72,7 @@ class Watcher:
         files = [self.folder / n for n in names]
         if self.kind == "compare":
             files += sorted(self.folder.glob("*/ledger.jsonl"))
+            files += sorted(self.folder.glob("*/run/buffer.sqlite*"))  # a ContextEvolve run under way
         return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
 
     def search(self) -> dict:
