@@ -194,3 +194,36 @@ def test_a_view_that_only_watches_refuses_to_steer(tmp_path, models):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 403 and b"contextevolve run --serve" in refused.value.read()
+
+
+def test_run_serve_shows_the_run_live_and_the_page_resumes_it(tmp_path, models, browser, capsys):
+    import threading
+
+    from contextevolve.loop.steering import steering_for
+
+    run_dir = tmp_path / "run"
+    with socket.socket() as probe:  # a free port for the run's own view
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    steering_for(run_dir).pause()  # so that the page is open before the first child (the page resumes it)
+    codes: list[int] = []
+    run = threading.Thread(target=lambda: codes.append(main(
+        ["run", "--iterations", "3", "--run-dir", str(run_dir), "--repair-attempts", "0",
+         "--max-retries", "0", "--serve", "--serve-port", str(port), "--no-report"])))
+    run.start()
+    url = f"http://127.0.0.1:{port}/"
+    for _ in range(100):
+        try:
+            _get(url + "api/steer")
+            break
+        except OSError:
+            run.join(0.2)
+    browser.goto(url)
+    browser.wait_for_function("document.querySelectorAll('#lineage div').length === 1", timeout=30_000)
+    browser.evaluate("window.__same_page = true")
+    browser.click("#pause")  # Resume
+    # a child appears (the view closes with the run, so the last children may come after it)
+    browser.wait_for_function("document.querySelectorAll('#lineage div').length >= 2", timeout=30_000)
+    assert browser.evaluate("window.__same_page") is True
+    run.join(60)
+    assert codes == [0] and f"live view: {url}" in capsys.readouterr().err
