@@ -75,6 +75,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if view is not None:
             view.close()
+            console.print(f"the live view closed with the run: `contextevolve serve {args.run_dir}` shows "
+                          "it again")
     console.print(f"\n[bold]Run finished[/bold] ({result.stop_reason}) in {result.seconds:.0f} s: "
                   f"{result.iterations} iterations, {result.programs} programs")
     console.print(f"initial combined score: {result.initial_score}")
