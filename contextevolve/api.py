@@ -270,6 +270,7 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
         close_memory(root)
         raise
     finally:
+        steering_for(root).stop()  # a pause asked for this run does not hold the next one in this process
         behind.drain(root)  # (a worker that failed may leave a child being summarized)
         conn.close()
         if own_server:

@@ -55,22 +55,30 @@ class Steering:
         with self._lock:
             self.edit_requested = True
 
-    def answer(self, text: str | None) -> None:
+    def answer(self, text: str | None, child_id: str | None = None) -> bool:
         """The person's guidance for the waiting child (``None`` or blank: keep the Navigator's).
 
-        Given before a child waits, it cancels the request.
+        With ``child_id``, only for that child: False (nothing done) when another one waits, or none.
+        Without, given before a child waits, it cancels the request.
         """
         with self._lock:
+            if child_id is not None and (self.waiting is None or self.waiting["child_id"] != child_id):
+                return False
             if self.waiting is None:
                 self.edit_requested = False
             else:
                 self._answer = text if text is not None else ""
             self._lock.notify_all()
+            return True
 
     def stop(self) -> None:
-        """Release every waiting worker (the run ends): pauses and edits are ignored until :meth:`open`."""
+        """Release every waiting worker (the run ends).
+
+        The pause and an edit request are dropped; new ones are ignored until :meth:`open`.
+        """
         with self._lock:
             self._stopped = True
+            self.paused = self.edit_requested = False
             self._lock.notify_all()
 
     def open(self) -> None:
@@ -98,9 +106,12 @@ class Steering:
             self.waiting = {"worker": worker, "child_id": child_id, "parent_id": parent_id,
                             "guidance": guidance}
             self._answer = None
-            while self._answer is None and not self._stopped:
-                self._lock.wait(POLL_S)
-            text, self.waiting, self._answer = self._answer, None, None
+            try:
+                while self._answer is None and not self._stopped:
+                    self._lock.wait(POLL_S)
+                text = self._answer
+            finally:  # (also when the wait is interrupted: no child is left shown as waiting)
+                self.waiting, self._answer = None, None
         return text.strip() if text and text.strip() else None
 
 

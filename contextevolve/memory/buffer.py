@@ -88,7 +88,7 @@ class EvolveBuffer:
         """Open (creating, or migrating an older format, unless ``read_only``) the buffer at ``path``.
 
         Read-only, only the methods that read records work on an older format (``committed``, ``get``,
-        ``best``, ``best_by``, ``token_usage``, ``count``).
+        ``best``, ``best_by``, ``token_usage``, ``count``), and nothing is written beside the file.
 
         Raises:
             BufferFormatError: the buffer is of a newer format than this version knows.
@@ -98,7 +98,10 @@ class EvolveBuffer:
         self._run_id: str | None = None
         self._parsed: dict[str, ProgramRecord] = {}  # committed records already parsed: see committed()
         if read_only:
-            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+            # With no write-ahead log beside it no writer has the buffer open: read it as immutable, which
+            # (unlike mode=ro on a WAL database) creates no -wal / -shm files in the run directory.
+            quiet = "&immutable=1" if not self.path.with_name(self.path.name + "-wal").exists() else ""
+            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro{quiet}", uri=True,
                                        check_same_thread=False)
             self.stored_format()
             return

@@ -9,12 +9,19 @@ events, one ``search`` event whenever what the run stored changes (checked every
 nothing is written into the run directory. Served with the run's
 :class:`~contextevolve.loop.steering.Steering` (``contextevolve run --serve``), ``POST /api/steer``
 pauses, resumes and writes the next child's guidance; without one it answers 403.
+
+Other pages open in the same browser must not read or steer the run: bound to this machine, the server
+answers only requests addressed to it by a local name (``Host``: 127.0.0.1, localhost or [::1] with its
+port; a page on another site that rebinds its own name to 127.0.0.1 is refused), and a steering request
+must be ``application/json`` from the page's own origin (a form or a cross-site ``fetch`` cannot send
+that without a CORS preflight, which is never granted).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 from pathlib import Path
 
@@ -29,8 +36,28 @@ PAGE = Path(__file__).with_name("page.html")
 """The single page of the view (plain JavaScript and plotly.js)."""
 
 
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+"""Names of this machine a locally bound view answers to."""
+
+
 class ViewError(ValueError):
     """The view cannot be served (the message names the problem: the folder, the port)."""
+
+
+def _finite(value):
+    """``value`` with every NaN or infinity replaced by None (JSON has neither: the page cannot read it)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_json(value) -> str:
+    """``value`` as strict JSON (see :func:`_finite`)."""
+    return json.dumps(_finite(value))
 
 
 def plotly_js() -> Path:
@@ -64,6 +91,7 @@ class Watcher:
         self._stamp: tuple | None = None
         self._search: dict = {}
         self._run = None
+        self._lock = threading.Lock()  # the handlers call in from several threads
 
     def stamp(self) -> tuple:
         """Sizes and modification times of the files the payload is read from."""
@@ -76,26 +104,39 @@ class Watcher:
         return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.exists())
 
     def search(self) -> dict:
-        """The current whole-run (or whole-comparison) payload, read again if the files changed."""
-        stamp = self.stamp()
-        if stamp != self._stamp:
-            self._stamp = stamp
-            if self.kind == "compare":
-                self._search = {"kind": "compare", **compare_view.payload(self.folder)}
-            else:
-                try:
-                    self._run = load_run(self.folder)
-                    self._search = {"kind": "run", **payload.search(self._run)}
-                except ReportError as exc:  # a run whose initial program is not scored yet
-                    self._run, self._search = None, {"kind": "run", "waiting": str(exc), "programs": []}
-        return self._search
+        """The current whole-run (or whole-comparison) payload, read again if the files changed.
+
+        A folder that cannot be read as it is now (a run not started, a file being written, a file a
+        person or a candidate damaged) gives ``{"kind", "waiting": why}``; it is read again when it changes.
+        """
+        with self._lock:
+            stamp = self.stamp()
+            if stamp == self._stamp:
+                return self._search
+            try:
+                if self.kind == "compare":
+                    run, search = None, {"kind": "compare", **compare_view.payload(self.folder)}
+                else:
+                    run = load_run(self.folder)
+                    search = {"kind": "run", **payload.search(run)}
+            except ReportError as exc:  # a run whose initial program is not scored yet
+                run, search = None, {"kind": self.kind, "waiting": str(exc)}
+            except Exception as exc:  # noqa: BLE001 - whatever is stored, the view stays up and says why
+                run, search = None, {"kind": self.kind,
+                                     "waiting": f"cannot read {self.folder} as it is now "
+                                                f"({type(exc).__name__}: {str(exc)[:300]}); trying again "
+                                                "when it changes"}
+            self._stamp, self._run, self._search = stamp, run, search
+            return search
 
     def child(self, program_id: str) -> dict | None:
         """One child's payload, ``None`` when no committed program has that id."""
         self.search()
-        if self._run is None or program_id not in self._run.by_id:
+        with self._lock:
+            run = self._run
+        if run is None or program_id not in run.by_id:
             return None
-        return payload.child(self._run, program_id)
+        return payload.child(run, program_id)
 
 
 class ViewServer:
@@ -116,6 +157,7 @@ class ViewServer:
         self.watcher = Watcher(self.folder, "run" if steering is not None else kind_of(self.folder))
         self.host, self.poll_s = host, poll_s
         self.loop = asyncio.new_event_loop()
+        self._closing: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
         self._error: BaseException | None = None
         started = threading.Event()
@@ -126,8 +168,22 @@ class ViewServer:
         if self._error is not None:
             raise self._error
 
+    @web.middleware
+    async def _guard(self, request: web.Request, handler):
+        """Refuse requests a page of another site could make (see the module docstring)."""
+        local = self.host in LOCAL_HOSTS
+        name = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+        if local and (name not in LOCAL_HOSTS or not request.host.endswith(f":{self.port}")):
+            return web.json_response({"error": f"this view answers only at {self.url}"}, status=403)
+        if request.method == "POST":
+            origin = request.headers.get("Origin")
+            if request.content_type != "application/json" or (origin and origin != f"http://{request.host}"):
+                return web.json_response(
+                    {"error": "steering takes application/json from the view's own page"}, status=403)
+        return await handler(request)
+
     def _app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._guard])
         app.router.add_get("/", self._page)
         app.router.add_get("/assets/plotly.min.js", self._plotly)
         app.router.add_get("/api/search", self._search)
@@ -139,6 +195,7 @@ class ViewServer:
 
     def _serve(self, port: int, started: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
+        self._closing = asyncio.Event()
         try:
             self._runner = web.AppRunner(self._app(), access_log=None)
             self.loop.run_until_complete(self._runner.setup())
@@ -161,8 +218,13 @@ class ViewServer:
         return f"http://{host}:{self.port}/"
 
     def close(self) -> None:
-        """Stop serving (open event streams end)."""
+        """Stop serving: open event streams end, then the server (within a poll interval or two)."""
         if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self._closing.set)
+            try:
+                asyncio.run_coroutine_threadsafe(self._runner.shutdown(), self.loop).result(10)
+            except Exception:  # noqa: BLE001 - stopping the loop below ends it anyway
+                pass
             self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
 
@@ -180,14 +242,14 @@ class ViewServer:
         return web.FileResponse(plotly_js(), headers={"Cache-Control": "max-age=86400"})
 
     async def _search(self, request: web.Request) -> web.Response:
-        return web.json_response(await asyncio.to_thread(self.watcher.search))
+        return web.json_response(await asyncio.to_thread(self.watcher.search), dumps=to_json)
 
     async def _child(self, request: web.Request) -> web.Response:
         found = await asyncio.to_thread(self.watcher.child, request.match_info["program_id"])
         if found is None:
             return web.json_response({"error": f"no committed program {request.match_info['program_id']!r}"},
                                      status=404)
-        return web.json_response(found)
+        return web.json_response(found, dumps=to_json)
 
     def _steer_payload(self) -> dict:
         return {"enabled": False} if self.steering is None else {"enabled": True, **self.steering.state()}
@@ -204,15 +266,19 @@ class ViewServer:
             body = await request.json()
         except ValueError:
             body = None
-        action = body.get("action") if isinstance(body, dict) else None
-        text = body.get("text") if isinstance(body, dict) else None
+        body = body if isinstance(body, dict) else {}
+        action, text, child_id = body.get("action"), body.get("text"), body.get("child_id")
+        text = text if isinstance(text, str) else None
+        child_id = child_id if isinstance(child_id, str) else None
         actions = {"pause": self.steering.pause, "resume": self.steering.resume,
                    "edit": self.steering.request_edit,
-                   "answer": lambda: self.steering.answer(text if isinstance(text, str) else None)}
-        if action not in actions:
+                   "answer": lambda: self.steering.answer(text, child_id)}
+        if not isinstance(action, str) or action not in actions:
             return web.json_response({"error": f"unknown action {action!r}: one of {', '.join(actions)}"},
                                      status=400)
-        actions[action]()
+        if actions[action]() is False:
+            return web.json_response({"error": f"{child_id} does not wait for guidance (any more)",
+                                      **self._steer_payload()}, status=409)
         return web.json_response(self._steer_payload())
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
@@ -225,13 +291,17 @@ class ViewServer:
                 current = await asyncio.to_thread(self.watcher.search)
                 steer = self._steer_payload()
                 if current is not sent:
-                    await response.write(f"event: search\ndata: {json.dumps(current)}\n\n".encode())
+                    await response.write(f"event: search\ndata: {to_json(current)}\n\n".encode())
                     sent = current
                 if steer != steered:
-                    await response.write(f"event: steer\ndata: {json.dumps(steer)}\n\n".encode())
+                    await response.write(f"event: steer\ndata: {to_json(steer)}\n\n".encode())
                     steered = steer
                 await response.write(b": still here\n\n")
-                await asyncio.sleep(self.poll_s)
-        except (ConnectionResetError, asyncio.CancelledError):
+                try:
+                    await asyncio.wait_for(self._closing.wait(), self.poll_s)
+                    break  # the server is closing
+                except asyncio.TimeoutError:
+                    pass
+        except ConnectionResetError:  # the page went away
             pass
         return response

@@ -190,7 +190,8 @@ def test_a_view_that_only_watches_refuses_to_steer(tmp_path, models):
     evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0, repair_attempts=0)
     with ViewServer(run_dir, port=0) as server:
         assert _get(server.url + "api/steer") == {"enabled": False}
-        request = urllib.request.Request(server.url + "api/steer", data=b'{"action": "pause"}', method="POST")
+        request = urllib.request.Request(server.url + "api/steer", data=b'{"action": "pause"}', method="POST",
+                                         headers={"Content-Type": "application/json"})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=30)
         assert refused.value.code == 403 and b"contextevolve run --serve" in refused.value.read()
@@ -227,3 +228,41 @@ def test_run_serve_shows_the_run_live_and_the_page_resumes_it(tmp_path, models, 
     assert browser.evaluate("window.__same_page") is True
     run.join(60)
     assert codes == [0] and f"live view: {url}" in capsys.readouterr().err
+
+
+def test_other_sites_can_neither_read_nor_steer_and_damaged_files_keep_the_view_up(tmp_path, models):
+    from contextevolve.loop.steering import steering_for
+
+    run_dir = tmp_path / "run"
+    evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0, repair_attempts=0)
+    before = sorted(p.name for p in run_dir.iterdir())
+    with ViewServer(run_dir, port=0, steering=steering_for(run_dir)) as server:
+        port = server.port
+
+        def call(path: str, *, host: str | None = None, body: bytes | None = None,
+                 kind: str = "application/json", origin: str | None = None) -> int:
+            request = urllib.request.Request(server.url + path, data=body, method="POST" if body else "GET")
+            for name, value in (("Host", host), ("Content-Type", kind if body else None), ("Origin", origin)):
+                if value:
+                    request.add_header(name, value)
+            try:
+                with urllib.request.urlopen(request, timeout=30) as reply:
+                    return reply.status
+            except urllib.error.HTTPError as refused:
+                return refused.code
+
+        assert call("api/search") == 200 and call("api/search", host=f"localhost:{port}") == 200
+        assert call("api/search", host=f"evil.example:{port}") == 403  # a rebound name
+        pause = b'{"action": "pause"}'
+        assert call("api/steer", body=pause, kind="text/plain") == 403  # what a form or no-cors fetch sends
+        assert call("api/steer", body=pause, origin="http://evil.example") == 403
+        assert call("api/steer", body=b'{"action": [1]}') == 400
+        assert call("api/steer", body=b'{"action": "answer", "child_id": "it00009", "text": "x"}') == 409
+        assert not steering_for(run_dir).state()["paused"]
+        assert call("api/steer", body=pause, origin=f"http://127.0.0.1:{port}") == 200
+        assert steering_for(run_dir).state()["paused"]
+        steering_for(run_dir).resume()
+        (run_dir / "run.json").write_text("{not json")  # damaged (by hand): the view says so and stays up
+        data = _get(server.url + "api/search")
+        assert "cannot read" in data["waiting"] and call("api/search") == 200
+    assert sorted(p.name for p in run_dir.iterdir()) == before  # no -wal / -shm left behind
