@@ -1,8 +1,8 @@
 """The Evolve Buffer: every program of a run, durably stored in SQLite in the run directory.
 
-One row per program id; writes are upserts, so replaying an iteration after a crash
-replaces its row rather than duplicating it. Programs become visible to the search
-(parent selection, trajectories, status) only once committed by ``update_buffer``.
+One row per program id; writes are upserts, so replaying an iteration after a crash replaces its row
+rather than duplicating it. Programs become visible to the search (parent selection, trajectories,
+status) only once committed by ``update_buffer``.
 """
 
 from __future__ import annotations
@@ -88,7 +88,8 @@ class EvolveBuffer:
         """Open (creating, or migrating an older format, unless ``read_only``) the buffer at ``path``.
 
         Read-only, only the methods that read records work on an older format (``committed``, ``get``,
-        ``best``, ``best_by``, ``token_usage``, ``count``), and nothing is written beside the file.
+        ``best``, ``best_by``, ``token_usage``, ``count``); with no -wal file (no writer) it is immutable, so
+        that nothing is written beside it.
 
         Raises:
             BufferFormatError: the buffer is of a newer format than this version knows.
@@ -98,9 +99,7 @@ class EvolveBuffer:
         self._run_id: str | None = None
         self._parsed: dict[str, ProgramRecord] = {}  # committed records already parsed: see committed()
         if read_only:
-            # With no write-ahead log beside it no writer has the buffer open: read it as immutable, which
-            # (unlike mode=ro on a WAL database) creates no -wal / -shm files in the run directory.
-            quiet = "&immutable=1" if not self.path.with_name(self.path.name + "-wal").exists() else ""
+            quiet = "" if self.path.with_name(self.path.name + "-wal").exists() else "&immutable=1"
             self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro{quiet}", uri=True,
                                        check_same_thread=False)
             self.stored_format()
@@ -232,11 +231,7 @@ class EvolveBuffer:
             return dict(self._db.execute("SELECT iteration, worker FROM claims").fetchall())
 
     def spent(self) -> tuple[int, float]:
-        """``(tokens, elapsed seconds)`` of the committed programs.
-
-        Every token, and the run's elapsed wall seconds as the initial program's plus the busiest worker's
-        children (workers run side by side).
-        """
+        """``(tokens, elapsed seconds)`` of the committed programs (seconds: c_0's + the busiest worker's)."""
         with self._lock:
             tokens, first = self._db.execute("SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(CASE WHEN "
                                              "iteration = 0 THEN wall END), 0) FROM programs "
