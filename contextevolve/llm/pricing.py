@@ -38,9 +38,11 @@ def price_cost(price: Price, prompt: int, completion: int) -> float:
 def cost(ctx: RunContext, usage: TokenUsage) -> float | None:
     """Dollars of ``usage`` (tokens by role) at the run's prices.
 
-    ``repair`` tokens are the Generator's model's. ``None`` when a role that spent tokens calls a model
-    without a price.
+    ``repair`` tokens are the Generator's model's. ``None`` when the run has no prices, or a role that
+    spent tokens calls a model without one.
     """
+    if not ctx.llm.prices:  # nothing priced: no cost, not $0
+        return None
     total = 0.0
     for role, tokens in usage.items():
         prompt, completion = tokens.get("prompt", 0), tokens.get("completion", 0)

@@ -34,6 +34,7 @@ def test_cost_is_each_roles_tokens_at_its_models_price_and_none_without_one():
                           prices={"big": {"input": 1, "output": 1}})
     assert cost(unpriced, usage) is None and unpriced_models(unpriced) == ["free"]
     assert cost(unpriced, {"generator": {"prompt": 10, "completion": 10}}) == pytest.approx(2e-5)
+    assert cost(RunContext(), {}) is None  # no prices at all: no cost, not $0
     assert dollars(None) == "" and dollars(12.345) == "$12.35" and dollars(0.0012345) == "$0.001234"
 
 
