@@ -11,8 +11,14 @@ import asyncio
 import sys
 from pathlib import Path
 
-from contextevolve.compare import ledger
-from contextevolve.compare.peer_spec import PeerSpec, feedback, oriented, spec_from_env, system_message
+from contextevolve.compare.peer_spec import (
+    PeerSpec,
+    feedback,
+    peer_metrics,
+    score_file,
+    spec_from_env,
+    system_message,
+)
 from contextevolve.tasks.registry import get_task
 
 
@@ -20,17 +26,8 @@ def openevolve_evaluate(program_path: str):
     """OpenEvolve's evaluator contract: ``evaluate(program_path) -> EvaluationResult``."""
     from openevolve.evaluation_result import EvaluationResult
 
-    spec = spec_from_env()
-    task = get_task(spec.task)
-    try:
-        source = Path(program_path).read_text(errors="replace")
-    except OSError as exc:
-        source = ""
-        print(f"contextevolve compare: cannot read {program_path}: {exc}", file=sys.stderr)
-    evaluation = ledger.evaluate(task, source, Path(spec.ledger))
-    metrics = {"combined_score": oriented(task, evaluation)}
-    metrics.update({f"metric_{k}": float(v) for k, v in evaluation.metrics.items()})
-    return EvaluationResult(metrics=metrics, artifacts=feedback(evaluation))
+    task, evaluation = score_file(spec_from_env(), program_path)
+    return EvaluationResult(metrics=peer_metrics(task, evaluation), artifacts=feedback(evaluation))
 
 
 def run_openevolve(spec: PeerSpec) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -95,3 +96,35 @@ def system_message(task: Task) -> str:
     goal = "higher" if task.higher_is_better else "lower"
     return (f"You are an expert in systems algorithms improving a program.\n\n## Task\n{task.description}\n\n"
             f"The program's combined score should be {goal}. Keep the entry function's name and signature.")
+
+
+def score_file(spec: PeerSpec, program_path: str, clean=None) -> tuple[Task, Evaluation]:
+    """Score the candidate a peer wrote to ``program_path`` into ``spec``'s ledger.
+
+    ``clean(source, initial_program) -> source`` undoes what the harness added for the peer (ShinkaEvolve's
+    markers). An unreadable file is an empty candidate (``failed``), said on stderr.
+    """
+    from contextevolve.compare import ledger
+    from contextevolve.tasks.registry import get_task
+
+    task = get_task(spec.task)
+    try:
+        source = Path(program_path).read_text(errors="replace")
+    except OSError as exc:
+        source = ""
+        print(f"contextevolve compare: cannot read {program_path}: {exc}", file=sys.stderr)
+    if clean is not None:
+        source = clean(source, task.initial_program)
+    return task, ledger.evaluate(task, source, Path(spec.ledger))
+
+
+def peer_metrics(task: Task, evaluation: Evaluation) -> dict[str, float]:
+    """``combined_score`` (:func:`oriented`) and the task's metrics as ``metric_<name>``."""
+    metrics = {"combined_score": oriented(task, evaluation)}
+    metrics.update({f"metric_{k}": float(v) for k, v in evaluation.metrics.items()})
+    return metrics
+
+
+def feedback_text(evaluation: Evaluation) -> str:
+    """:func:`feedback` as ``key: value`` lines, for peers that take one text."""
+    return "\n".join(f"{key}: {value}" for key, value in feedback(evaluation).items())

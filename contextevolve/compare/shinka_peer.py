@@ -17,8 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from contextevolve.compare import ledger
-from contextevolve.compare.peer_spec import PeerSpec, feedback, oriented, system_message
+from contextevolve.compare.peer_spec import PeerSpec, feedback_text, oriented, score_file, system_message
 from contextevolve.tasks.registry import get_task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -114,20 +113,13 @@ def evaluate_main(argv: list[str] | None = None) -> int:
         parser.add_argument(name, required=True)
     args, _ = parser.parse_known_args(argv)
     spec = PeerSpec.model_validate_json(Path(args.spec).read_text())
-    task = get_task(spec.task)
-    try:
-        source = Path(args.program_path).read_text(errors="replace")
-    except OSError as exc:
-        source = ""
-        print(f"contextevolve compare: cannot read {args.program_path}: {exc}", file=sys.stderr)
-    evaluation = ledger.evaluate(task, unmarked(source, task.initial_program), Path(spec.ledger))
-    info = feedback(evaluation)
-    text = "\n".join(f"{key}: {value}" for key, value in info.items())
+    task, evaluation = score_file(spec, args.program_path, clean=unmarked)
+    text = feedback_text(evaluation)
     metrics = {"combined_score": oriented(task, evaluation),
                "public": {key: float(value) for key, value in evaluation.metrics.items()},
                "private": {"status": evaluation.status, "task_combined_score": evaluation.combined_score},
                "text_feedback": text}
-    correct = {"correct": evaluation.status == "ok", "error": info.get("reason")}
+    correct = {"correct": evaluation.status == "ok", "error": evaluation.reason or None}
     results = Path(args.results_dir)
     results.mkdir(parents=True, exist_ok=True)
     (results / "metrics.json").write_text(json.dumps(metrics, indent=2))

@@ -27,11 +27,16 @@ go under ``out_dir``. On SIGTERM SkyDiscover finishes the iteration under way an
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from contextevolve.compare import ledger
-from contextevolve.compare.peer_spec import PeerSpec, feedback, oriented, spec_from_env, system_message
+from contextevolve.compare.peer_spec import (
+    PeerSpec,
+    feedback_text,
+    peer_metrics,
+    score_file,
+    spec_from_env,
+    system_message,
+)
 from contextevolve.tasks.base import Task
 from contextevolve.tasks.registry import get_task
 
@@ -59,20 +64,11 @@ def skydiscover_evaluate(program_path: str):
     """SkyDiscover's evaluator contract: ``evaluate(program_path) -> EvaluationResult``."""
     from skydiscover.evaluation.evaluation_result import EvaluationResult
 
-    spec = spec_from_env()
-    task = get_task(spec.task)
-    try:
-        source = Path(program_path).read_text(errors="replace")
-    except OSError as exc:
-        source = ""
-        print(f"contextevolve compare: cannot read {program_path}: {exc}", file=sys.stderr)
-    evaluation = ledger.evaluate(task, source, Path(spec.ledger))
-    metrics = {"combined_score": oriented(task, evaluation)}
-    metrics.update({f"metric_{k}": float(v) for k, v in evaluation.metrics.items()})
+    task, evaluation = score_file(spec_from_env(), program_path)
+    metrics = peer_metrics(task, evaluation)
     if evaluation.status != "ok":  # SkyDiscover's marks of a failed program (EvoX retries it)
         metrics.update({"validity": 0, "error": evaluation.reason or evaluation.status})
-    text = "\n".join(f"{key}: {value}" for key, value in feedback(evaluation).items())
-    return EvaluationResult(metrics=metrics, artifacts={"feedback": text})
+    return EvaluationResult(metrics=metrics, artifacts={"feedback": feedback_text(evaluation)})
 
 
 def _evaluator_source(task: Task) -> str:
