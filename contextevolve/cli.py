@@ -119,7 +119,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     console.print(f"[bold]{status['run_dir']}[/bold] ({status['task']})")
     console.print(f"iterations: {status['iterations']}  programs: {status['programs']}  "
                   f"statuses: {status['statuses']}  repairs: {status['repairs']['attempted']} attempted, "
-                  f"{status['repairs']['succeeded']} children fixed")
+                  f"{status['repairs']['succeeded']} children fixed  "
+                  f"behavioural twins: {status['behavioural_twins']}")
     if status["failure_kinds"]:
         kinds = sorted(status["failure_kinds"].items())
         console.print("failures by kind: " + ", ".join(f"{k} {n}" for k, n in kinds))

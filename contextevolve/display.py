@@ -39,12 +39,16 @@ PHASE_LABELS = {"initialize": "evaluating and abstracting the initial program",
 def child_line(child: dict, workers: int = 1) -> str:
     """The printed line of a committed child (:func:`contextevolve.workers.commit_report`).
 
-    It gives the status, the score (or why it failed), repairs, tokens, seconds, and the worker when
-    there are several.
+    It gives the status, the score (or why it failed), whether it is a behavioural twin, repairs, tokens,
+    seconds, and the worker when there are several.
     """
     outcome = (f"score {child['score']:.4f}" if child["status"] == "ok"
                else f"[red]{escape(str(child.get('reason') or child['status'])[:200])}[/red]")
+    if child.get("twin_of"):
+        outcome += f" [yellow](no effect: the same results as {child['twin_of']})[/yellow]"
     repairs = f" | repaired {child['repairs']}x" if child.get("repairs") else ""
+    if child.get("asked_again"):
+        repairs += " | asked again after no effect"
     seconds = f" | {child['seconds']:.0f} s" if child.get("seconds") else ""
     worker = f" (worker {child['worker']})" if workers > 1 else ""
     money = f" ({dollars(child['cost'])})" if child.get("cost") is not None else ""

@@ -35,7 +35,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     """Summary of a run directory, read from its Evolve Buffer only (fast; loads no models).
 
     Keys: ``run_dir``, ``task``, ``iterations``, ``programs`` (committed, failed ones included),
-    ``statuses`` (count per status), ``failure_kinds`` (count per failure kind),
+    ``statuses`` (count per status), ``failure_kinds`` (count per failure kind), ``behavioural_twins``
+    (valid programs whose results equal an earlier one's),
     ``initial_score``, ``best_score``, ``best_id``, ``repairs``
     (``attempted``: repair calls, ``succeeded``: children they made ok), ``tokens`` (by role),
     ``total_tokens``, ``cost`` (dollars at the run's prices, None without), ``seconds`` (wall seconds by
@@ -76,11 +77,13 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "programs": len(records),
         "statuses": statuses,
         "failure_kinds": kinds,
+        "behavioural_twins": sum(bool(r.behavioural_twin_of) for r in records),
         "initial_score": initial.combined_score if initial else None,
         "best_score": best.combined_score if best else None,
         "best_id": best.id if best else None,
-        "repairs": {"attempted": sum(len(r.attempts) for r in records),
-                    "succeeded": sum(1 for r in records if r.attempts and r.status == "ok")},
+        "repairs": {"attempted": sum(a.method != "no_effect" for r in records for a in r.attempts),
+                    "succeeded": sum(1 for r in records if r.status == "ok"
+                                     and any(a.method != "no_effect" for a in r.attempts))},
         "tokens": tokens,
         "total_tokens": total_tokens(tokens),
         "cost": saved_cost(settings, tokens),

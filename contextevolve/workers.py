@@ -58,7 +58,9 @@ def _written(result: Any) -> dict:
 def commit_report(ctx: RunContext, child_id: str) -> dict:
     """What the progress display says of a committed program, read from its record and the buffer.
 
-    Keys: ``child_id``, ``worker``, ``status``, ``score``, ``reason``, ``repairs``, ``usage`` (tokens by
+    Keys: ``child_id``, ``worker``, ``status``, ``score``, ``reason``, ``repairs``, ``twin_of`` (the program
+    whose results a behavioural twin equals, else ``""``), ``asked_again`` (the Generator was asked again
+    after a version changed no result), ``usage`` (tokens by
     role), ``tokens``, ``cost`` (dollars, None without prices), ``seconds`` (its wall seconds),
     ``iterations`` (children committed so far), ``best_score``, ``run_tokens`` (every committed program's
     tokens) and ``run_cost``.
@@ -70,7 +72,10 @@ def commit_report(ctx: RunContext, child_id: str) -> dict:
     record = memory.buffer.require(child_id)
     best = memory.buffer.best_by(get_task(ctx.task).better)
     return {"child_id": record.id, "worker": record.worker, "status": record.status,
-            "score": record.combined_score, "reason": record.reason, "repairs": len(record.attempts),
+            "score": record.combined_score, "reason": record.reason,
+            "repairs": sum(a.method != "no_effect" for a in record.attempts),
+            "twin_of": record.behavioural_twin_of,
+            "asked_again": any(a.method == "no_effect" for a in record.attempts),
             "usage": record.tokens, "tokens": total_tokens(record.tokens), "cost": cost(ctx, record.tokens),
             "seconds": wall(record.seconds), "iterations": memory.buffer.count() - 1,
             "best_score": best.combined_score if best else None, "run_tokens": memory.buffer.spent()[0],

@@ -6,6 +6,8 @@ The run of its process tree and each timed call, as the trusted supervisor and h
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,3 +62,20 @@ class CandidateRun:
     """``"evaluator"`` when our side failed (the host's staging or launch, the sandbox's setup), so the
     evaluation says so (:data:`~contextevolve.memory.records.FailureKind`); empty otherwise (the status
     then implies the kind)."""
+
+
+def outputs_digest(calls: list[CallResult]) -> str:
+    """SHA-256 (hex) of what a candidate returned: each call's status, value and blobs, in call order.
+
+    Two runs with the same digest gave the harness the same outputs for every case, whatever their timings.
+    ``""`` when a value cannot be serialised (a candidate's output is untrusted: nothing here raises).
+    """
+    digest = hashlib.sha256()
+    try:
+        for call in calls:
+            digest.update(json.dumps([call.status, call.value], sort_keys=True, default=repr).encode())
+            for name in sorted(call.blobs):
+                digest.update(name.encode() + b"\0" + hashlib.sha256(call.blobs[name]).digest())
+    except (TypeError, ValueError, RecursionError, MemoryError):
+        return ""
+    return digest.hexdigest()

@@ -281,9 +281,10 @@ class RunContext:
         unknown = (set(llm.models) | set(llm.temperatures) | set(llm.max_tokens)) - set(ROLES)
         if unknown:
             problems.append(f"unknown roles {sorted(unknown)}; roles are {', '.join(ROLES)}")
-        if set(search.category_weights) - {"improvement", "mixed", "decline"} or any(
+        if set(search.category_weights) - {"improvement", "mixed", "decline", "no_effect"} or any(
                 w < 0 for w in search.category_weights.values()):
-            problems.append("category_weights takes non-negative weights for improvement, mixed, decline")
+            problems.append("category_weights takes non-negative weights for improvement, mixed, decline, "
+                            "no_effect")
         where = self.parallelism
         if where.workers < 1 or any(n is not None and n < 1
                                     for n in (where.eval_workers, where.llm_concurrency)):

@@ -133,13 +133,19 @@ class SearchSettings:
     tournament_size: int = 3
     """Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``)."""
     stale_after: int = 2
-    """A parent whose last ``stale_after`` children were all twins (copies of a stored program) is left out
-    of parent selection while another ok program is left; 0: never (docs/decisions/search-settings.md)."""
+    """A parent whose last ``stale_after`` children were all twins (copies of a stored program, or
+    behavioural twins) is left out of parent selection while another ok program is left; 0: never
+    (docs/decisions/search-settings.md)."""
+    behavioural_twins: bool = True
+    """A valid child whose results equal a stored program's (its outputs, or every metric to the bit) is a
+    behavioural twin: never a parent, no Summarizer call, a "no effect" step for the Navigator, and the
+    Generator is asked once more, told its change had no effect (:mod:`contextevolve.loop.behaviour`);
+    False: such a child is an ordinary valid one, as in the paper."""
     num_trajectories: int = 4
     """m: parent->child steps shown to the Navigator."""
     category_weights: dict[str, float] = field(
-        default_factory=lambda: {"improvement": 0.5, "mixed": 0.3, "decline": 0.2})
-    """p(Δs): sampling weight of each trajectory category."""
+        default_factory=lambda: {"improvement": 0.5, "mixed": 0.3, "decline": 0.2, "no_effect": 0.2})
+    """p(Δs): sampling weight of each trajectory category (``no_effect``: a behavioural twin's step)."""
     num_exemplars: int = 2
     """k: exemplars the Sampler hands to the Generator."""
     candidate_pool: int = 6

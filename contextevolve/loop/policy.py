@@ -23,8 +23,9 @@ from contextevolve.program.forms import EditForm, edit_form
 from contextevolve.prompts.generator import mutation_for
 from contextevolve.roles import TokenUsage
 
-Strategy = Literal["import", "model", "restart"]
-"""How a repair makes the child's next version (stored as :attr:`RepairAttempt.method`)."""
+Strategy = Literal["import", "model", "restart", "no_effect"]
+"""How a repair makes the child's next version (stored as :attr:`RepairAttempt.method`); ``no_effect``:
+the Generator asked again because a valid version changed no result (a behavioural twin)."""
 
 REASK_HOTTER = 0.3
 """Temperature added to the Generator's for a second ask after a twin."""
@@ -34,6 +35,8 @@ REPAIR_SEED_STRIDE = 1000
 """Seed offset per repair, so no two repair requests of a run share a seed."""
 SECOND_ASK_SEED = 500
 """Seed offset of a restart's second ask from the restart's own seed."""
+NO_EFFECT_SEED = 700
+"""Seed offset of the ask after a behavioural twin from the worker's seed (no other request shares it)."""
 IMPORT_FIXES = 3
 """Most imports added to one child without a model (each adds a line the source lacks, so the bound
 only keeps a program that keeps failing on new names from looping)."""
@@ -48,8 +51,16 @@ class Sampling:
 
 
 def model_repairs(child: ProgramRecord) -> int:
-    """Repairs of ``child`` so far that asked the model (every attempt but an added import)."""
-    return sum(a.method != "import" for a in child.attempts)
+    """Repairs of ``child`` so far that asked the model to fix a failure (a fix or a restart).
+
+    An added import made no request, and the ask after a behavioural twin fixed no failure.
+    """
+    return sum(a.method in ("model", "restart") for a in child.attempts)
+
+
+def asked_after_no_effect(child: ProgramRecord) -> bool:
+    """Whether the Generator was already asked again after a version of ``child`` changed no result."""
+    return any(a.method == "no_effect" for a in child.attempts)
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,7 @@ class SearchPolicy:
     repair_attempts: int
     import_fixes: bool
     repair_restart: bool
+    behavioural_twins: bool
     seed: int
     temperature: float
     iteration: int
@@ -90,7 +102,8 @@ class SearchPolicy:
                    stop_at_code_end=search.stop_at_code_end,
                    unguided_hotter=search.unguided_hotter if ctx.ablations.navigator_enabled else 0.0,
                    repair_attempts=search.repair_attempts, import_fixes=search.import_fixes,
-                   repair_restart=search.repair_restart, seed=ctx.worker_seed(worker or 0),
+                   repair_restart=search.repair_restart, behavioural_twins=search.behavioural_twins,
+                   seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
 
     def stop(self, form: EditForm | None = None) -> list[str] | None:
@@ -111,6 +124,13 @@ class SearchPolicy:
     def second_ask(self) -> Sampling:
         """The second ask after a twin: seed ``seed + 1 + iteration``, ``REASK_HOTTER`` hotter."""
         return Sampling(self.seed + 1 + self.iteration, self.temperature + REASK_HOTTER)
+
+    def no_effect_ask(self) -> Sampling:
+        """The ask after a behavioural twin: seed ``seed + NO_EFFECT_SEED + iteration``, hotter by 0.3.
+
+        The 0.3 is :data:`REASK_HOTTER`, as for a second ask after a code twin.
+        """
+        return Sampling(self.seed + NO_EFFECT_SEED + self.iteration, self.temperature + REASK_HOTTER)
 
     def repair(self, number: int, *, restart: bool) -> Sampling:
         """Model repair ``number`` (1-based): seed ``seed + REPAIR_SEED_STRIDE * number + iteration``.
@@ -143,19 +163,23 @@ class SearchPolicy:
         :data:`IMPORT_FIXES` per child; always ``""`` without :attr:`import_fixes`.
         """
         if (not self.import_fixes or not child.source
-                or len(child.attempts) - model_repairs(child) >= IMPORT_FIXES):
+                or sum(a.method == "import" for a in child.attempts) >= IMPORT_FIXES):
             return ""
         line = missing_import(f"{child.reason}\n{child.traceback}")
         return line if line and line not in child.source.splitlines() else ""
 
     def repair_due(self, child: ProgramRecord, budget_spent: bool = False) -> bool:
-        """Whether the stored ``child`` failed with a repairable kind and a repair is left.
+        """Whether the stored ``child`` has a next version to make.
 
-        The repair left is a model repair (fewer than :attr:`repair_attempts` so far and
-        ``budget_spent`` False: the worker's share of the token budget is not spent) or an import fix
-        (:meth:`import_fix`, free).
+        A failure of a repairable kind has one while a model repair is left (fewer than
+        :attr:`repair_attempts` so far and ``budget_spent`` False: the worker's share of the token budget
+        is not spent) or an import fix (:meth:`import_fix`, free); a valid behavioural twin has one ask
+        after it (with :attr:`behavioural_twins`, once, budget left).
         """
-        if child.status in ("pending", "ok") or not repairable(child.failure_kind):
+        if child.status == "ok":  # a behavioural twin gets one more ask (and it is not free)
+            return (self.behavioural_twins and bool(child.behavioural_twin_of)
+                    and not asked_after_no_effect(child) and not budget_spent)
+        if child.status == "pending" or not repairable(child.failure_kind):
             return False
         return ((model_repairs(child) < self.repair_attempts and not budget_spent)
                 or bool(self.import_fix(child)))
@@ -163,9 +187,12 @@ class SearchPolicy:
     def strategy_for(self, child: ProgramRecord) -> tuple[Strategy, str]:
         """``(strategy, import line)`` of ``child``'s next repair.
 
-        ``import`` when :meth:`import_fix` has a line; else ``restart`` for the last model repair with
-        :attr:`repair_restart` and a source to restart from; else ``model``.
+        ``no_effect`` for a valid child (a behavioural twin); ``import`` when :meth:`import_fix` has a line;
+        else ``restart`` for the last model repair with :attr:`repair_restart` and a source to restart
+        from; else ``model``.
         """
+        if child.status == "ok":
+            return "no_effect", ""
         line = self.import_fix(child)
         if line:
             return "import", line

@@ -87,11 +87,13 @@ class RepairAttempt(BaseModel):
 
     attempt: int
     """1 for the first repair, 2 for the second, ..."""
-    method: Literal["model", "import", "restart"] = "model"
+    method: Literal["model", "import", "restart", "no_effect"] = "model"
     """How the next version was made: the model fixed this one (``model``), the missing import was
-    added without a model (``import``), or the model wrote the child again from its parent (``restart``)."""
+    added without a model (``import``), the model wrote the child again from its parent (``restart``), or
+    the Generator was asked again because this version changed no result (``no_effect``: a behavioural
+    twin)."""
     status: ProgramStatus
-    """How the version being repaired ended (failed | invalid | timeout)."""
+    """How the version being repaired ended (failed | invalid | timeout; ok for a behavioural twin)."""
     reason: str
     """The evaluator's (or the editor's) reason for that failure, for people and the LLM."""
     failure_kind: FailureKind = ""
@@ -121,6 +123,13 @@ class ProgramRecord(BaseModel):
     """Summarizer's abstract z: what is new and what was inherited."""
     metrics: dict[str, float] = Field(default_factory=dict)
     combined_score: float = 0.0
+    outputs_digest: str = ""
+    """SHA-256 of what the program returned to the harness, every call's value in order (computed on our
+    side; ``""`` when the task has none or the program did not run)."""
+    behavioural_twin_of: str = ""
+    """Id of a stored program whose results this valid program's equal (the same outputs, or every metric
+    equal to the bit): a *behavioural twin*, whose change had no effect. ``""``: it behaves as nothing
+    stored did."""
     status: ProgramStatus = "pending"
     reason: str = ""
     """Why the status is not ok (evaluation failure or malformed LLM output), for people and the LLM."""
@@ -166,4 +175,11 @@ class ProgramRecord(BaseModel):
     def _no_kind_unless_failed(self) -> ProgramRecord:
         if self.status in ("ok", "pending"):
             self.failure_kind = ""
+        if self.status != "ok":
+            self.behavioural_twin_of = ""
         return self
+
+    @property
+    def useful(self) -> bool:
+        """Valid and a behaviour of its own: ``ok`` and not a behavioural twin."""
+        return self.status == "ok" and not self.behavioural_twin_of

@@ -17,6 +17,10 @@ import numpy as np
 
 from contextevolve.memory.records import ProgramRecord
 
+NO_EFFECT = "no_effect"
+"""The status a behavioural twin is indexed under (its record is ``ok``), so that retrieval, which asks for
+``ok`` programs and for failed ones, offers it as neither."""
+
 
 @cache
 def embedding_function():
@@ -110,8 +114,9 @@ class AbstractIndex:
             part = records[start:start + batch]
             metadatas = []
             for record in part:
+                status = NO_EFFECT if record.behavioural_twin_of else record.status
                 metadata = {"iteration": record.iteration, "parent_id": record.parent_id or "",
-                            "status": record.status, "combined_score": float(record.combined_score)}
+                            "status": status, "combined_score": float(record.combined_score)}
                 metadata.update({f"metric_{k}": float(v) for k, v in record.metrics.items()})
                 metadatas.append(metadata)
             given = {"embeddings": embeddings[start:start + batch]} if embeddings is not None else {}

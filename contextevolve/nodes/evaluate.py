@@ -16,6 +16,7 @@ from langgraph.runtime import Runtime
 from contextevolve.evaluation.executors import executor_for
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
+from contextevolve.loop.behaviour import behavioural_twin
 from contextevolve.loop.policy import repair_due
 from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.tasks.base import Evaluation
@@ -59,8 +60,10 @@ def evaluate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     A child that failed generation keeps its worst score; a pre-check failure costs no full evaluation.
     Either failure, and a full evaluation that ends ``failed`` or ``invalid``, sets ``repair_due`` while a
     repair is left and the failure kind is repairable (:func:`~contextevolve.loop.policy.repair_due`; a
-    timeout is not). Only a ``pending`` child is evaluated, so a replay after a crash neither evaluates it
-    again nor counts its seconds and pre-checks twice.
+    timeout is not). A valid child whose results equal its parent's or a stored program's is marked a
+    behavioural twin (``search.behavioural_twins``, :mod:`contextevolve.loop.behaviour`), which sets
+    ``repair_due`` for its one ask after no effect. Only a ``pending`` child is evaluated, so a replay after
+    a crash neither evaluates it again nor counts its seconds and pre-checks twice.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -84,6 +87,11 @@ def evaluate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     updated = memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
                                    combined_score=result.combined_score, reason=result.reason,
                                    failure_kind=result.failure_kind, diagnostics=result.diagnostics,
-                                   traceback=result.traceback,
+                                   traceback=result.traceback, outputs_digest=result.outputs_digest,
                                    eval_seconds=child.eval_seconds + result.seconds, **changes)
+    if updated.status == "ok" and ctx.search.behavioural_twins:
+        parent = memory.buffer.require(updated.parent_id)
+        twin = behavioural_twin(task, updated, parent, memory.buffer.committed())
+        if twin:
+            updated = memory.buffer.update(child.id, behavioural_twin_of=twin)
     return {"fix_pending": False, "repair_due": repair_due(ctx, state, updated)}

@@ -45,7 +45,8 @@ def seed_initial(ctx: RunContext, task: Task, memory: RunMemory) -> ProgramRecor
             id=program_id(0), iteration=0, source=source, abstract=abstract, metrics=evaluation.metrics,
             combined_score=evaluation.combined_score, status=evaluation.status, reason=evaluation.reason,
             failure_kind=evaluation.failure_kind, diagnostics=evaluation.diagnostics,
-            eval_seconds=evaluation.seconds, tokens=spent, seconds=watch.seconds,
+            outputs_digest=evaluation.outputs_digest, eval_seconds=evaluation.seconds, tokens=spent,
+            seconds=watch.seconds,
             llm_calls=list(watch.calls)))
 
 

@@ -48,6 +48,8 @@ class Step:
         A failed program has no metrics, only placeholders such as the worst value, so deltas against
         them would only mislead.
         """
+        if self.category == "no_effect":
+            return f"no effect: every result equals {self.child.behavioural_twin_of}'s"
         if self.child.status == "ok" and self.parent.status == "ok":
             # float noise and -0.0 print as +0, as the category reads them (no change)
             return ", ".join(f"Δ{k} {v if abs(v) > 1e-12 else 0.0:+.4g}" for k, v in self.deltas.items())
@@ -79,7 +81,8 @@ def rollout(records: list[ProgramRecord], task: Task) -> list[Step]:
     lower-is-better metrics are flipped so one sign reads the same everywhere). The category is
     ``improvement`` (no metric worse, one better), ``decline`` (no metric better, one worse; failed
     children land here) or ``mixed`` (both, or no change): the paper's consistent improvement, consistent
-    decline and mixed fluctuation.
+    decline and mixed fluctuation; a behavioural twin's step is ``no_effect`` (its change altered no result:
+    evidence of its own, not a fluctuation).
     """
     by_id = {r.id: r for r in records}
     steps = []
@@ -91,7 +94,9 @@ def rollout(records: list[ProgramRecord], task: Task) -> list[Step]:
         for spec in task.metrics:
             delta = child.metrics.get(spec.name, 0.0) - parent.metrics.get(spec.name, 0.0)
             deltas[spec.name] = delta if spec.higher_is_better else -delta
-        if (child.status == "ok") != (parent.status == "ok"):
+        if child.status == "ok" and child.behavioural_twin_of:
+            category = "no_effect"
+        elif (child.status == "ok") != (parent.status == "ok"):
             # A failed side has no real metrics: the status change decides the category.
             category = "improvement" if child.status == "ok" else "decline"
         else:
@@ -140,8 +145,8 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     messages = prompt.messages(
         task.description, metric_names,
         {"id": parent.id, "summary": program_summary(parent), "abstract": shown_abstract(parent)},
-        [{"category": s.category, "parent": s.parent.id, "child": s.child.id, "delta": s.delta_text()}
-         for s in steps],
+        [{"category": s.category.replace("_", " "), "parent": s.parent.id, "child": s.child.id,
+          "delta": s.delta_text()} for s in steps],
         programs, ctx.ablations.guidance_variant)
     try:
         reply = call_role("navigator", messages, ctx, seed=ctx.worker_seed(state.worker))

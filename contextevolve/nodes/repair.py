@@ -16,15 +16,17 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
+from contextevolve.loop.behaviour import no_effect_reason
 from contextevolve.loop.composing import parent_text
 from contextevolve.loop.generation import REPLY_EXCERPT, Outcome, ask_generator, second_ask, twin_of
 from contextevolve.loop.policy import SearchPolicy, model_repairs, repair_due
 from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.loop.stopping import worker_budget_spent
-from contextevolve.memory.records import FailureKind, RepairAttempt
+from contextevolve.memory.records import FailureKind, ProgramRecord, RepairAttempt
 from contextevolve.program.fixes import add_import
 from contextevolve.program.twins import twin_reason
 from contextevolve.prompts import repair as prompt
+from contextevolve.prompts.generator import no_effect_messages
 from contextevolve.roles import add_usage
 
 
@@ -67,6 +69,8 @@ def repair(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     asked = model_repairs(child) + 1  # samples by model repairs: an added import made no request
     twin: str | None = None
     where = f"repair {number}"
+    if strategy == "no_effect":
+        return _ask_after_no_effect(ctx, state, child, policy, number)
     if strategy == "import":  # no model needed (contextevolve.program.fixes)
         outcome = Outcome(source=add_import(child.source, line))
         twin = twin_of(memory, task, outcome, parent)
@@ -121,3 +125,33 @@ def repair(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     due = repair_due(ctx, state, memory.buffer.update(child.id, **changes), outcome.usage)
     return {"repair_step": number, "fix_pending": status == "pending", "repair_due": due,
             "iteration_usage": outcome.usage}
+
+
+def _ask_after_no_effect(ctx: RunContext, state: WorkerState, child: ProgramRecord, policy: SearchPolicy,
+                         number: int) -> dict:
+    """Ask the Generator once more for a valid child that changed no result (a behavioural twin).
+
+    The ask (:func:`~contextevolve.prompts.generator.no_effect_messages`, booked under ``generator``) edits
+    the version that had no effect; a new program replaces it and is evaluated. When none comes (an
+    unusable reply, the same version, a code twin) the behavioural twin stays the child, valid.
+    """
+    task, memory = task_of(ctx), memory_of(ctx)
+    twin = memory.buffer.require(child.behavioural_twin_of)
+    effect = no_effect_reason(twin)
+    form = policy.second_form
+    messages = no_effect_messages(task.description, child.source, effect, policy.mutation(),
+                                  task.higher_is_better, form)
+    outcome = ask_generator(ctx, messages, policy.no_effect_ask(), policy, base=child.source, form=form,
+                            from_hidden_view=True)
+    # (the parent is committed, so comparing with the version and the committed programs covers it)
+    new = (not outcome.failure and not outcome.unchanged and bool(outcome.source)
+           and twin_of(memory, task, outcome, child) is None)
+    attempt = RepairAttempt(attempt=number, method="no_effect", status="ok", reason=effect,
+                            source=child.source, tokens=outcome.usage)
+    changes: dict = {"attempts": [*child.attempts, attempt]}
+    if new:
+        changes.update(source=outcome.source, status="pending", reason="", failure_kind="",
+                       behavioural_twin_of="", outputs_digest="", diagnostics="", traceback="")
+    updated = memory.buffer.update(child.id, **changes)
+    return {"repair_step": number, "fix_pending": bool(new),
+            "repair_due": repair_due(ctx, state, updated, outcome.usage), "iteration_usage": outcome.usage}

@@ -20,7 +20,7 @@ from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.memory.store import RunMemory
-from contextevolve.memory.vectors import Candidate
+from contextevolve.memory.vectors import NO_EFFECT, Candidate
 from contextevolve.prompts import sampler as prompt
 from contextevolve.tasks.base import Task
 
@@ -34,17 +34,21 @@ before the cut are those the whole reply would hold (docs/decisions/sampler-stop
 
 
 def top_scoring(memory: RunMemory, task: Task, n: int, exclude: set[str]) -> list[Candidate]:
-    """The ``n`` best ok programs (excluding ``exclude``) as candidates."""
-    ok = [r for r in memory.buffer.committed() if r.status == "ok" and r.id not in exclude]
+    """The ``n`` best ok programs (excluding ``exclude`` and behavioural twins) as candidates."""
+    ok = [r for r in memory.buffer.committed() if r.useful and r.id not in exclude]
     ok.sort(key=lambda r: r.combined_score, reverse=task.higher_is_better)
     return [Candidate(r.id, r.abstract, r.status, r.combined_score, r.metrics) for r in ok[:n]]
 
 
 def retrieve(memory: RunMemory, query: str, ctx: RunContext, exclude: set[str]) -> list[Candidate]:
-    """Candidates for the Sampler: MMR among ok programs, plus MMR among failed ones."""
+    """Candidates for the Sampler: MMR among ok programs, plus MMR among failed ones.
+
+    Behavioural twins are neither (:data:`~contextevolve.memory.vectors.NO_EFFECT`): their code adds
+    nothing to what they copy.
+    """
     failed_slots = min(ctx.search.failed_candidates, ctx.search.candidate_pool)
     query_emb = memory.index.embed(query)  # embedded once, used by both retrievals
-    failed = memory.index.retrieve(query_emb, k=failed_slots, where={"status": {"$ne": "ok"}},
+    failed = memory.index.retrieve(query_emb, k=failed_slots, where={"status": {"$nin": ["ok", NO_EFFECT]}},
                                    exclude=exclude)
     ok = memory.index.retrieve(query_emb, k=ctx.search.candidate_pool - len(failed),
                                where={"status": "ok"}, exclude=exclude)

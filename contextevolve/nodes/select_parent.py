@@ -14,7 +14,8 @@ def stale_parents(records: list[ProgramRecord], after: int) -> set[str]:
     """Ids of the programs whose last ``after`` children were all twins.
 
     The children are taken in ``records``' order, the buffer's iteration order; a twin means the model
-    wrote the program, or another buffered one, back each time.
+    wrote the program, or another buffered one, back each time (a code twin), or wrote one that behaved as
+    a stored one (a behavioural twin).
 
     ``after`` <= 0 gives the empty set. A program with fewer than ``after`` children is never stale.
     """
@@ -23,13 +24,13 @@ def stale_parents(records: list[ProgramRecord], after: int) -> set[str]:
     kinds: dict[str, list[str]] = {}
     for record in records:
         if record.parent_id is not None:
-            kinds.setdefault(record.parent_id, []).append(record.failure_kind)
-    return {parent for parent, seen in kinds.items()
-            if len(seen) >= after and all(kind == "twin" for kind in seen[-after:])}
+            kinds.setdefault(record.parent_id, []).append(
+                record.failure_kind == "twin" or bool(record.behavioural_twin_of))
+    return {parent for parent, twins in kinds.items() if len(twins) >= after and all(twins[-after:])}
 
 
 def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Choose the parent among committed ``ok`` programs.
+    """Choose the parent among committed ``ok`` programs that are not behavioural twins.
 
     Strategies (``RunContext.search.parent_selection``): ``best`` (earliest on ties); ``random``
     (uniform); ``tournament`` (best of ``tournament_size`` drawn uniformly: pressure towards good
@@ -41,7 +42,7 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     committed = memory.buffer.committed()
-    pool = [r for r in committed if r.status == "ok"]
+    pool = [r for r in committed if r.useful]
     stale = stale_parents(committed, ctx.search.stale_after)
     pool = [r for r in pool if r.id not in stale] or pool
     rng = rng_for(ctx, state.iteration, "parent")

@@ -94,12 +94,19 @@ def failure_abstract(status: str, reason: str, guidance: str) -> str:
     return f"{failure_prefix(status)}{reason[:REASON_CHARS]}.{idea}"
 
 
+def no_effect_abstract(child: ProgramRecord, twin: ProgramRecord) -> str:
+    """The abstract of a behavioural twin of ``twin``: its change had no effect, and the idea it tried."""
+    idea = f" Idea it tried: {clip_to_sentence(child.guidance, IDEA_CHARS)}" if child.guidance else ""
+    return f"NO EFFECT: the same results as {twin.id} (score {twin.combined_score:.6g}).{idea}"
+
+
 def repair_note(child: ProgramRecord) -> str:
     """A sentence naming the errors of the child's earlier versions the model repaired ("" when none).
 
-    A missing import the repair added without the model is left out (it says nothing about the idea).
+    A missing import the repair added without the model, and a version that had no effect, are left out
+    (they say nothing about an error of the idea).
     """
-    repaired = [a for a in child.attempts if a.method != "import"]
+    repaired = [a for a in child.attempts if a.method in ("model", "restart")]
     if not repaired:
         return ""
     errors = "; ".join(a.reason[:REASON_CHARS // 2] for a in repaired)
@@ -110,15 +117,17 @@ def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
     """Write z_c into the record of ``child_id``; returns the tokens the Summarizer spent.
 
     The tokens are ``{}`` when it was not asked. The Summarizer is called only for a child that ran to
-    completion (ok, or invalid output); a child that failed or timed out gets :func:`failure_abstract`
-    at no cost. Repaired failures are named at the end of the abstract (:func:`repair_note`), so the
-    Sampler sees them.
+    completion (ok, or invalid output) and is not a behavioural twin; a child that failed or timed out gets
+    :func:`failure_abstract`, a behavioural twin :func:`no_effect_abstract`, at no cost. Repaired failures
+    are named at the end of the abstract (:func:`repair_note`), so the Sampler sees them.
     """
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(child_id)
     usage: TokenUsage = {}
     if child.status not in ("ok", "invalid") or not child.source:
         abstract = failure_abstract(child.status, child.reason, child.guidance)
+    elif child.behavioural_twin_of:
+        abstract = no_effect_abstract(child, memory.buffer.require(child.behavioural_twin_of))
     else:
         parent = memory.buffer.require(child.parent_id)
         abstract, usage = abstract_for(ctx, task, child.source, parent.abstract, child.diagnostics)

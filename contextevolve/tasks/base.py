@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, model_validator
 from contextevolve.evaluation.isolation import run_candidate
 from contextevolve.evaluation.jobs import Call, EvalJob
 from contextevolve.evaluation.limits import SandboxLimits
-from contextevolve.evaluation.results import CallResult, CandidateRun
+from contextevolve.evaluation.results import CallResult, CandidateRun, outputs_digest
 from contextevolve.evaluation.tracebacks import candidate_excerpt
 from contextevolve.memory.records import FailureKind, kind_of_status
 
@@ -64,6 +64,9 @@ class Evaluation(BaseModel):
     """Of ``seconds``, the candidate's timed calls (the supervisor's measurements, summed)."""
     notes: list[str] = Field(default_factory=list)
     """Sandbox guarantees this host could not enforce for this evaluation (empty when all were)."""
+    outputs_digest: str = ""
+    """What the candidate returned, as :func:`~contextevolve.evaluation.results.outputs_digest` (ok
+    evaluations of a task with :attr:`Task.outputs_identify_behaviour`; else ``""``)."""
 
     @model_validator(mode="after")
     def _kind_from_status(self) -> Evaluation:
@@ -113,6 +116,11 @@ class Task(ABC):
     """Least difference of ``combined_score`` that counts as better (:meth:`better`): 0 for a task
     whose score is deterministic; a task whose score has a timing term sets the change that term
     makes for timing noise, so a copy that ran a few milliseconds faster is not a new best."""
+
+    outputs_identify_behaviour: bool = True
+    """The candidate's outputs (each call's value and blobs) are what the grader scores, so two programs
+    with the same outputs behave the same (their :attr:`Evaluation.outputs_digest` says so). Off for a
+    user's problem, whose one call returns the evaluator's metrics rather than the program's outputs."""
 
     abstract_feedback: bool = False
     """Show the Summarizer the evaluator's diagnostics of each program. Off for the built-in tasks (their
@@ -177,6 +185,8 @@ class Task(ABC):
         else:
             evaluation = self.grade_safely(run)
             evaluation.seconds = run.seconds
+            if evaluation.status == "ok" and self.outputs_identify_behaviour:
+                evaluation.outputs_digest = outputs_digest(run.calls)
             if evaluation.status != "ok":
                 failed = [c for c in run.calls if c.status != "ok" and c.traceback]
                 evaluation.traceback = candidate_excerpt(failed[0].traceback) if failed else ""

@@ -42,6 +42,7 @@ class ProblemTask(Task):
     higher_is_better = True
     worst_score = 0.0
     abstract_feedback = True
+    outputs_identify_behaviour = False
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
