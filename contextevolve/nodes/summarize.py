@@ -118,8 +118,9 @@ def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
 
     The tokens are ``{}`` when it was not asked. The Summarizer is called only for a child that ran to
     completion (ok, or invalid output) and is not a behavioural twin; a child that failed or timed out gets
-    :func:`failure_abstract`, a behavioural twin :func:`no_effect_abstract`, at no cost. Repaired failures
-    are named at the end of the abstract (:func:`repair_note`), so the Sampler sees them.
+    :func:`failure_abstract`, a behavioural twin :func:`no_effect_abstract`, at no cost; an invalid child's
+    abstract begins with why it is invalid. Repaired failures are named at the end of the abstract
+    (:func:`repair_note`), so the Sampler sees them.
     """
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(child_id)
@@ -131,6 +132,8 @@ def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
     else:
         parent = memory.buffer.require(child.parent_id)
         abstract, usage = abstract_for(ctx, task, child.source, parent.abstract, child.diagnostics)
+        if child.status == "invalid":  # the idea is described, and that it broke the task's rules
+            abstract = f"{failure_prefix('invalid')}{child.reason[:REASON_CHARS]}. {abstract}"
     abstract += repair_note(child)
     memory.buffer.update(child.id, abstract=abstract)
     return usage

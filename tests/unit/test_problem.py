@@ -70,7 +70,14 @@ EVALUATOR = textwrap.dedent('''\
                 pass
         if mode == "error":
             return {"combined_score": 0.0, "error": "solve returned None"}
+        if mode == "overlap":  # OpenEvolve's circle-packing style: the verdict is printed, not returned
+            print("checking 26 circles")
+            print("Circles 3 and 4 overlap: dist=0.1000 < 0.2000")
+            return {"validity": 0.0, "combined_score": 0.0}
         value = program.solve(3)
+        if mode == "printed":
+            print(f"solve(3) = {value}, wanted 9")
+            return {"combined_score": 1.0 / (1.0 + abs(value - 9))}
         closeness = 1.0 / (1.0 + abs(value - 9))
         if mode == "result":
             return Result({"closeness": closeness, "combined_score": closeness}, {"stdout": "tried 3"})
@@ -156,6 +163,42 @@ def test_every_broken_evaluation_fails_its_child_with_a_reason_and_the_run_goes_
     assert reasons["hang"] == ("timeout", "the evaluator did not return within 3 s")
     assert reasons["error"] == ("failed", "the evaluator reported an error: solve returned None")
     assert result.iterations == len(modes) and result.best_score == pytest.approx(1 / 7)
+
+
+def test_a_rejected_child_says_why_from_what_its_evaluator_printed(tmp_path):
+    folder = make_problem(tmp_path / "gain")
+    task = get_task(ProblemSource.read(folder).stage(tmp_path / "staged"))
+    printed = task.evaluate(PROGRAM.replace('MODE = "ok"', 'MODE = "printed"'))
+    # no artifacts: the evaluator's printed lines are the feedback
+    assert printed.status == "ok" and "solve(3) = 3.0, wanted 9" in printed.diagnostics
+    overlap = child(MODE="overlap")
+    fixed = child(MODE="ok", GAIN=2.0)
+    with use_chat_models(**(chat := models(overlap, fixed))):
+        evolve(problem=folder, iterations=1, run_dir=tmp_path / "run", max_retries=0, repair_attempts=1,
+               repair_restart=False)
+    programs = [json.loads(line) for line in (tmp_path / "run" / "programs.jsonl").read_text().splitlines()]
+    attempt = programs[1]["attempts"][0]
+    # validity 0 is invalid, with the printed verdict as its reason, and repaired as such
+    assert attempt["status"] == "invalid" and attempt["failure_kind"] == "invalid"
+    assert attempt["reason"] == ("the evaluator reports the program invalid (validity = 0): "
+                                 "Circles 3 and 4 overlap: dist=0.1000 < 0.2000")
+    repair_prompt = chat["generator"].seen[1][1].content
+    assert "Circles 3 and 4 overlap" in repair_prompt
+    assert programs[1]["status"] == "ok" and programs[1]["combined_score"] == pytest.approx(0.25)
+
+
+def test_an_invalid_child_is_shown_to_the_agents_as_invalid(tmp_path):
+    folder = make_problem(tmp_path / "gain")
+    with use_chat_models(**(chat := models(child(MODE="overlap")))):
+        evolve(problem=folder, iterations=1, run_dir=tmp_path / "run", max_retries=0, repair_attempts=0,
+               import_fixes=False)
+    programs = [json.loads(line) for line in (tmp_path / "run" / "programs.jsonl").read_text().splitlines()]
+    invalid = programs[1]
+    assert invalid["status"] == "invalid" and invalid["combined_score"] == 0.0
+    assert "checking 26 circles" in invalid["diagnostics"] and "overlap" in invalid["diagnostics"]
+    # the Summarizer read the verdict, and the abstract begins with it
+    assert "Circles 3 and 4 overlap" in chat["summarizer"].seen[-1][1].content
+    assert invalid["abstract"].startswith("FAILED (invalid): the evaluator reports the program invalid")
 
 
 def test_evaluation_result_objects_and_cascades(tmp_path):

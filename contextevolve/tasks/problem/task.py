@@ -4,7 +4,9 @@ The user's ``evaluate(program_path)`` imports the candidate, so both run in the 
 whence the metrics come: a hostile candidate can forge them (docs/own-problem.md, *Where it runs, and
 what to trust*). :meth:`ProblemTask.grade_run` checks the reply's shape and sizes; a non-finite or no
 numeric metric, a reported ``error``, an exception or a timeout fail the child (``failed`` or
-``timeout``). The score is ``combined_score``, else the numeric metrics' mean.
+``timeout``); a ``validity`` (or ``valid``, ``is_valid``) of 0 makes it ``invalid``. The score is
+``combined_score``, else the numeric metrics' mean. The feedback is the evaluator's artifacts, or, when
+it returns none, the end of what it printed in the sandbox.
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ MAX_DIAGNOSTICS = 1500
 """Characters of artifacts and non-numeric metrics kept as the child's diagnostics."""
 IMPORT_MARGIN_S = 30.0
 """Seconds added to the evaluator's limit for the sandbox to start and import the program."""
+PRINTED_CHARS = 1000
+"""Characters kept of the end of what the evaluator (and the program) printed, the feedback of a child
+whose evaluator returned no artifacts."""
+VALIDITY_METRICS = ("validity", "valid", "is_valid")
+"""Metric names by which an OpenEvolve-style evaluator says a program broke the problem's rules: 0 makes
+the child ``invalid``."""
 
 
 class ProblemTask(Task):
@@ -122,9 +130,17 @@ class ProblemTask(Task):
                                      f"the evaluator returned a non-finite metric {name} ({number})",
                                      diagnostics=diagnostics)
             metrics[str(name)[:100]] = float(number)
+        printed = printed_tail(run)
+        if not diagnostics:  # no artifacts: what the evaluator printed is its feedback
+            diagnostics = f"Evaluator output (its last lines):\n{printed}" if printed else ""
         if text.get("error", "").strip():
             return self.rejected("failed", f"the evaluator reported an error: {text['error'][:300]}",
                                  diagnostics=diagnostics)
+        invalid = next((name for name in VALIDITY_METRICS if metrics.get(name) == 0.0), None)
+        if invalid:
+            last = printed.splitlines()[-1][:300] if printed else ""
+            return self.rejected("invalid", f"the evaluator reports the program invalid ({invalid} = 0)"
+                                 + (f": {last}" if last else ""), diagnostics=diagnostics)
         combined = metrics.get("combined_score")
         others = [v for k, v in metrics.items() if k != "combined_score"]
         if combined is None and not others:
@@ -134,6 +150,20 @@ class ProblemTask(Task):
         score = combined if combined is not None else sum(others) / len(others)
         self.observe(metrics)  # the numbers are shown as metrics; the diagnostics are the evaluator's text
         return Evaluation(status="ok", metrics=metrics, combined_score=score, diagnostics=diagnostics)
+
+
+def printed_tail(run: CandidateRun) -> str:
+    """The end of what the sandboxed evaluator and program printed (stdout, then stderr), at most
+    :data:`PRINTED_CHARS` characters from a line start; ``""`` when nothing was printed.
+
+    Untrusted text (the program shares the evaluator's process): it is shown to the agents as feedback,
+    never parsed for a score.
+    """
+    out = "\n".join(part.strip() for part in (run.stdout_tail, run.stderr_tail) if part.strip())
+    if len(out) > PRINTED_CHARS:
+        out = out[-PRINTED_CHARS:]
+        out = out.split("\n", 1)[1] if "\n" in out else out
+    return out.strip()
 
 
 def _diagnostics(text: dict[str, str]) -> str:
