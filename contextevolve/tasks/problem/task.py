@@ -153,11 +153,10 @@ class ProblemTask(Task):
 
 
 def printed_tail(run: CandidateRun) -> str:
-    """The end of what the sandboxed evaluator and program printed (stdout, then stderr), at most
-    :data:`PRINTED_CHARS` characters from a line start; ``""`` when nothing was printed.
+    """The end of what the sandboxed evaluator and program printed (stdout, then stderr); ``""`` for nothing.
 
-    Untrusted text (the program shares the evaluator's process): it is shown to the agents as feedback,
-    never parsed for a score.
+    At most :data:`PRINTED_CHARS` characters, from a line start. Untrusted text (the program shares the
+    evaluator's process): it is shown to the agents as feedback, never parsed for a score.
     """
     out = "\n".join(part.strip() for part in (run.stdout_tail, run.stderr_tail) if part.strip())
     if len(out) > PRINTED_CHARS:
