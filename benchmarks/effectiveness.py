@@ -4,6 +4,9 @@ Runs ContextEvolve on one task for N iterations (the embedded model unless ``--b
 the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the run stored:
 
 * valid-child rate: children with status ``ok`` / children;
+* behaviourally new valid children (valid, and results unlike every earlier program's: outputs, else
+  every metric to the bit, :func:`contextevolve.loop.behaviour.same_results`, judged the same way whether
+  the run marked behavioural twins or not) and how many per 10,000 tokens;
 * repairs attempted / children they turned ``ok``, pre-check stops, duplicates;
 * improvements of the best (children that beat the best-so-far), initial vs best score;
 * tokens per iteration by role, completion tokens of the Generator and repairs per iteration
@@ -14,6 +17,9 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
   spent waiting for the LLM, and LLM seconds and generated tokens by role, from the children's
   records (:mod:`contextevolve.timing`).
 
+``--paper-agents`` switches off what asks the context agents less and treats twins of behaviour: the
+Navigator asked every iteration, the Sampler whenever it has a choice, the Summarizer for invalid children
+too, no behavioural twins (the "before" of a before/after pair).
 ``--no-docstrings-shown`` shows the Generator programs without their docstrings (the ``full`` edit form).
 ``--repair-attempts 0`` runs the paper's loop: no repair, and no import added without a model either.
 ``--no-stop``, ``--no-prompt-cache`` and ``--one-server`` switch off the stop at the end of the code
@@ -61,6 +67,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from contextevolve.llm import serving
+from contextevolve.loop.behaviour import same_results
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.program.forms import EDIT_FORMS
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
@@ -68,9 +75,13 @@ from contextevolve.tasks.registry import get_task
 from contextevolve.timing import LLMCall, add_seconds, llm_by_role, wall
 
 RESULT_FILE = "effectiveness.json"
-COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "repairs ok/tried", "pre-check stops",
-           "duplicates", "improvements", "initial", "best", "tokens/iter", "code tokens/iter",
-           "median code tokens", "tokens/valid child", "s/iter", "median s/iter")
+PAPER_AGENTS = {"behavioural_twins": False, "guidance_refresh_steps": 0, "sampler_choice": 1,
+                "summarize_invalid": True}
+"""The settings of ``--paper-agents``: every context agent asked as in the paper, no behavioural twins."""
+COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "new valid", "new valid/10k tok",
+           "repairs ok/tried", "pre-check stops", "duplicates", "improvements", "initial", "best",
+           "tokens/iter", "code tokens/iter", "median code tokens", "tokens/valid child", "s/iter",
+           "median s/iter")
 
 
 def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) -> dict:
@@ -83,6 +94,7 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
         if child["status"] == "ok" and task.better(child["combined_score"], best):
             best, improvements = child["combined_score"], improvements + 1
     valid = sum(c["status"] == "ok" for c in children)
+    new_valid = behaviourally_new(task, records)
     by_role: dict[str, int] = {}
     for child in children:
         for role, counts in child.get("tokens", {}).items():
@@ -94,7 +106,11 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
         "repair_restart": settings.get("repair_restart", False),  # runs before the setting only fixed
         "mode": settings.get("edit_form") or settings.get("generation_mode"), "seed": settings.get("seed"),
         "iterations": len(children),
-        "valid": valid, "valid_rate": valid / n,
+        "valid": valid, "valid_rate": valid / n, "new_valid": new_valid,
+        "new_valid_per_10k_tokens": 10_000 * new_valid / tokens if tokens else None,
+        "behavioural_twins": sum(bool(c.get("behavioural_twin_of")) for c in children),
+        "asked_after_no_effect": sum(a.get("method") == "no_effect" for c in children
+                                     for a in c.get("attempts", [])),
         "repairs_attempted": sum(len(c.get("attempts", [])) for c in children),
         "repairs_succeeded": sum(1 for c in children if c.get("attempts") and c["status"] == "ok"),
         "precheck_stops": sum(c.get("prechecks_failed", 0) for c in children),
@@ -121,6 +137,19 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
     }
 
 
+def behaviourally_new(task, records: list[dict]) -> int:
+    """Valid children whose results differ from every earlier program's (the initial one included)."""
+    seen: list[ProgramRecord] = []
+    new = 0
+    for record in (ProgramRecord.model_validate(r) for r in records):
+        if record.status != "ok":
+            continue
+        if record.iteration > 0 and not any(same_results(task, record, other) for other in seen):
+            new += 1
+        seen.append(record)
+    return new
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -137,8 +166,11 @@ def row(f: dict) -> list[str]:
     code = f.get("generator_completion_per_iteration")
     repairs = str(f["repair_attempts"]) + (" fix-only" if (f["repair_attempts"] or 0) >= 2
                                            and not f.get("repair_restart") else "")
+    per_10k = f.get("new_valid_per_10k_tokens")
     return [f["task"], repairs, str(f["mode"]), str(f["iterations"]), str(f["valid"]),
-            f"{100 * f['valid_rate']:.0f} %", f"{f['repairs_succeeded']}/{f['repairs_attempted']}",
+            f"{100 * f['valid_rate']:.0f} %", str(f.get("new_valid", "-")),
+            "-" if per_10k is None else f"{per_10k:.2f}",
+            f"{f['repairs_succeeded']}/{f['repairs_attempted']}",
             str(f["precheck_stops"]), str(f["duplicates"]), str(f["improvements"]), f"{f['initial']:.6g}",
             f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}",
             "-" if code is None else f"{code:,.0f}",
@@ -198,6 +230,9 @@ def main() -> int:
     parser.add_argument("--unguided-hotter", type=float, default=None,
                         help="temperature added to a first ask without guidance; 0: none "
                              "(SearchSettings.unguided_hotter; default: RunContext's)")
+    parser.add_argument("--paper-agents", action="store_true",
+                        help="Navigator every iteration, Sampler whenever it can choose, Summarizer for "
+                             "invalid children, no behavioural twins")
     parser.add_argument("--no-prompt-cache", action="store_true",
                         help="start the embedded server without its prompt cache "
                              "(CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")
@@ -253,7 +288,8 @@ def main() -> int:
         "-nodoc" if args.no_docstrings_shown else "", f"-workers{args.workers}" if args.workers != 1 else "",
         f"-{args.server}" if args.server else "", "-nospec" if args.no_speculative else "",
         f"-stale{args.stale_after}" if args.stale_after is not None else "",
-        f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else ""])
+        f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "",
+        "-paperagents" if args.paper_agents else ""])
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
@@ -265,6 +301,8 @@ def main() -> int:
 
     search = {k: v for k, v in (("stale_after", args.stale_after), ("unguided_hotter", args.unguided_hotter))
               if v is not None}
+    if args.paper_agents:
+        search.update(PAPER_AGENTS)
     # repair_attempts 0 is the paper's loop: no import is added without a model either
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
            import_fixes=repair > 0, edit_form=mode, repair_restart=not args.no_restart,
@@ -278,6 +316,7 @@ def main() -> int:
               "stop_at_code_end": not args.no_stop, "docstrings_shown": not args.no_docstrings_shown,
               "import_fixes": settings.get("import_fixes"),
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
+              **{k: settings.get(k) for k in PAPER_AGENTS},
               **{k: v for k, v in serving.recorded(run_dir)[-1].items() if k not in ("at", "resumed")}}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
     print(report(result))

@@ -278,6 +278,9 @@ class RunContext:
             problems.append("stale_after must be >= 0 (0: a parent is never left out for its twins)")
         if search.num_exemplars < 0 or search.num_trajectories < 0:
             problems.append("num_exemplars and num_trajectories must be >= 0")
+        if search.guidance_refresh_steps < 0 or search.sampler_choice < 1:
+            problems.append("guidance_refresh_steps must be >= 0 (0: the Navigator is asked every iteration) "
+                            "and sampler_choice >= 1 (1: the Sampler is asked whenever it has a choice)")
         unknown = (set(llm.models) | set(llm.temperatures) | set(llm.max_tokens)) - set(ROLES)
         if unknown:
             problems.append(f"unknown roles {sorted(unknown)}; roles are {', '.join(ROLES)}")

@@ -146,12 +146,23 @@ class SearchSettings:
     category_weights: dict[str, float] = field(
         default_factory=lambda: {"improvement": 0.5, "mixed": 0.3, "decline": 0.2, "no_effect": 0.2})
     """p(Δs): sampling weight of each trajectory category (``no_effect``: a behavioural twin's step)."""
+    guidance_refresh_steps: int = 2
+    """The Navigator is asked again once this many evaluated steps (children that ran) arrived since its
+    guidance was written, or when the best program changed; until then its last guidance is reused (it
+    has nothing new to say). 0: asked every iteration, as in the paper."""
     num_exemplars: int = 2
     """k: exemplars the Sampler hands to the Generator."""
     candidate_pool: int = 6
     """Candidates retrieved (MMR) for the Sampler agent to choose from."""
     failed_candidates: int = 2
     """Of those, how many slots are reserved for failed/invalid programs."""
+    sampler_choice: int = 2
+    """The Sampler agent is asked only when retrieval offers at least ``num_exemplars`` + this many
+    candidates, a real choice; with fewer the exemplars are retrieval's first (at most half of them
+    failed). 1: asked whenever there are more candidates than exemplars, as in the paper."""
+    summarize_invalid: bool = False
+    """Ask the Summarizer about an invalid child too, as the paper does; off: its abstract is why it is
+    invalid and the idea it tried, written without a call (it is read again only as a warning)."""
     context_token_budget: int = 3500
     """Token budget of the composed generator context Φ (parent code included)."""
     edit_form: EditFormName = "full"

@@ -58,6 +58,15 @@ class WorkerState:
     """Children this worker has committed to the Evolve Buffer."""
     last_child_id: str | None = None
     """The last child this worker committed (its record, in the buffer, says how it did)."""
+    written_guidance: str = ""
+    """The Navigator's last guidance for this worker, reused while it has nothing new to say
+    (``search.guidance_refresh_steps``)."""
+    written_trajectory_ids: list[str] = field(default_factory=list)
+    """The steps it was written from."""
+    written_after: int = -1
+    """Evaluated steps in the buffer when it was written (-1: none written yet)."""
+    written_best_id: str = ""
+    """The best program when it was written (a new best makes the Navigator be asked again)."""
 
     iteration: int = 0
     """The iteration in progress produces child ``iteration + 1`` (claimed from the buffer by ``claim``)."""

@@ -4,6 +4,8 @@ A step is (z_p, z_c, Δs), categorised by :func:`rollout`. m steps are drawn wit
 non-empty category drawn with probability proportional to ``RunContext.search.category_weights`` (p(Δs) of
 Eq. 5), then a step in it. With no step yet the agent is not asked (docs/decisions/first-navigator-call.md);
 then, and after a reply unusable through the retries, there is no guidance, as when the Navigator is ablated.
+The agent is asked again only when it has something new to say (:func:`guidance_is_current`): its last
+guidance stands until ``search.guidance_refresh_steps`` evaluated steps arrived or the best changed.
 """
 
 from __future__ import annotations
@@ -107,6 +109,27 @@ def rollout(records: list[ProgramRecord], task: Task) -> list[Step]:
     return steps
 
 
+UNEVALUATED = frozenset({"twin", "edit", "endpoint", "evaluator"})
+"""Failure kinds of children that never ran, whose steps say nothing about a direction of change."""
+
+
+def evaluated_steps(records: list[ProgramRecord]) -> int:
+    """Children among ``records`` that ran (a score, an invalid output, a crash, a timeout, a pre-check)."""
+    return sum(1 for r in records if r.parent_id is not None and r.failure_kind not in UNEVALUATED)
+
+
+def guidance_is_current(ctx: RunContext, state: WorkerState, evaluated: int, best_id: str) -> bool:
+    """Whether the worker's last guidance still says all the Navigator would (so it is reused).
+
+    It does while fewer than ``search.guidance_refresh_steps`` evaluated steps arrived since it was
+    written and the best program is the same; never with the setting 0 (the paper asks every iteration)
+    or when none was written.
+    """
+    refresh = ctx.search.guidance_refresh_steps
+    return (refresh > 0 and bool(state.written_guidance) and state.written_after >= 0
+            and evaluated - state.written_after < refresh and best_id == state.written_best_id)
+
+
 def sample_steps(steps: list[Step], m: int, weights: dict[str, float], rng: random.Random) -> list[Step]:
     """Draw up to ``m`` steps without replacement, category first by ``weights``, then uniformly."""
     bins: dict[str, list[Step]] = {}
@@ -123,15 +146,23 @@ def sample_steps(steps: list[Step], m: int, weights: dict[str, float], rng: rand
 
 
 def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Produce the directional guidance g for this iteration (empty when the Navigator is ablated)."""
+    """Produce the directional guidance g for this iteration (empty when the Navigator is ablated).
+
+    The worker's last guidance is reused while it is current (:func:`guidance_is_current`).
+    """
     ctx = runtime.context
     if not ctx.ablations.navigator_enabled:
         return {"guidance": "", "trajectory_ids": []}
     task, memory = task_of(ctx), memory_of(ctx)
     parent = memory.buffer.require(state.parent_id)
-    every_step = rollout(memory.buffer.committed(), task)
+    committed = memory.buffer.committed()
+    every_step = rollout(committed, task)
     if not every_step:
         return {"guidance": "", "trajectory_ids": []}
+    evaluated, best = evaluated_steps(committed), memory.buffer.best_by(task.better)
+    best_id = best.id if best else ""
+    if guidance_is_current(ctx, state, evaluated, best_id):
+        return {"guidance": state.written_guidance, "trajectory_ids": list(state.written_trajectory_ids)}
     steps = sample_steps(every_step, ctx.search.num_trajectories, ctx.search.category_weights,
                          rng_for(ctx, state.iteration, "navigate"))
     metric_names = ", ".join(f"{m.name} {'higher' if m.higher_is_better else 'lower'} is better"
@@ -154,5 +185,7 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         return {"guidance": "", "trajectory_ids": [s.child.id for s in steps],
                 "iteration_usage": exc.usage}
     guidance = clip_to_sentence(reply.text, GUIDANCE_CHARS, truncated=reply.truncated)
-    return {"guidance": guidance, "trajectory_ids": [s.child.id for s in steps],
-            "iteration_usage": reply.usage}
+    trajectory = [s.child.id for s in steps]
+    return {"guidance": guidance, "trajectory_ids": trajectory, "iteration_usage": reply.usage,
+            "written_guidance": guidance, "written_trajectory_ids": trajectory, "written_after": evaluated,
+            "written_best_id": best_id}

@@ -3,9 +3,9 @@
 Retrieval (``sampling_variant="informative"``, the paper's design): MMR over the abstract index among ok
 programs, plus ``failed_candidates`` slots among failed, invalid and timed-out ones; ``top_score`` offers only
 the best-scoring programs (the ablated takeaway c). The agent picks ``num_exemplars``; an unusable reply falls
-back to the retrieval order. With no more candidates than exemplars the agent is not called, and at most
-ceil(k/2) of them may be failed programs. Why failed programs are offered, and capped:
-docs/decisions/failed-exemplars.md.
+back to the retrieval order. Without a real choice (fewer than k + ``search.sampler_choice`` candidates)
+the agent is not called: the first k in retrieval order are taken, at most ceil(k/2) of them failed programs.
+Why failed programs are offered, and capped: docs/decisions/failed-exemplars.md.
 """
 
 from __future__ import annotations
@@ -55,6 +55,20 @@ def retrieve(memory: RunMemory, query: str, ctx: RunContext, exclude: set[str]) 
     return ok + failed
 
 
+def first_in_order(candidates: list[Candidate], k: int) -> list[str]:
+    """Ids of the first ``k`` candidates in retrieval order, at most ceil(k/2) (and at least one) failed."""
+    cap, failed, chosen = max(1, (k + 1) // 2), 0, []
+    for c in candidates:
+        if len(chosen) == k:
+            break
+        if c.status != "ok":
+            if failed == cap:
+                continue
+            failed += 1
+        chosen.append(c.id)
+    return chosen
+
+
 def parse_choice(text: str, n_candidates: int, k: int) -> list[int] | None:
     """0-based candidate indices chosen in the Sampler's reply, or None if unusable.
 
@@ -92,11 +106,8 @@ def sample(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     else:
         candidates = retrieve(memory, f"{parent.abstract}\n{state.guidance}", ctx, exclude)
     ids = [c.id for c in candidates]
-    if len(candidates) <= k:  # nothing to choose: take them all, but at most ceil(k/2) failed ones
-        failed = [c.id for c in candidates if c.status != "ok"]
-        keep = set(failed[:max(1, (k + 1) // 2)])
-        return {"candidate_ids": ids,
-                "exemplar_ids": [c.id for c in candidates if c.status == "ok" or c.id in keep]}
+    if len(candidates) < k + ctx.search.sampler_choice:  # no real choice: retrieval's first k
+        return {"candidate_ids": ids, "exemplar_ids": first_in_order(candidates, k)}
     messages = prompt.messages(parent.abstract, state.guidance, [
         {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k,
         task.higher_is_better)

@@ -116,16 +116,17 @@ def repair_note(child: ProgramRecord) -> str:
 def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
     """Write z_c into the record of ``child_id``; returns the tokens the Summarizer spent.
 
-    The tokens are ``{}`` when it was not asked. The Summarizer is called only for a child that ran to
-    completion (ok, or invalid output) and is not a behavioural twin; a child that failed or timed out gets
-    :func:`failure_abstract`, a behavioural twin :func:`no_effect_abstract`, at no cost; an invalid child's
-    abstract begins with why it is invalid. Repaired failures are named at the end of the abstract
-    (:func:`repair_note`), so the Sampler sees them.
+    The tokens are ``{}`` when it was not asked. The Summarizer is called only for a valid child that is
+    not a behavioural twin, and for an invalid one with ``search.summarize_invalid`` (its abstract then
+    begins with why it is invalid); a child that failed, timed out or (by default) was invalid gets
+    :func:`failure_abstract`, a behavioural twin :func:`no_effect_abstract`, at no cost. Repaired failures
+    are named at the end of the abstract (:func:`repair_note`), so the Sampler sees them.
     """
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(child_id)
     usage: TokenUsage = {}
-    if child.status not in ("ok", "invalid") or not child.source:
+    if (child.status not in ("ok", "invalid") or not child.source
+            or (child.status == "invalid" and not ctx.search.summarize_invalid)):
         abstract = failure_abstract(child.status, child.reason, child.guidance)
     elif child.behavioural_twin_of:
         abstract = no_effect_abstract(child, memory.buffer.require(child.behavioural_twin_of))

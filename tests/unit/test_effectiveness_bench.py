@@ -78,6 +78,26 @@ def test_the_newer_search_switches_reach_the_run_only_when_given(monkeypatch, tm
     assert {k: seen[k] for k in ("stale_after", "unguided_hotter") if k in seen} == expected
 
 
+def test_paper_agents_switch_off_every_new_part(monkeypatch, tmp_path):
+    seen = _arguments(monkeypatch, tmp_path, ["--paper-agents"])
+    assert {k: seen[k] for k in bench.PAPER_AGENTS} == {
+        "behavioural_twins": False, "guidance_refresh_steps": 0, "sampler_choice": 1,
+        "summarize_invalid": True}
+    assert not any(k in _arguments(monkeypatch, tmp_path, []) for k in bench.PAPER_AGENTS)
+
+
+def test_behaviourally_new_children_are_judged_alike_with_or_without_the_marks():
+    task = bench.get_task("model_placement")
+    ok = {"status": "ok", "metrics": {"max_kvpr": 21.0, "success_rate": 1.0}, "combined_score": 21.0}
+    records = [{"id": "it00000", "iteration": 0, **ok, "outputs_digest": "a"},
+               {"id": "it00001", "iteration": 1, **ok, "outputs_digest": "a"},  # unmarked twin (an old run)
+               {"id": "it00002", "iteration": 2, **ok, "outputs_digest": "b"},
+               {"id": "it00003", "iteration": 3, "status": "failed", "failure_kind": "runtime"},
+               {"id": "it00004", "iteration": 4, **ok, "outputs_digest": "b",
+                "behavioural_twin_of": "it00002"}]
+    assert bench.behaviourally_new(task, records) == 1
+
+
 def test_the_workers_reach_the_run(monkeypatch, tmp_path):
     assert _arguments(monkeypatch, tmp_path, [])["workers"] == 1
     assert _arguments(monkeypatch, tmp_path, ["--workers", "3"])["workers"] == 3
