@@ -111,8 +111,10 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
         "behavioural_twins": sum(bool(c.get("behavioural_twin_of")) for c in children),
         "asked_after_no_effect": sum(a.get("method") == "no_effect" for c in children
                                      for a in c.get("attempts", [])),
-        "repairs_attempted": sum(len(c.get("attempts", [])) for c in children),
-        "repairs_succeeded": sum(1 for c in children if c.get("attempts") and c["status"] == "ok"),
+        "repairs_attempted": sum(a.get("method") != "no_effect"
+                                 for c in children for a in c.get("attempts", [])),
+        "repairs_succeeded": sum(1 for c in children if c["status"] == "ok" and any(
+            a.get("method") != "no_effect" for a in c.get("attempts", []))),
         "precheck_stops": sum(c.get("prechecks_failed", 0) for c in children),
         "duplicates": sum(ProgramRecord.model_validate(c).failure_kind == "twin" for c in children),
         "improvements": improvements, "initial": initial["combined_score"], "best": best,

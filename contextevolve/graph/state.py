@@ -65,6 +65,8 @@ class WorkerState:
     """The steps it was written from."""
     written_after: int = -1
     """Evaluated steps in the buffer when it was written (-1: none written yet)."""
+    written_parent_id: str = ""
+    """The parent it was written for (the Navigator's prompt describes it)."""
     written_best_id: str = ""
     """The best program when it was written (a new best makes the Navigator be asked again)."""
 

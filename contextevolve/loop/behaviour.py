@@ -20,16 +20,17 @@ def same_results(task: Task, child: ProgramRecord, other: ProgramRecord) -> bool
     """Whether valid ``child`` behaves as valid ``other`` did.
 
     When both carry an outputs digest (a task whose outputs are what it scores,
-    :attr:`Task.outputs_identify_behaviour`), the digests decide: the same outputs, and a score not better
-    than ``other``'s beyond the task's timing tolerance (:meth:`Task.better`; the same outputs computed
-    faster is an improvement of a timed task, not a twin). Otherwise every metric and the combined score
-    must be equal to the bit.
+    :attr:`Task.outputs_identify_behaviour`), the digests decide: the same outputs, and a score within the
+    task's timing tolerance of ``other``'s either way (:meth:`Task.better`; the same outputs computed
+    faster is an improvement of a timed task, slower a decline, neither a twin). Otherwise every metric and
+    the combined score must be equal to the bit.
     """
     if child.status != "ok" or other.status != "ok":
         return False
     if child.outputs_digest and other.outputs_digest:
         return (child.outputs_digest == other.outputs_digest
-                and not task.better(child.combined_score, other.combined_score))
+                and not task.better(child.combined_score, other.combined_score)
+                and not task.better(other.combined_score, child.combined_score))
     return (bool(child.metrics) and child.metrics == other.metrics
             and child.combined_score == other.combined_score)
 

@@ -36,7 +36,8 @@ REPAIR_SEED_STRIDE = 1000
 SECOND_ASK_SEED = 500
 """Seed offset of a restart's second ask from the restart's own seed."""
 NO_EFFECT_SEED = 700
-"""Seed offset of the ask after a behavioural twin from the worker's seed (no other request shares it)."""
+"""Seed offset of the ask after a behavioural twin from the worker's seed (another than the iteration's
+first ask, second ask and first repair use)."""
 IMPORT_FIXES = 3
 """Most imports added to one child without a model (each adds a line the source lacks, so the bound
 only keeps a program that keeps failing on new names from looping)."""
@@ -148,6 +149,10 @@ class SearchPolicy:
         """
         return Sampling(self.repair(number, restart=True).seed + SECOND_ASK_SEED,
                         self.temperature + REASK_HOTTER)
+
+    def no_effect_mutation(self) -> str:
+        """The change the ask after a behavioural twin names: not the second ask's, nor a restart's."""
+        return mutation_for(self.seed + 2, self.iteration)
 
     def mutation(self, *, after_restart: bool = False) -> str:
         """The concrete change a second ask names (:func:`~contextevolve.prompts.generator.mutation_for`).

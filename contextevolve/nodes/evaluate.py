@@ -84,14 +84,13 @@ def evaluate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         note("evaluate.calls", result.call_seconds)
     if result.status == "ok":
         task.observe(result.metrics)  # graded on a Ray worker, the driver's task learns its metrics here
-    updated = memory.buffer.update(child.id, status=result.status, metrics=result.metrics,
-                                   combined_score=result.combined_score, reason=result.reason,
-                                   failure_kind=result.failure_kind, diagnostics=result.diagnostics,
-                                   traceback=result.traceback, outputs_digest=result.outputs_digest,
-                                   eval_seconds=child.eval_seconds + result.seconds, **changes)
-    if updated.status == "ok" and ctx.search.behavioural_twins:
-        parent = memory.buffer.require(updated.parent_id)
-        twin = behavioural_twin(task, updated, parent, memory.buffer.committed())
-        if twin:
-            updated = memory.buffer.update(child.id, behavioural_twin_of=twin)
+    changes.update(status=result.status, metrics=result.metrics, combined_score=result.combined_score,
+                   reason=result.reason, failure_kind=result.failure_kind, diagnostics=result.diagnostics,
+                   traceback=result.traceback, outputs_digest=result.outputs_digest,
+                   eval_seconds=child.eval_seconds + result.seconds)
+    scored = child.model_copy(update=changes)
+    if scored.status == "ok" and ctx.search.behavioural_twins:  # one write: a replay finds it marked
+        parent = memory.buffer.require(scored.parent_id)
+        changes["behavioural_twin_of"] = behavioural_twin(task, scored, parent, memory.buffer.committed())
+    updated = memory.buffer.update(child.id, **changes)
     return {"fix_pending": False, "repair_due": repair_due(ctx, state, updated)}

@@ -5,7 +5,8 @@ non-empty category drawn with probability proportional to ``RunContext.search.ca
 Eq. 5), then a step in it. With no step yet the agent is not asked (docs/decisions/first-navigator-call.md);
 then, and after a reply unusable through the retries, there is no guidance, as when the Navigator is ablated.
 The agent is asked again only when it has something new to say (:func:`guidance_is_current`): its last
-guidance stands until ``search.guidance_refresh_steps`` evaluated steps arrived or the best changed.
+guidance for the same parent stands until ``search.guidance_refresh_steps`` evaluated steps arrived or the
+best changed.
 """
 
 from __future__ import annotations
@@ -121,13 +122,14 @@ def evaluated_steps(records: list[ProgramRecord]) -> int:
 def guidance_is_current(ctx: RunContext, state: WorkerState, evaluated: int, best_id: str) -> bool:
     """Whether the worker's last guidance still says all the Navigator would (so it is reused).
 
-    It does while fewer than ``search.guidance_refresh_steps`` evaluated steps arrived since it was
-    written and the best program is the same; never with the setting 0 (the paper asks every iteration)
-    or when none was written.
+    It does while it was written for the same parent, fewer than ``search.guidance_refresh_steps``
+    evaluated steps arrived since, and the best program is the same; never with the setting 0 (the paper
+    asks every iteration) or when none was written.
     """
     refresh = ctx.search.guidance_refresh_steps
     return (refresh > 0 and bool(state.written_guidance) and state.written_after >= 0
-            and evaluated - state.written_after < refresh and best_id == state.written_best_id)
+            and evaluated - state.written_after < refresh and best_id == state.written_best_id
+            and state.parent_id == state.written_parent_id)
 
 
 def sample_steps(steps: list[Step], m: int, weights: dict[str, float], rng: random.Random) -> list[Step]:
@@ -188,4 +190,4 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     trajectory = [s.child.id for s in steps]
     return {"guidance": guidance, "trajectory_ids": trajectory, "iteration_usage": reply.usage,
             "written_guidance": guidance, "written_trajectory_ids": trajectory, "written_after": evaluated,
-            "written_best_id": best_id}
+            "written_best_id": best_id, "written_parent_id": parent.id}

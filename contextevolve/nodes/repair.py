@@ -70,6 +70,8 @@ def repair(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     twin: str | None = None
     where = f"repair {number}"
     if strategy == "no_effect":
+        if not policy.behavioural_twins:  # resumed with them switched off: nothing to ask
+            return {"repair_step": state.repair_step, "fix_pending": False, "repair_due": False}
         return _ask_after_no_effect(ctx, state, child, policy, number)
     if strategy == "import":  # no model needed (contextevolve.program.fixes)
         outcome = Outcome(source=add_import(child.source, line))
@@ -139,7 +141,7 @@ def _ask_after_no_effect(ctx: RunContext, state: WorkerState, child: ProgramReco
     twin = memory.buffer.require(child.behavioural_twin_of)
     effect = no_effect_reason(twin)
     form = policy.second_form
-    messages = no_effect_messages(task.description, child.source, effect, policy.mutation(),
+    messages = no_effect_messages(task.description, child.source, effect, policy.no_effect_mutation(),
                                   task.higher_is_better, form)
     outcome = ask_generator(ctx, messages, policy.no_effect_ask(), policy, base=child.source, form=form,
                             from_hidden_view=True)

@@ -117,24 +117,24 @@ def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
     """Write z_c into the record of ``child_id``; returns the tokens the Summarizer spent.
 
     The tokens are ``{}`` when it was not asked. The Summarizer is called only for a valid child that is
-    not a behavioural twin, and for an invalid one with ``search.summarize_invalid`` (its abstract then
-    begins with why it is invalid); a child that failed, timed out or (by default) was invalid gets
-    :func:`failure_abstract`, a behavioural twin :func:`no_effect_abstract`, at no cost. Repaired failures
+    not a behavioural twin, and for an invalid one with ``search.summarize_invalid`` (the paper's
+    Summarizer); a child that failed, timed out or (by default) was invalid gets :func:`failure_abstract`,
+    a behavioural twin :func:`no_effect_abstract`, at no cost. With the Summarizer ablated every child
+    that ran gets its raw source, as in the paper's ablation. Repaired failures
     are named at the end of the abstract (:func:`repair_note`), so the Sampler sees them.
     """
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(child_id)
     usage: TokenUsage = {}
-    if (child.status not in ("ok", "invalid") or not child.source
-            or (child.status == "invalid" and not ctx.search.summarize_invalid)):
+    ran = child.status in ("ok", "invalid") and bool(child.source)
+    agent = ctx.ablations.summarizer_enabled  # ablated: every program that ran is its raw source
+    if not ran or (agent and child.status == "invalid" and not ctx.search.summarize_invalid):
         abstract = failure_abstract(child.status, child.reason, child.guidance)
-    elif child.behavioural_twin_of:
+    elif agent and child.behavioural_twin_of:
         abstract = no_effect_abstract(child, memory.buffer.require(child.behavioural_twin_of))
     else:
         parent = memory.buffer.require(child.parent_id)
         abstract, usage = abstract_for(ctx, task, child.source, parent.abstract, child.diagnostics)
-        if child.status == "invalid":  # the idea is described, and that it broke the task's rules
-            abstract = f"{failure_prefix('invalid')}{child.reason[:REASON_CHARS]}. {abstract}"
     abstract += repair_note(child)
     memory.buffer.update(child.id, abstract=abstract)
     return usage

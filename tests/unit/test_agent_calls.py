@@ -43,10 +43,12 @@ def test_the_navigator_is_asked_again_only_after_new_evaluated_steps_or_a_new_be
     add_child(memory, 5, score=30.0)  # a new best: asked again at once
     state, third = ask(state)
     assert third["guidance"] == "guidance 3." and len(navigator.seen) == 3
+    state, _ = ask(replace(state, parent_id="it00001"))  # guidance is written for its parent
+    assert len(navigator.seen) == 4
     # the paper's Navigator, one flag away: asked every iteration
     every = replace(ctx, guidance_refresh_steps=0)
     run_node(navigate, state, every)
-    assert len(navigator.seen) == 4
+    assert len(navigator.seen) == 5
 
 
 def test_an_unusable_guidance_is_not_reused(seeded, ctx, models):

@@ -51,7 +51,9 @@ def _ok(pid, metrics, score, digest=""):
 def test_same_results_by_outputs_when_both_have_them_else_by_every_metric_to_the_bit():
     eplb = get_task("eplb")  # a timed task: its score tolerates timing noise
     parent = _ok("it00000", {"balancedness": 0.5, "speed": 0.9}, 0.7, "d1")
-    assert same_results(eplb, _ok("it00001", {"balancedness": 0.5, "speed": 0.8}, 0.65, "d1"), parent)
+    assert same_results(eplb, _ok("it00001", {"balancedness": 0.5, "speed": 0.9002}, 0.7001, "d1"), parent)
+    # the same outputs much slower: a decline, not a twin
+    assert not same_results(eplb, _ok("it00001", {"balancedness": 0.5, "speed": 0.8}, 0.65, "d1"), parent)
     # the same outputs computed faster beyond the tolerance: an improvement, not a twin
     assert not same_results(eplb, _ok("it00001", {"balancedness": 0.5, "speed": 1.0}, 0.75, "d1"), parent)
     # other outputs with equal metrics behave differently (a digest decides when both have one)
