@@ -4,8 +4,8 @@ Runs ContextEvolve on one task for N iterations (the embedded model unless ``--b
 the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the run stored:
 
 * valid-child rate: children with status ``ok`` / children;
-* behaviourally new valid children (valid, and results unlike every earlier program's: outputs, else
-  every metric to the bit, :func:`contextevolve.loop.behaviour.same_results`, judged the same way whether
+* behaviourally new valid children (valid, and results unlike every earlier program's: every metric to
+  the bit, and the outputs, :func:`contextevolve.loop.behaviour.same_results`, judged the same way whether
   the run marked behavioural twins or not) and how many per 10,000 tokens;
 * repairs attempted / children they turned ``ok``, pre-check stops, duplicates;
 * improvements of the best (children that beat the best-so-far), initial vs best score;

@@ -19,20 +19,19 @@ from contextevolve.tasks.base import Task
 def same_results(task: Task, child: ProgramRecord, other: ProgramRecord) -> bool:
     """Whether valid ``child`` behaves as valid ``other`` did.
 
-    When both carry an outputs digest (a task whose outputs are what it scores,
-    :attr:`Task.outputs_identify_behaviour`), the digests decide: the same outputs, and a score within the
-    task's timing tolerance of ``other``'s either way (:meth:`Task.better`; the same outputs computed
-    faster is an improvement of a timed task, slower a decline, neither a twin). Otherwise every metric and
-    the combined score must be equal to the bit.
+    Either every metric and the combined score are equal to the bit (other outputs with the same results:
+    the change had no effect on any result), or, when both carry an outputs digest (a task whose outputs
+    are what it scores, :attr:`Task.outputs_identify_behaviour`), the outputs are the same and the score is
+    within the task's timing tolerance of ``other``'s either way (:meth:`Task.better`; the same outputs
+    computed faster is an improvement of a timed task, slower a decline, neither a twin).
     """
     if child.status != "ok" or other.status != "ok":
         return False
-    if child.outputs_digest and other.outputs_digest:
-        return (child.outputs_digest == other.outputs_digest
-                and not task.better(child.combined_score, other.combined_score)
-                and not task.better(other.combined_score, child.combined_score))
-    return (bool(child.metrics) and child.metrics == other.metrics
-            and child.combined_score == other.combined_score)
+    if child.metrics and child.metrics == other.metrics and child.combined_score == other.combined_score:
+        return True
+    return (bool(child.outputs_digest) and child.outputs_digest == other.outputs_digest
+            and not task.better(child.combined_score, other.combined_score)
+            and not task.better(other.combined_score, child.combined_score))
 
 
 def behavioural_twin(task: Task, child: ProgramRecord, parent: ProgramRecord,

@@ -56,8 +56,9 @@ def test_same_results_by_outputs_when_both_have_them_else_by_every_metric_to_the
     assert not same_results(eplb, _ok("it00001", {"balancedness": 0.5, "speed": 0.8}, 0.65, "d1"), parent)
     # the same outputs computed faster beyond the tolerance: an improvement, not a twin
     assert not same_results(eplb, _ok("it00001", {"balancedness": 0.5, "speed": 1.0}, 0.75, "d1"), parent)
-    # other outputs with equal metrics behave differently (a digest decides when both have one)
-    assert not same_results(eplb, _ok("it00001", {"balancedness": 0.5, "speed": 0.9}, 0.7, "d2"), parent)
+    # other outputs with every result equal to the bit: the change had no effect on any result
+    assert same_results(eplb, _ok("it00001", {"balancedness": 0.5, "speed": 0.9}, 0.7, "d2"), parent)
+    assert not same_results(eplb, _ok("it00001", {"balancedness": 0.5, "speed": 0.9}, 0.7001, "d2"), parent)
     # without digests (a user's problem, an older run) every metric must be equal to the bit
     bare = _ok("it00000", {"m": 0.1 + 0.2}, 0.3)
     assert same_results(TASK, _ok("it00001", {"m": 0.1 + 0.2}, 0.3), bare)

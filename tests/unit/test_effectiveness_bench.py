@@ -91,9 +91,9 @@ def test_behaviourally_new_children_are_judged_alike_with_or_without_the_marks()
     ok = {"status": "ok", "metrics": {"max_kvpr": 21.0, "success_rate": 1.0}, "combined_score": 21.0}
     records = [{"id": "it00000", "iteration": 0, **ok, "outputs_digest": "a"},
                {"id": "it00001", "iteration": 1, **ok, "outputs_digest": "a"},  # unmarked twin (an old run)
-               {"id": "it00002", "iteration": 2, **ok, "outputs_digest": "b"},
+               {"id": "it00002", "iteration": 2, **ok, "outputs_digest": "b", "combined_score": 22.0},
                {"id": "it00003", "iteration": 3, "status": "failed", "failure_kind": "runtime"},
-               {"id": "it00004", "iteration": 4, **ok, "outputs_digest": "b",
+               {"id": "it00004", "iteration": 4, **ok, "outputs_digest": "b", "combined_score": 22.0,
                 "behavioural_twin_of": "it00002"}]
     assert bench.behaviourally_new(task, records) == 1
 
