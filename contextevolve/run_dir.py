@@ -81,9 +81,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "initial_score": initial.combined_score if initial else None,
         "best_score": best.combined_score if best else None,
         "best_id": best.id if best else None,
-        "repairs": {"attempted": sum(a.method != "no_effect" for r in records for a in r.attempts),
-                    "succeeded": sum(1 for r in records if r.status == "ok"
-                                     and any(a.method != "no_effect" for a in r.attempts))},
+        "repairs": {"attempted": sum(len(r.repairs) for r in records),
+                    "succeeded": sum(1 for r in records if r.status == "ok" and r.repairs)},
         "tokens": tokens,
         "total_tokens": total_tokens(tokens),
         "cost": saved_cost(settings, tokens),

@@ -73,9 +73,9 @@ def commit_report(ctx: RunContext, child_id: str) -> dict:
     best = memory.buffer.best_by(get_task(ctx.task).better)
     return {"child_id": record.id, "worker": record.worker, "status": record.status,
             "score": record.combined_score, "reason": record.reason,
-            "repairs": sum(a.method != "no_effect" for a in record.attempts),
+            "repairs": len(record.repairs),
             "twin_of": record.behavioural_twin_of,
-            "asked_again": any(a.method == "no_effect" for a in record.attempts),
+            "asked_again": record.asked_after_no_effect,
             "usage": record.tokens, "tokens": total_tokens(record.tokens), "cost": cost(ctx, record.tokens),
             "seconds": wall(record.seconds), "iterations": memory.buffer.count() - 1,
             "best_score": best.combined_score if best else None, "run_tokens": memory.buffer.spent()[0],

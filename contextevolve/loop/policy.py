@@ -59,10 +59,6 @@ def model_repairs(child: ProgramRecord) -> int:
     return sum(a.method in ("model", "restart") for a in child.attempts)
 
 
-def asked_after_no_effect(child: ProgramRecord) -> bool:
-    """Whether the Generator was already asked again after a version of ``child`` changed no result."""
-    return any(a.method == "no_effect" for a in child.attempts)
-
 
 @dataclass(frozen=True)
 class SearchPolicy:
@@ -183,7 +179,7 @@ class SearchPolicy:
         """
         if child.status == "ok":  # a behavioural twin gets one more ask (and it is not free)
             return (self.behavioural_twins and bool(child.behavioural_twin_of)
-                    and not asked_after_no_effect(child) and not budget_spent)
+                    and not child.asked_after_no_effect and not budget_spent)
         if child.status == "pending" or not repairable(child.failure_kind):
             return False
         return ((model_repairs(child) < self.repair_attempts and not budget_spent)

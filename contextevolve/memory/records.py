@@ -180,6 +180,16 @@ class ProgramRecord(BaseModel):
         return self
 
     @property
+    def repairs(self) -> list[RepairAttempt]:
+        """The attempts that repaired a failure (every attempt but the asks after no effect)."""
+        return [a for a in self.attempts if a.method != "no_effect"]
+
+    @property
+    def asked_after_no_effect(self) -> bool:
+        """Whether the Generator was asked again after a version of this child changed no result."""
+        return any(a.method == "no_effect" for a in self.attempts)
+
+    @property
     def useful(self) -> bool:
         """Valid and a behaviour of its own: ``ok`` and not a behavioural twin."""
         return self.status == "ok" and not self.behavioural_twin_of

@@ -27,7 +27,7 @@ def _brief(data: RunData, program: ProgramRecord) -> dict:
             "reason": program.reason[:300], "failure_kind": program.failure_kind, "worker": program.worker,
             "tokens": total_tokens(program.tokens), "seconds": round(sum(program.seconds.values()), 2),
             "cost": data.cost(program.tokens), "twin_of": program.behavioural_twin_of,
-            "repairs": sum(a.method != "no_effect" for a in program.attempts)}
+            "repairs": len(program.repairs)}
 
 
 def search(data: RunData) -> dict:
