@@ -33,6 +33,10 @@ REPAIR_HOTTER = 0.2
 """Temperature added per model repair after the first."""
 REPAIR_SEED_STRIDE = 1000
 """Seed offset per repair, so no two repair requests of a run share a seed."""
+FIRST_ASK_SEED = 300
+"""Seed offset of an iteration's first ask from the worker's seed, plus the iteration: a reused guidance
+with the same parent and exemplars repeats the whole prompt, and an endpoint that honours seeds (llama.cpp's
+server, OpenAI's) would repeat the reply to it, a twin, with one seed for every iteration."""
 SECOND_ASK_SEED = 500
 """Seed offset of a restart's second ask from the restart's own seed."""
 NO_EFFECT_SEED = 700
@@ -112,11 +116,12 @@ class SearchPolicy:
         return source if self.shows_docstrings else without_docstrings(source)
 
     def first(self, guidance: str) -> Sampling:
-        """The Generator's own request: the worker's seed and the Generator's temperature.
+        """The Generator's own request: seed ``seed + FIRST_ASK_SEED + iteration``, its temperature.
 
         :attr:`unguided_hotter` is added when ``guidance`` is empty.
         """
-        return Sampling(self.seed, self.temperature + (self.unguided_hotter if not guidance.strip() else 0.0))
+        hotter = self.unguided_hotter if not guidance.strip() else 0.0
+        return Sampling(self.seed + FIRST_ASK_SEED + self.iteration, self.temperature + hotter)
 
     def second_ask(self) -> Sampling:
         """The second ask after a twin: seed ``seed + 1 + iteration``, ``REASK_HOTTER`` hotter."""
