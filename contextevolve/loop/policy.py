@@ -243,6 +243,10 @@ def ignored_settings(ctx: RunContext) -> list[str]:
                    "so that ablation changes one thing)")
     if _changed(search, "repair_restart") and search.repair_attempts == 0:
         out.append("repair_restart is ignored with repair_attempts 0 (no model repairs)")
+    if search.candidate_pool < search.num_exemplars + search.sampler_choice and ctx.ablations.sampler_enabled:
+        out.append(f"the Sampler agent is never asked: candidate_pool {search.candidate_pool} is below "
+                   f"num_exemplars {search.num_exemplars} + sampler_choice {search.sampler_choice}, so "
+                   "retrieval's first programs are always the exemplars")
     if ctx.llm.embedded_server_per_role and not ctx.llm.server_per_role(ctx.parallelism.workers):
         out.append("embedded_server_per_role is ignored with more than one worker (several workers would run "
                    "several servers at once on the same cores)")
