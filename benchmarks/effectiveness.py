@@ -9,7 +9,8 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
   the run marked behavioural twins or not) and how many per 10,000 tokens;
 * repairs attempted / children they turned ``ok``, pre-check stops, duplicates;
 * improvements of the best (children that beat the best-so-far), initial vs best score;
-* tokens per iteration by role, completion tokens of the Generator and repairs per iteration
+* tokens per iteration by role, tokens per evaluated child (a child that ran: what ``compare`` counts as a
+  peer's candidate), completion tokens of the Generator and repairs per iteration
   ("code tokens", what an edit form costs), tokens per valid child;
 * seconds per iteration, from the end of ``initialize`` (LLM server up, c_0 scored) to the
   end of the run, and the median over children of their own seconds;
@@ -69,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from contextevolve.llm import serving
 from contextevolve.loop.behaviour import same_results
 from contextevolve.memory.records import ProgramRecord
+from contextevolve.nodes.navigate import UNEVALUATED
 from contextevolve.program.forms import EDIT_FORMS
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
 from contextevolve.tasks.registry import get_task
@@ -80,7 +82,8 @@ PAPER_AGENTS = {"behavioural_twins": False, "guidance_refresh_steps": 0, "sample
 """The settings of ``--paper-agents``: every context agent asked as in the paper, no behavioural twins."""
 COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "new valid", "new valid/10k tok",
            "repairs ok/tried", "pre-check stops", "duplicates", "improvements", "initial", "best",
-           "tokens/iter", "code tokens/iter", "median code tokens", "tokens/valid child", "s/iter",
+           "tokens/iter", "tokens/evaluated", "code tokens/iter", "median code tokens", "tokens/valid child",
+           "s/iter",
            "median s/iter")
 
 
@@ -94,6 +97,7 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
         if child["status"] == "ok" and task.better(child["combined_score"], best):
             best, improvements = child["combined_score"], improvements + 1
     valid = sum(c["status"] == "ok" for c in children)
+    evaluated = sum(c.get("failure_kind") not in UNEVALUATED for c in children)  # a peer's "candidates"
     new_valid = behaviourally_new(task, records)
     by_role: dict[str, int] = {}
     for child in children:
@@ -125,6 +129,8 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
             c.get("tokens", {}).get(role, {}).get("completion", 0) for c in children
             for role in ("generator", "repair")) / n,
         "tokens_per_valid_child": tokens / valid if valid else None,
+        "evaluated": evaluated,
+        "tokens_per_evaluated_child": tokens / evaluated if evaluated else None,
         "seconds_per_iteration": seconds_per_iteration,
         "median_seconds_per_iteration": _median([wall(c["seconds"]) for c in children if c.get("seconds")]),
         "median_generated_tokens_per_iteration": _median([sum(
@@ -175,6 +181,7 @@ def row(f: dict) -> list[str]:
             f"{f['repairs_succeeded']}/{f['repairs_attempted']}",
             str(f["precheck_stops"]), str(f["duplicates"]), str(f["improvements"]), f"{f['initial']:.6g}",
             f"{f['best']:.6g}", f"{f['tokens_per_iteration_total']:,.0f}",
+            _num(f.get("tokens_per_evaluated_child")),
             "-" if code is None else f"{code:,.0f}",
             _num(f.get("median_generated_tokens_per_iteration")), per_valid, secs,
             _num(f.get("median_seconds_per_iteration"))]
@@ -305,9 +312,9 @@ def main() -> int:
               if v is not None}
     if args.paper_agents:
         search.update(PAPER_AGENTS)
-    # repair_attempts 0 is the paper's loop: no import is added without a model either
+    # an explicit --repair-attempts 0 is the paper's loop: no import is added without a model either
     evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
-           import_fixes=repair > 0, edit_form=mode, repair_restart=not args.no_restart,
+           import_fixes=args.repair_attempts != 0, edit_form=mode, repair_restart=not args.no_restart,
            base_url=args.base_url, model=args.model, log_prompts=args.log_prompts or None,
            on_update=on_update, stop_at_code_end=not args.no_stop, max_tokens={**DEFAULT_MAX_TOKENS, **caps},
            embedded_server_per_role=False if args.one_server else None,

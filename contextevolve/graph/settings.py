@@ -179,7 +179,7 @@ class SearchSettings:
     stop_at_code_end: bool = True
     """End the Generator's (and repair's) completion where its code block closes, in an edit form whose reply
     is one block: the prose a small model writes after its code is never read."""
-    repair_attempts: int = 1
+    repair_attempts: int = 0
     """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
     Generator's model with its error; 0 with ``import_fixes`` off: the paper's algorithm
     (docs/decisions/repair-restart.md)."""

@@ -248,7 +248,8 @@ def test_truncated_program_is_retried_then_a_failed_child(endpoint, tmp_path):
     assert status["iterations"] == 2 and status["programs"] == 3
     assert endpoint.requests("gen") == 2 * ATTEMPTS
     # a retry changes the seed (an endpoint honouring it would repeat the same cut-off reply)
-    assert [seed for model, seed in endpoint.seeds if model == "gen"] == [0, 1, 2] * 2
+    # (the first ask's seed is the run's + 300 + the iteration)
+    assert [seed for model, seed in endpoint.seeds if model == "gen"] == [300, 301, 302, 301, 302, 303]
     for child in records(run_dir)[1:]:
         assert child["status"] == "failed"
         assert child["reason"].startswith("endpoint fault: generator reply from")

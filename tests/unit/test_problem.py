@@ -114,7 +114,8 @@ def test_a_problem_folder_runs_through_the_graph_resumes_and_reports(tmp_path):
     folder = make_problem(tmp_path / "gain")
     scripted_models = models(child(GAIN=2.0), child(MODE="raise"), child(GAIN=3.0), child(GAIN=2.5))
     with use_chat_models(**scripted_models):
-        result = evolve(problem=folder, iterations=2, run_dir=tmp_path / "run", max_retries=0)
+        result = evolve(problem=folder, iterations=2, run_dir=tmp_path / "run", max_retries=0,
+                        repair_attempts=1)
         staged = tmp_path / "run" / "problem"
         assert (staged / "evaluator.py").read_text() == EVALUATOR and (staged / "problem.json").is_file()
         # the run keeps its copy

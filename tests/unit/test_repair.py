@@ -11,6 +11,7 @@ from contextevolve.api import evolve
 from contextevolve.display import child_line
 from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.evaluation.tracebacks import candidate_excerpt
+from contextevolve.graph.context import RunContext
 from contextevolve.llm.models import use_chat_models
 from contextevolve.llm.parsing import clip_to_sentence, sentences
 from contextevolve.program.fixes import add_import, missing_import
@@ -110,12 +111,24 @@ def test_the_last_repair_starts_again_from_the_parent(tmp_path):
     assert shared.startswith("## Task\n") and INITIAL in shared
 
 
-def test_the_default_single_repair_is_a_restart(tmp_path):
+def test_a_single_repair_is_a_restart(tmp_path):
     generator = scripted(reply(fenced(NAME_ERROR.replace("pq.heapify", "pq2.heapify")), 900, 400),
                          reply(fenced(BETTER_PROGRAM), 1100, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator)
+    _, records, _ = run(tmp_path, generator, repair_attempts=1)
     child = records[1]
     assert child["status"] == "ok" and [a["method"] for a in child["attempts"]] == ["restart"]
+
+
+def test_by_default_a_failed_child_gets_no_model_repair_only_a_missing_import(tmp_path):
+    unknown = NAME_ERROR.replace("pq.heapify", "pq2.heapify")  # no import can fix an unknown name
+    generator = scripted(reply(fenced(unknown), 900, 400), reply(fenced(BETTER_PROGRAM), 1100, 400),
+                         cycle=False)
+    _, records, _ = run(tmp_path, generator)
+    assert len(generator.seen) == 1 and records[1]["status"] == "failed" and not records[1]["attempts"]
+    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
+    generator = scripted(reply(fenced(forgot), 900, 400), cycle=False)
+    _, records, _ = run(tmp_path / "2", generator)
+    assert records[1]["status"] == "ok" and [a["method"] for a in records[1]["attempts"]] == ["import"]
 
 
 def test_without_restart_every_repair_fixes_the_failing_program(tmp_path):
@@ -360,6 +373,8 @@ def test_progress_names_the_phase_and_each_failure(tmp_path):
 
 def test_a_replayed_repair_does_not_ask_or_record_twice(seeded, ctx):
     from dataclasses import replace
+
+    ctx = RunContext(run_dir=ctx.run_dir, max_iterations=3, max_retries=0, repair_attempts=1)
 
     from contextevolve.nodes.evaluate import evaluate
     from contextevolve.nodes.generate import generate
