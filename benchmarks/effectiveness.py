@@ -70,7 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from contextevolve.llm import serving
 from contextevolve.loop.behaviour import same_results
 from contextevolve.memory.records import ProgramRecord
-from contextevolve.nodes.navigate import UNEVALUATED
+from contextevolve.nodes.navigate import evaluated_steps
 from contextevolve.program.forms import EDIT_FORMS
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
 from contextevolve.tasks.registry import get_task
@@ -83,8 +83,7 @@ PAPER_AGENTS = {"behavioural_twins": False, "guidance_refresh_steps": 0, "sample
 COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "new valid", "new valid/10k tok",
            "repairs ok/tried", "pre-check stops", "duplicates", "improvements", "initial", "best",
            "tokens/iter", "tokens/evaluated", "code tokens/iter", "median code tokens", "tokens/valid child",
-           "s/iter",
-           "median s/iter")
+           "s/iter", "median s/iter")
 
 
 def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) -> dict:
@@ -97,7 +96,7 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
         if child["status"] == "ok" and task.better(child["combined_score"], best):
             best, improvements = child["combined_score"], improvements + 1
     valid = sum(c["status"] == "ok" for c in children)
-    evaluated = sum(c.get("failure_kind") not in UNEVALUATED for c in children)  # a peer's "candidates"
+    evaluated = evaluated_steps([ProgramRecord.model_validate(c) for c in children])  # a peer's "candidates"
     new_valid = behaviourally_new(task, records)
     by_role: dict[str, int] = {}
     for child in children:
