@@ -34,6 +34,7 @@ from contextevolve.compare.results import write_results
 from contextevolve.compare.schema import CompareSettings, SystemResult, earlier_results
 from contextevolve.graph.settings import Price
 from contextevolve.llm.pricing import price_cost
+from contextevolve.roles import total_tokens
 from contextevolve.tasks.registry import get_task
 
 
@@ -82,8 +83,6 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
     """
     from contextevolve.api import evolve
     from contextevolve.graph.settings import DEFAULT_TEMPERATURES
-    from contextevolve.roles import total_tokens
-
     task = get_task(settings.task)
     stopped = ""
     try:
@@ -102,12 +101,67 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
     used, cumulative = 0, []
     for row in sorted(rows, key=lambda r: r["iteration"]):
         used += total_tokens(row.get("tokens"))
-        if row["iteration"] > 0:
-            cumulative.append(used)
-        ledger.record(task, row.get("source", ""), row["status"], row["combined_score"],
-                      folder / "ledger.jsonl", reason=row.get("reason", ""),
-                      seconds=row.get("eval_seconds", 0.0), initial=row["iteration"] == 0)
+        if row["iteration"] == 0:
+            ledger.record(task, row.get("source", ""), row["status"], row["combined_score"],
+                          folder / "ledger.jsonl", reason=row.get("reason", ""),
+                          seconds=row.get("eval_seconds", 0.0), initial=True)
+            continue
+        for version in evaluated_versions(row, used):
+            status, score, reason, seconds = version.status, version.score, version.reason, version.seconds
+            if score is None and status == "ok":  # a behavioural twin's score is not kept: score it again
+                again = task.evaluate(version.source)
+                status, score, reason = again.status, again.combined_score, again.reason
+                seconds = again.seconds
+            entry = ledger.record(task, version.source, status, task.worst_score if score is None else score,
+                                  folder / "ledger.jsonl", reason=reason, seconds=seconds)
+            if entry.candidate:
+                cumulative.append(version.tokens_used)
     return stopped, own, cumulative
+
+
+class EvaluatedVersion(NamedTuple):
+    """One version of a ContextEvolve child that our evaluator ran: a ledger candidate."""
+
+    source: str
+    status: str
+    score: float | None
+    """The stored score; None for an earlier version, whose score is not kept (a failed one has the task's
+    worst score, a valid one, a behavioural twin, is scored again)."""
+    reason: str
+    seconds: float
+    tokens_used: int
+    """The run's tokens by the time this version was made (the ledger's ``cumulative_tokens``)."""
+
+
+NOT_EVALUATED = frozenset({"edit", "endpoint", "twin"})
+"""Failure kinds of a version that never reached the evaluator: no program came, or the program was a code
+twin (the same normalised code as one stored)."""
+
+
+def evaluated_versions(row: dict, used: int) -> list[EvaluatedVersion]:
+    """The versions of the stored child ``row`` that our evaluator ran, in the order they were made.
+
+    A child's earlier versions (``attempts``: a failure that a repair or an added import replaced, a
+    behavioural twin asked again) come first, its final version last; a version that never became a
+    program, or was a code twin, or is still pending, was not evaluated and is left out, so a peer's
+    *evaluated* and ContextEvolve's count the same thing. ``used`` is the run's tokens by the end of the
+    child; an earlier version is dated before the repair requests made after it.
+    """
+    attempts = [a for a in row.get("attempts") or [] if isinstance(a, dict)]
+    after = [total_tokens(a.get("tokens")) for a in attempts]
+    versions = []
+    following = [a.get("source") for a in attempts[1:]] + [row.get("source")]
+    for number, (attempt, then) in enumerate(zip(attempts, following)):
+        # an ask that made no new version (its child kept this one) leaves an attempt with the same source
+        if (attempt.get("source") and attempt.get("source") != then
+                and attempt.get("failure_kind") not in NOT_EVALUATED):
+            versions.append(EvaluatedVersion(
+                attempt["source"], attempt.get("status", "failed"), None, attempt.get("reason", ""), 0.0,
+                max(0, used - sum(after[number:]))))
+    if row.get("status") != "pending" and row.get("failure_kind") not in NOT_EVALUATED:
+        versions.append(EvaluatedVersion(row.get("source", ""), row["status"], row["combined_score"],
+                                         row.get("reason", ""), row.get("eval_seconds", 0.0), used))
+    return versions
 
 
 def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model: str, folder: Path,

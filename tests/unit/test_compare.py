@@ -59,9 +59,12 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
     # the proxy's count equals ContextEvolve's own report
     for name in ("contextevolve", "contextevolve-no-navigator"):
         assert by_system[name].tokens == by_system[name].own_tokens
-        assert (by_system[name].cumulative_tokens[0] < by_system[name].cumulative_tokens[-1]
-                == by_system[name].tokens)
-        assert by_system[name].candidates == 2 and by_system[name].stopped == ""
+        # its second child wrote the first one out again (a code twin): never evaluated, not a candidate
+        assert by_system[name].candidates == 1 and by_system[name].stopped == ""
+        assert by_system[name].cumulative_tokens[0] < by_system[name].tokens
+        statuses = [json.loads(line)["failure_kind"] for line in
+                    (out / f"{name}-s0" / "run" / "programs.jsonl").read_text().splitlines()]
+        assert statuses == ["", "", "twin"]
     assert by_system["openevolve"].candidates == by_system["openevolve-full"].candidates == 2
     assert json.loads((out / "openevolve-full-s0" / "spec.json").read_text())["options"] == {
         "diff_based_evolution": False}
@@ -276,3 +279,38 @@ def test_every_run_is_also_cut_at_the_same_tokens():
     assert "| openevolve | 0 | 20 | 3 | 0 | 41,000 |" in table
     assert "| openevolve-full | 0 | – | – | – | 0 |" in table
     assert "Best within" not in markdown([ours], TASK)  # a candidate budget only: no cut table
+
+
+def test_contextevolve_ledger_holds_every_version_its_evaluator_ran_and_no_code_twin():
+    from contextevolve.compare.runner import evaluated_versions
+
+    base = TASK.initial_program
+    better = base.replace(OLD, NEW)
+    tokens = {"generator": {"prompt": 900, "completion": 100}}
+    repair = {"repair": {"prompt": 150, "completion": 50}}
+    code_twin = {"source": base, "status": "failed", "failure_kind": "twin", "combined_score": -1.0}
+    no_reply = {"source": "", "status": "failed", "failure_kind": "endpoint", "combined_score": -1.0}
+    bad_edit = {"source": "def f(:", "status": "failed", "failure_kind": "edit", "combined_score": -1.0}
+    pending = {"source": better, "status": "pending", "failure_kind": "", "combined_score": -1.0}
+    assert [evaluated_versions(row, 5_000) for row in (code_twin, no_reply, bad_edit, pending)] == [[]] * 4
+    # a NameError fixed by an added import (no request), then a model repair: three versions ran
+    fixed = {"source": better, "status": "ok", "failure_kind": "", "combined_score": 22.5,
+             "eval_seconds": 1.5, "tokens": tokens, "attempts": [
+                 {"attempt": 1, "method": "import", "status": "failed", "failure_kind": "runtime",
+                  "reason": "NameError: heapq", "source": "v1"},
+                 {"attempt": 2, "method": "model", "status": "invalid", "failure_kind": "invalid",
+                  "reason": "bad placement", "source": "v2", "tokens": repair}]}
+    versions = evaluated_versions(fixed, 5_000)
+    assert [(v.source, v.status, v.score) for v in versions] == [
+        ("v1", "failed", None), ("v2", "invalid", None), (better, "ok", 22.5)]
+    assert [v.tokens_used for v in versions] == [4_800, 4_800, 5_000]  # before the repair's 200 tokens
+    # a behavioural twin asked again: replaced (two versions ran) or kept (one version, not two)
+    replaced = {"source": better, "status": "ok", "failure_kind": "", "combined_score": 22.5,
+                "attempts": [{"attempt": 1, "method": "no_effect", "status": "ok", "reason": "no effect",
+                              "source": "twin version"}]}
+    kept = {"source": "twin version", "status": "ok", "failure_kind": "", "combined_score": 21.9,
+            "attempts": [{"attempt": 1, "method": "no_effect", "status": "ok", "reason": "no effect",
+                          "source": "twin version"}]}
+    assert [(v.source, v.score) for v in evaluated_versions(replaced, 10)] == [("twin version", None),
+                                                                              (better, 22.5)]
+    assert [(v.source, v.score) for v in evaluated_versions(kept, 10)] == [("twin version", 21.9)]
