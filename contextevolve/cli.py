@@ -252,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.add_argument("--systems", type=_csv(str), default=["contextevolve", "openevolve", "gepa"],
                       metavar="LIST",
                       help="comma-separated systems among contextevolve, openevolve, openevolve-full "
-                           "(whole programs), gepa, shinka, adaevolve, evox and "
+                           "(whole programs), gepa, shinka, adaevolve, evox, adaevolve-full, evox-full and "
                            "contextevolve-no-{summarizer,navigator,sampler} "
                            "(default contextevolve,openevolve,gepa)")
     comp.add_argument("--iterations", type=int, default=8, metavar="N",

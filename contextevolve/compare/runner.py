@@ -56,11 +56,14 @@ PEERS: dict[str, Peer] = {
     "gepa": Peer("gepa", "gepa"),
     "shinka": Peer("shinka", "shinka"),
     "adaevolve": Peer("adaevolve", "skydiscover"),
+    "adaevolve-full": Peer("adaevolve", "skydiscover", {"diff_based_generation": False}),
     "evox": Peer("evox", "skydiscover"),
+    "evox-full": Peer("evox", "skydiscover", {"diff_based_generation": False}),
 }
-"""Peer systems by name. OpenEvolve's default evolves by SEARCH/REPLACE diffs; ``openevolve-full`` asks it
-for whole programs. ShinkaEvolve runs in an environment of its own (``make peers-shinka``); AdaEvolve and
-EvoX are SkyDiscover's own search methods. What each keeps of its defaults: docs/compare.md."""
+"""Peer systems by name. OpenEvolve's and SkyDiscover's defaults evolve by SEARCH/REPLACE diffs; the
+``-full`` variants ask them for whole programs (their own switch for it). ShinkaEvolve runs in an
+environment of its own (``make peers-shinka``); AdaEvolve and EvoX are SkyDiscover's own search methods.
+What each keeps of its defaults: docs/compare.md."""
 ABLATIONS: dict[str, dict[str, bool]] = {f"contextevolve-no-{name}": {f"{name}_enabled": False}
                                           for name in CONTEXT_AGENTS}
 """The paper's three ablations (Fig. 3c): one context agent switched off."""

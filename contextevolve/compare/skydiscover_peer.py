@@ -21,6 +21,9 @@ or ``EvoxDatabaseConfig()``). What it changes, and why:
   is not written to). Strategy programs are checked by SkyDiscover's own validator, never our evaluator:
   they are not candidates of the task.
 
+``spec.options`` set fields of SkyDiscover's ``Config`` (``diff_based_generation=False``: whole programs
+instead of SEARCH/REPLACE diffs, SkyDiscover's own full-rewrite mode, for the ``-full`` variants).
+
 The monitor, human feedback, agentic mode and LLM feedback stay off (their defaults); logs and checkpoints
 go under ``out_dir``. On SIGTERM SkyDiscover finishes the iteration under way and returns.
 """
@@ -151,6 +154,10 @@ def run_skydiscover(spec: PeerSpec, search: str) -> None:
     config.llm.timeout = int(spec.timeout_s)
     config.evaluator.timeout = int(task.timeout_s * 2 + 30)
     config.evaluator.max_retries, config.evaluator.cascade_evaluation = 0, False
+    for name, value in spec.options.items():  # a variant's settings (``diff_based_generation``)
+        if not hasattr(config, name):
+            raise ValueError(f"SkyDiscover's Config has no setting {name!r}")
+        setattr(config, name, value)
     database = (AdaEvolveDatabaseConfig() if search == "adaevolve"
                 else EvoxDatabaseConfig(config_path=str(_evox_search_config(spec, out))))
     if search == "evox":

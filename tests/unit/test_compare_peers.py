@@ -82,7 +82,7 @@ def sky_reply(body: dict) -> str:
     return reply(body)
 
 
-@pytest.mark.parametrize("system", ["adaevolve", "evox"])
+@pytest.mark.parametrize("system", ["adaevolve", "evox", "adaevolve-full", "evox-full"])
 def test_skydiscover_searches_reach_the_ledger(tmp_path, system):
     pytest.importorskip("skydiscover")
     out = tmp_path / "cmp"
@@ -99,6 +99,12 @@ def test_skydiscover_searches_reach_the_ledger(tmp_path, system):
     assert result.llm_calls >= 3 and result.stopped == ""
     assert (out / f"{system}-s0" / "run" / "best_program.py").read_text() != TASK.initial_program
     assert f"| {system} | 0 |" in (out / "results.md").read_text()
+    # the -full variants ask for whole programs (SkyDiscover's own switch), the defaults for diffs
+    asks_for_diffs = ["<<<<<<< SEARCH" in str(body["messages"][-1]["content"]) for body in endpoint.requests
+                      if "# Current Program" in str(body["messages"][-1]["content"])]
+    assert asks_for_diffs and set(asks_for_diffs) == {not system.endswith("-full")}
+    options = json.loads((out / f"{system}-s0" / "spec.json").read_text())["options"]
+    assert options == ({"diff_based_generation": False} if system.endswith("-full") else {})
 
 
 @needs_shinka
