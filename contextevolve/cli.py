@@ -170,7 +170,7 @@ def cmd_compare(args) -> int:
         base_url=args.base_url,
         api_key=os.environ.get("CONTEXTEVOLVE_API_KEY") or os.environ.get("OPENAI_API_KEY"),
         model=args.model, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-        token_budget=args.token_budget, timeout_s=args.system_timeout,
+        token_budget=args.token_budget, cost_budget=args.cost_budget, timeout_s=args.system_timeout,
         time_budget_s=args.time_budget * 60 if args.time_budget is not None else None,
         log_prompts=args.log_prompts, prices=parse_prices(args.price))
     get_task(settings.task)  # an unknown task fails before anything starts
@@ -274,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="same-token-budget mode: tokens per system and seed")
     comp.add_argument("--time-budget", type=float, metavar="MINUTES",
                       help="same-time-budget mode: minutes per system and seed")
+    comp.add_argument("--cost-budget", type=float, metavar="USD",
+                      help="same-cost-budget mode: dollars per system and seed (needs the model's --price)")
     comp.add_argument("--system-timeout", type=float, metavar="S",
                       help="wall-clock limit of one system run, seconds")
     comp.add_argument("--price", action="append", default=[], metavar="MODEL=INPUT,OUTPUT",

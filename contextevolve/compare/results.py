@@ -70,10 +70,15 @@ def ranks(results: list[SystemResult], task: Task, token_budget: int | None = No
 
 
 def budget_line(settings: CompareSettings) -> str:
-    """The budget every system got per seed, in each unit a peer counts (candidates, tokens, minutes)."""
+    """The budget every system got per seed, in each unit a peer counts.
+
+    Candidates, tokens, minutes, and dollars when a cost budget was set.
+    """
     parts = [f"{settings.candidates} candidates"]
     parts.append(f"{settings.token_budget:,} tokens" if settings.token_budget else "no token budget")
     parts.append(f"{settings.time_budget_s / 60:g} minutes" if settings.time_budget_s else "no time budget")
+    if settings.cost_budget is not None:
+        parts.append(f"{dollars(settings.cost_budget)} (at the given prices)")
     return ("Budget per system and seed, whichever is reached first: " + ", ".join(parts)
             + ". Spent per run: *evaluated* candidates, LLM *generations* (every request the proxy "
               "counted), *tokens*, wall *minutes*.")

@@ -33,7 +33,7 @@ from contextevolve.compare.proxy import CountingProxy
 from contextevolve.compare.results import write_results
 from contextevolve.compare.schema import CompareSettings, SystemResult, earlier_results
 from contextevolve.graph.settings import Price
-from contextevolve.llm.pricing import price_cost
+from contextevolve.llm.pricing import dollars, price_cost
 from contextevolve.roles import total_tokens
 from contextevolve.tasks.registry import get_task
 
@@ -93,6 +93,7 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
                         base_url=url, api_key="none", model=model, max_retries=2,
                         temperatures={**DEFAULT_TEMPERATURES, "generator": settings.temperature},
                         token_budget=settings.token_budget, time_budget_s=settings.time_budget_s,
+                        cost_budget=settings.cost_budget, prices=settings.prices or None,
                         log_prompts=settings.log_prompts,
                         **ABLATIONS.get(system, {}))
         own = result.total_tokens
@@ -188,10 +189,15 @@ def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model:
     child = subprocess.Popen(_command(spec, spec_path), stdout=log, stderr=subprocess.STDOUT,
                              start_new_session=True, cwd=folder)
     started, stopped = time.time(), ""
+    price = Price(**settings.prices[model]) if settings.cost_budget is not None else None
     while child.poll() is None:
         time.sleep(0.5)
-        if settings.token_budget and proxy.totals(label)["total_tokens"] >= settings.token_budget:
+        totals = proxy.totals(label)
+        if settings.token_budget and totals["total_tokens"] >= settings.token_budget:
             stopped = f"token budget {settings.token_budget} reached"
+        elif price and price_cost(price, totals["prompt_tokens"],
+                                  totals["completion_tokens"]) >= settings.cost_budget:
+            stopped = f"cost budget {dollars(settings.cost_budget)} reached"
         elif settings.time_budget_s and time.time() - started >= settings.time_budget_s:
             stopped = f"time budget {settings.time_budget_s / 60:.1f} min reached"
         elif settings.timeout_s and time.time() - started > settings.timeout_s:
@@ -271,6 +277,25 @@ def _tokens_by_candidate(entries: list[ledger.LedgerEntry], records) -> list[int
     return out
 
 
+def _check_cost_budget(settings: CompareSettings) -> None:
+    """Refuse a cost budget that is not positive or whose model has no price in ``settings.prices``.
+
+    Raises:
+        ValueError: the budget is not above 0, or the model every system calls has no price.
+    """
+    if settings.cost_budget <= 0:
+        raise ValueError(f"--cost-budget must be above 0 US dollars, not {settings.cost_budget:g}")
+    if settings.base_url:
+        model = settings.model or "default"
+    else:
+        from contextevolve.llm.embedded import MODEL_ALIAS
+
+        model = MODEL_ALIAS
+    if model not in settings.prices:
+        raise ValueError(f"a cost budget needs the price of the model every system calls: none for {model!r} "
+                         "(give --price MODEL=INPUT,OUTPUT, dollars per million tokens)")
+
+
 def compare(settings: CompareSettings,
             on_result: Callable[[SystemResult], None] | None = None) -> list[SystemResult]:
     """Run every system of ``settings`` on every seed; returns (and writes) their results.
@@ -279,8 +304,9 @@ def compare(settings: CompareSettings,
     same task).
 
     Raises:
-        ValueError: an unknown system or task, no seeds, a candidate budget below 1, an ``out`` that
-            already holds one of the runs asked for or a comparison on another task.
+        ValueError: an unknown system or task, no seeds, a candidate budget below 1, a cost budget without
+            a price for the model, an ``out`` that already holds one of the runs asked for or a comparison
+            on another task.
         contextevolve.llm.embedded.EmbeddedModelError: the embedded model cannot start.
     """
     unknown = [s for s in settings.systems if s not in SYSTEMS]
@@ -291,6 +317,8 @@ def compare(settings: CompareSettings,
     missing = unavailable(settings.systems)
     if missing:
         raise ValueError("; ".join(missing))
+    if settings.cost_budget is not None:
+        _check_cost_budget(settings)
     task = get_task(settings.task)
     out = Path(settings.out).resolve()  # the peers run with their own folder as working directory
     taken = [label for label in (f"{s}-s{seed}" for seed in settings.seeds for s in settings.systems)

@@ -41,6 +41,10 @@ class CompareSettings(BaseModel):
     """Completion-token cap of every code-writing request."""
     token_budget: int | None = None
     """Same-token-budget mode: tokens each system may use per seed (None: candidate budget only)."""
+    cost_budget: float | None = None
+    """Same-cost budget mode: US dollars each system may spend per seed at ``prices`` (None: none); the
+    comparison's model needs a price. A peer is stopped when its requests' cost reaches it, ContextEvolve
+    stops by its own cost budget."""
     prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     """Dollars per million prompt and completion tokens per model (``{"input", "output"}``): each run's
     cost is shown when its model has one."""

@@ -314,3 +314,35 @@ def test_contextevolve_ledger_holds_every_version_its_evaluator_ran_and_no_code_
     assert [(v.source, v.score) for v in evaluated_versions(replaced, 10)] == [("twin version", None),
                                                                               (better, 22.5)]
     assert [(v.source, v.score) for v in evaluated_versions(kept, 10)] == [("twin version", 21.9)]
+
+
+def test_every_system_is_stopped_at_the_same_cost_and_a_budget_without_a_price_is_refused(tmp_path, capsys):
+    def slow(body: dict) -> str:
+        import time
+        time.sleep(1.0)  # long enough for the watchdog to see the first request's cost
+        return reply(body)
+
+    price = {"fake": {"input": 10.0, "output": 40.0}}  # dollars per million tokens
+    with FakeEndpoint(slow) as endpoint:
+        results = compare(CompareSettings(task="model_placement", systems=["gepa", "contextevolve"],
+                                          candidates=8, seeds=[0], out=str(tmp_path / "cmp"),
+                                          base_url=endpoint.url, model="fake", prices=price,
+                                          cost_budget=0.01))
+        by_system = {r.system: r for r in results}
+        assert by_system["gepa"].stopped == "cost budget $0.01 reached"
+        assert by_system["contextevolve"].stopped.startswith("cost budget reached")
+        for result in results:  # stopped well before the 8 candidates, the cost recomputed from the proxy
+            assert result.cost >= 0.01 and result.llm_calls < 20 and result.initial is not None
+            spent = (10 * result.prompt_tokens + 40 * result.completion_tokens) / 1e6
+            assert result.cost == pytest.approx(spent)
+        assert "$0.01 (at the given prices)" in (tmp_path / "cmp" / "results.md").read_text()
+        # no price for the model: refused before anything runs or is written
+        code = main(["compare", "--task", "model_placement", "--systems", "gepa",
+                     "--out", str(tmp_path / "x"), "--base-url", endpoint.url, "--model", "other",
+                     "--price", "fake=10,40", "--cost-budget", "0.01"])
+    printed = capsys.readouterr().err.replace("\n", " ")
+    assert code == 2 and "the price of the model every system calls: none for 'other'" in printed
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match="--cost-budget must be above 0"):
+        compare(CompareSettings(task="model_placement", systems=["gepa"], out=str(tmp_path / "y"),
+                                base_url="http://127.0.0.1:9/v1", model="fake", prices=price, cost_budget=0))
