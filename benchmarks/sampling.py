@@ -14,10 +14,11 @@ and seconds per reply; writes every reply's outcome, edit form and text to ``--o
 
 ``--reask`` replays the *second* ask instead: the one a run makes after the first version was a
 twin of its parent (stored re-asks only), with the run's seed and temperature for it, under one of
-three prompts (key ``reask``): ``fresh`` (what a run sends, :func:`prompts.generator.reask_messages`:
+four prompts (key ``reask``): ``fresh`` (what a run sends, :func:`prompts.generator.reask_messages`:
 a new conversation with the program without docstrings and one named mutation), ``edits`` (the
 follow-up conversation asking for SEARCH/REPLACE edits that runs sent before) and ``followup`` (the
-same follow-up asking for the whole program).
+same follow-up asking for the whole program), and ``hole`` (what a run with ``--second-ask hole`` sends,
+:func:`prompts.generator.hole_messages`: the program with one block removed, the function written anew).
 
 Usage:
     python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N] [--reask]
@@ -60,23 +61,26 @@ from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.graph.context import RunContext, flat_settings, upgraded
 from contextevolve.llm import transcript
 from contextevolve.llm.parsing import clip_to_sentence
+from contextevolve.loop.generation import hole_form
 from contextevolve.loop.policy import REASK_HOTTER
 from contextevolve.nodes.navigate import GUIDANCE_CHARS
 from contextevolve.program.docstrings import without_docstrings
-from contextevolve.program.forms import build_child, edit_form, edit_format
+from contextevolve.program.forms import EditForm, edit_form, edit_format
+from contextevolve.program.holes import choose, punched
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import mutation_for, reask_messages
+from contextevolve.prompts.generator import hole_messages, mutation_for, reask_messages
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
         "direction": int, "nodoc": int, "paragraph": int}
-REASKS = ("fresh", "edits", "followup")
+REASKS = ("fresh", "edits", "followup", "hole")
 FIRSTS = ("stored", "fresh", "guided")
-REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes")
+REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes",
+                 "the line marked `# HOLE` stands for lines")
 """Text only a second ask after a twin holds: the follow-up prompts runs sent before, and :data:`REASKS`
-``fresh``."""
+``fresh`` and ``hole``."""
 
 
 def named_step(mutation: str) -> str:
@@ -176,9 +180,19 @@ def reask_prompts(run_dir: Path) -> list[dict]:
     return prompts
 
 
-def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str, list]:
-    """Edit form name and messages of a second ask of ``kind`` (one of :data:`REASKS`) for a stored twin."""
+def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str | EditForm, list]:
+    """Edit form (its name, or the form itself) and messages of a second ask of ``kind`` for a stored twin.
+
+    ``kind`` is one of :data:`REASKS`; ``hole`` shows the parent with the hole a run would choose
+    (``SearchPolicy.hole``), ``fresh`` when the parent has none.
+    """
     mutation = mutation_for(seed, prompt["iteration"] - 1)
+    if kind == "hole":
+        shown = without_docstrings(prompt["parent"])
+        hole = choose(shown, seed + prompt["iteration"] - 1)
+        if hole is not None:
+            return hole_form(hole), hole_messages(task.description, punched(shown, hole), hole.function,
+                                                  task.higher_is_better)
     if kind == "fresh":
         return "full", reask_messages(task.description, prompt["parent"], mutation, task.higher_is_better,
                                       edit_form("full"))
@@ -333,11 +347,12 @@ def reask_request(values: dict, prompt: dict, task, sample: int,
     return mode, seed + prompt["iteration"], _temperature(values) + REASK_HOTTER, messages
 
 
-def judge(task, mode: str, prompt: dict, text: str, truncated: bool) -> dict:
-    """The outcome of one reply as the run would see its first version."""
+def judge(task, mode: str | EditForm, prompt: dict, text: str, truncated: bool) -> dict:
+    """The outcome of one reply as the run would see its first version (``mode``: its edit form or name)."""
     entry = task.job().entry
+    form = mode if isinstance(mode, EditForm) else edit_form(mode)
     try:
-        child = build_child(prompt["parent"], text, mode, truncated=truncated)
+        child = form.build(prompt["parent"], text, truncated=truncated)
     except EditError as exc:
         return {"outcome": "twin" if exc.unchanged else "not built", "reason": str(exc)[:160]}
     if normalized_code(child, entry) == normalized_code(prompt["parent"], entry):
@@ -422,7 +437,7 @@ def main() -> int:
                     row = {"run": prompt["run"], "iteration": prompt["iteration"], "sample": sample,
                            "completion": (reply.usage_metadata or {}).get("output_tokens", 0),
                            "seconds": seconds,
-                           "mode": mode, "reply": str(reply.content),
+                           "mode": getattr(mode, "name", mode), "reply": str(reply.content),
                            **judge(task, mode, prompt, str(reply.content), truncated)}
                     results[name].append(row)
                     print(f"{name:>8} {row['run']} it{row['iteration']} s{sample}: {row['outcome']}"

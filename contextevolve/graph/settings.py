@@ -176,6 +176,11 @@ class SearchSettings:
     """Temperature added to the Generator's first ask when the Navigator gave no guidance (ignored with the
     Navigator switched off, so that ablation changes one thing); 0: the Generator's own
     (docs/decisions/search-settings.md)."""
+    second_ask: Literal["mutation", "hole"] = "mutation"
+    """How the Generator is asked again after a code twin: ``mutation`` shows the whole program and names one
+    concrete change (docs/decisions/second-ask.md); ``hole`` shows it with one block of statements removed
+    and asks for that function written anew, so the reply cannot copy the part it changes
+    (docs/decisions/hole-ask.md)."""
     stop_at_code_end: bool = True
     """End the Generator's (and repair's) completion where its code block closes, in an edit form whose reply
     is one block: the prose a small model writes after its code is never read."""

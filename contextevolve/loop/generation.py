@@ -11,18 +11,19 @@ chooses *which* request it makes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from contextevolve.graph.context import RunContext
 from contextevolve.llm.calls import MalformedReply, Reply, call_role
 from contextevolve.loop.policy import Sampling, SearchPolicy
 from contextevolve.memory.records import FailureKind, ProgramRecord
 from contextevolve.memory.store import RunMemory
-from contextevolve.program.docstrings import restore_docstrings
-from contextevolve.program.forms import EditForm
+from contextevolve.program.docstrings import restore_docstrings, without_docstrings
+from contextevolve.program.forms import EditForm, edit_form
+from contextevolve.program.holes import Hole, fill, punched
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import reask_messages
+from contextevolve.prompts.generator import hole_messages, reask_messages
 from contextevolve.roles import Role, TokenUsage, booked_as
 from contextevolve.tasks.base import Task
 
@@ -108,16 +109,33 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: S
 
 def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: SearchPolicy,
                sampling: Sampling, *, after_restart: bool = False, book: Role = "generator") -> Outcome:
-    """The second ask after a twin: a new conversation naming one concrete mutation.
+    """The second ask after a twin: a new conversation about the parent without its docstrings.
 
-    The conversation is :func:`~contextevolve.prompts.generator.reask_messages`, in the policy's
-    ``second_form``.
+    Of the ``mutation`` kind (:func:`~contextevolve.prompts.generator.reask_messages`, in the policy's
+    ``second_form``) it names one concrete mutation; of the ``hole`` kind
+    (:func:`~contextevolve.prompts.generator.hole_messages`) it shows the parent with one block removed
+    (:meth:`SearchPolicy.hole`) and splices the function the reply writes into the parent.
     """
-    form = policy.second_form
-    messages = reask_messages(task.description, parent.source, policy.mutation(after_restart=after_restart),
-                              task.higher_is_better, form)
+    shown = without_docstrings(parent.source)
+    hole = policy.hole(shown, after_restart=after_restart)
+    if hole is None:
+        form = policy.second_form
+        messages = reask_messages(task.description, parent.source,
+                                  policy.mutation(after_restart=after_restart), task.higher_is_better, form)
+    else:
+        form = hole_form(hole)
+        messages = hole_messages(task.description, punched(shown, hole), hole.function,
+                                 task.higher_is_better)
     return ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form, book=book,
                          from_hidden_view=True)
+
+
+def hole_form(hole: Hole) -> EditForm:
+    """The ``functions`` edit form, building a child only from a reply that writes ``hole``'s function anew.
+
+    (:func:`~contextevolve.program.holes.fill`.)
+    """
+    return replace(edit_form("functions"), rewrite=lambda parent, reply: fill(parent, reply, hole.function))
 
 
 def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord) -> str | None:

@@ -20,6 +20,7 @@ from contextevolve.memory.records import ProgramRecord, repairable
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.fixes import missing_import
 from contextevolve.program.forms import EditForm, edit_form
+from contextevolve.program.holes import Hole, choose
 from contextevolve.prompts.generator import mutation_for
 from contextevolve.roles import TokenUsage
 
@@ -77,6 +78,8 @@ class SearchPolicy:
             Navigator off, so that ablation changes one thing).
         repair_attempts: model repairs per child (R); import_fixes: missing imports are added without
             a model; repair_restart: the last model repair writes the child again from its parent.
+        behavioural_twins: a valid child that changed no result is asked again once.
+        second_ask_kind: how a second ask after a code twin asks (``mutation`` or ``hole``, :meth:`hole`).
         seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before
             the child (the child is ``iteration + 1``).
     """
@@ -90,6 +93,7 @@ class SearchPolicy:
     import_fixes: bool
     repair_restart: bool
     behavioural_twins: bool
+    second_ask_kind: Literal["mutation", "hole"]
     seed: int
     temperature: float
     iteration: int
@@ -104,6 +108,7 @@ class SearchPolicy:
                    unguided_hotter=search.unguided_hotter if ctx.ablations.navigator_enabled else 0.0,
                    repair_attempts=search.repair_attempts, import_fixes=search.import_fixes,
                    repair_restart=search.repair_restart, behavioural_twins=search.behavioural_twins,
+                   second_ask_kind=search.second_ask,
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
 
@@ -161,6 +166,16 @@ class SearchPolicy:
         A restart's second ask names another than the Generator's own.
         """
         return mutation_for(self.seed + int(after_restart), self.iteration)
+
+    def hole(self, source: str, *, after_restart: bool = False) -> Hole | None:
+        """The hole a second ask of the ``hole`` kind shows in ``source`` (its docstring-free view).
+
+        The ``seed + iteration``-th of its holes, counted round (one further for a restart's second ask);
+        None for the ``mutation`` kind or a program with no hole (that ask then names a mutation).
+        """
+        if self.second_ask_kind != "hole":
+            return None
+        return choose(source, self.seed + self.iteration + int(after_restart))
 
     def import_fix(self, child: ProgramRecord) -> str:
         """The import line that would fix ``child``'s failure, else ``""``.

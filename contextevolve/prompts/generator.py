@@ -54,6 +54,23 @@ def reask_messages(task_description: str, parent_source: str, mutation: str, hig
         f"{form.reply_format(parent_source)}")]
 
 
+def hole_messages(task_description: str, shown: str, function: str, higher_is_better: bool) -> list:
+    """The Generator's second ask after a twin in the ``hole`` kind: write one function with a part removed.
+
+    A new conversation like :func:`reask_messages`, holding the task and the program ``shown`` with one
+    block of ``function`` replaced by the hole's placeholder (:mod:`contextevolve.program.holes`), without
+    docstrings; the reply writes ``function`` again, complete, with new code in the hole.
+    """
+    return [SystemMessage(SYSTEM), HumanMessage(
+        f"## Task\n{task_description}\n\n"
+        f"## Current program, with some lines removed\n```python\n{shown}```\n\n"
+        f"## Your job\nIn `{function}` the line marked `# HOLE` stands for lines that were removed. Write "
+        f"`{function}` again, complete from its def line to its last line, with code of your own in place of "
+        f"the hole, so that the program {goal_of(higher_is_better)}. Keep the function name and signature, "
+        "and set every variable the rest of the function reads after the hole. Reply with only that "
+        "function in a single ```python code block, then nothing else.")]
+
+
 def no_effect_messages(task_description: str, version_source: str, effect: str, mutation: str,
                        higher_is_better: bool, form: EditForm) -> list:
     """The Generator's ask after a behavioural twin: its valid version changed no result.

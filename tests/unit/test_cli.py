@@ -162,7 +162,7 @@ def test_run_flags_and_run_settings_agree():
                   "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop",
                   "--no-server-per-role", "--stale-after", "3", "--no-behavioural-twins",
                   "--guidance-refresh-steps", "0", "--sampler-choice", "1", "--summarize-invalid",
-                  "--log-prompts", "--eval-timeout", "5",
+                  "--second-ask", "hole", "--log-prompts", "--eval-timeout", "5",
                   "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
                   "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1",

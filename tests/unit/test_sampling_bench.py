@@ -114,6 +114,11 @@ def test_reask_prompts_take_the_second_ask_after_a_twin_with_the_first_conversat
     assert edits[2].content == "copy 1" and "<<<<<<< SEARCH" in edits[-1].content
     mode, followup = bench.reask("followup", found[0], task, seed=0)
     assert mode == "full" and "complete changed program" in followup[-1].content
+    form, hole = bench.reask("hole", found[0], task, seed=0)  # the hole a run with this seed would show
+    assert form.name == "functions" and "# HOLE" in hole[-1].content
+    assert "Make one concrete change" not in hole[-1].content
+    kept = fenced("def compute_model_placement(gpu_num, models):\n    ...  # HOLE\n")
+    assert bench.judge(task, form, {**found[0], "parent_score": 0.0}, kept, False)["outcome"] == "not built"
     with pytest.raises(SystemExit, match="reask must be one of"):
         bench.parse_config("x=reask=shout")
 
