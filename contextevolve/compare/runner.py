@@ -145,26 +145,41 @@ twin (the same normalised code as one stored)."""
 def evaluated_versions(row: dict, used: int) -> list[EvaluatedVersion]:
     """The versions of the stored child ``row`` that our evaluator ran, in the order they were made.
 
-    A child's earlier versions (``attempts``: a failure that a repair or an added import replaced, a
-    behavioural twin asked again) come first, its final version last; a version that never became a
-    program, or was a code twin, or is still pending, was not evaluated and is left out, so a peer's
-    *evaluated* and ContextEvolve's count the same thing. ``used`` is the run's tokens by the end of the
-    child; an earlier version is dated before the repair requests made after it.
+    A child's versions are its ``attempts`` (each the version a repair, an added import or the ask after a
+    behavioural twin started from) and then its final state. Consecutive entries with the same source are
+    one version (an ask that made nothing new keeps the version, and a later one may relabel it
+    ``edit`` or ``endpoint``); a version counts when one of its entries reached the evaluator (a source,
+    a failure kind other than edit / endpoint / twin, not pending), with the verdict of the final state
+    when that is the one, else of its first evaluated entry. So a peer's *evaluated* and ContextEvolve's
+    count the same thing. ``used`` is the run's tokens by the end of the child; a version is dated before
+    the repair requests made after it appeared.
     """
     attempts = [a for a in row.get("attempts") or [] if isinstance(a, dict)]
-    after = [total_tokens(a.get("tokens")) for a in attempts]
-    versions = []
-    following = [a.get("source") for a in attempts[1:]] + [row.get("source")]
-    for number, (attempt, then) in enumerate(zip(attempts, following)):
-        # an ask that made no new version (its child kept this one) leaves an attempt with the same source
-        if (attempt.get("source") and attempt.get("source") != then
-                and attempt.get("failure_kind") not in NOT_EVALUATED):
-            versions.append(EvaluatedVersion(
-                attempt["source"], attempt.get("status", "failed"), None, attempt.get("reason", ""), 0.0,
-                max(0, used - sum(after[number:]))))
-    if row.get("status") != "pending" and row.get("failure_kind") not in NOT_EVALUATED:
-        versions.append(EvaluatedVersion(row.get("source", ""), row["status"], row["combined_score"],
-                                         row.get("reason", ""), row.get("eval_seconds", 0.0), used))
+    after = [total_tokens(a.get("tokens")) for a in attempts] + [0]
+    final = {**row, "final": True}
+    entries = [*attempts, final]
+
+    def evaluated(entry: dict) -> bool:
+        return (bool(entry.get("source")) and entry.get("failure_kind") not in NOT_EVALUATED
+                and entry.get("status") != "pending")
+
+    versions, first = [], 0
+    for number in range(1, len(entries) + 1):
+        if number < len(entries) and entries[number].get("source") == entries[first].get("source"):
+            continue
+        group = entries[first:number]
+        verdict = next((e for e in reversed(group) if e.get("final") and evaluated(e)),
+                       next((e for e in group if evaluated(e)), None))
+        if verdict is not None:
+            made = used - sum(after[first:])
+            if verdict.get("final"):
+                versions.append(EvaluatedVersion(
+                    verdict["source"], verdict["status"], verdict["combined_score"],
+                    verdict.get("reason", ""), verdict.get("eval_seconds", 0.0), max(0, made)))
+            else:
+                versions.append(EvaluatedVersion(verdict["source"], verdict.get("status", "failed"), None,
+                                                 verdict.get("reason", ""), 0.0, max(0, made)))
+        first = number
     return versions
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
 from contextevolve.llm.pricing import cost, dollars
+from contextevolve.loop.resources import memory_of
 from contextevolve.memory.store import RunMemory
-from contextevolve.roles import TokenUsage, total_tokens
+from contextevolve.roles import TokenUsage, add_usage, total_tokens
 from contextevolve.tasks.base import Task
 
 
@@ -50,15 +51,21 @@ def budget_spent_reason(ctx: RunContext) -> str:
 
 
 def worker_budget_spent(ctx: RunContext, state: WorkerState, usage: TokenUsage | None = None) -> bool:
-    """Whether the worker's iteration in progress has spent its share of the run's token budget.
+    """Whether the worker's iteration in progress has spent its share of the run's token or cost budget.
 
-    The share is what was left when it was claimed (``ctx.token_budget - state.run_tokens``) split evenly
-    over the run's workers (``state.workers``). ``usage``: tokens the calling phase spent that
-    ``state.iteration_usage`` does not hold yet. Always False without a token budget. Checked before a
+    The token share is what was left when it was claimed (``ctx.token_budget - state.run_tokens``) split
+    evenly over the run's workers (``state.workers``); the cost share is what the committed programs have
+    left of ``ctx.cost_budget`` now, split the same way. ``usage``: tokens the calling phase spent that
+    ``state.iteration_usage`` does not hold yet. Always False without either budget. Checked before a
     worker asks the model for more of its own work (a second ask, a model repair or restart), so that a
     run ends close to its budget, as ``compare`` stops a peer (docs/compare.md).
     """
-    if ctx.token_budget is None:
-        return False
-    share = (ctx.token_budget - state.run_tokens) / max(1, state.workers)
-    return total_tokens(state.iteration_usage) + total_tokens(usage) >= share
+    spent = add_usage(state.iteration_usage, usage)
+    workers = max(1, state.workers)
+    left = ctx.token_budget - state.run_tokens if ctx.token_budget is not None else None
+    if left is not None and total_tokens(spent) >= left / workers:
+        return True
+    if ctx.cost_budget is not None:
+        committed = cost(ctx, memory_of(ctx).buffer.token_usage()) or 0.0
+        return (cost(ctx, spent) or 0.0) >= (ctx.cost_budget - committed) / workers
+    return False

@@ -314,6 +314,18 @@ def test_contextevolve_ledger_holds_every_version_its_evaluator_ran_and_no_code_
     assert [(v.source, v.score) for v in evaluated_versions(replaced, 10)] == [("twin version", None),
                                                                               (better, 22.5)]
     assert [(v.source, v.score) for v in evaluated_versions(kept, 10)] == [("twin version", 21.9)]
+    # a repair whose reply was unusable keeps the evaluated version (relabelled endpoint, or edit by the
+    # next repair): it still counts once, with the evaluator's verdict
+    unusable = {"source": "v1", "status": "failed", "failure_kind": "endpoint", "combined_score": -1.0,
+                "attempts": [{"attempt": 1, "status": "failed", "failure_kind": "runtime", "reason": "boom",
+                              "source": "v1", "tokens": repair}]}
+    assert [(v.source, v.status, v.reason, v.score, v.tokens_used)
+            for v in evaluated_versions(unusable, 1_000)] == [("v1", "failed", "boom", None, 800)]
+    failing = {"status": "failed", "source": "v1", "tokens": repair}
+    again = {**fixed, "attempts": [{**failing, "attempt": 1, "failure_kind": "runtime", "reason": "boom"},
+                                   {**failing, "attempt": 2, "failure_kind": "edit", "reason": "no code"}]}
+    assert [(v.source, v.status, v.tokens_used) for v in evaluated_versions(again, 5_000)] == [
+        ("v1", "failed", 4_600), (better, "ok", 5_000)]
 
 
 def test_every_system_is_stopped_at_the_same_cost_and_a_budget_without_a_price_is_refused(tmp_path, capsys):

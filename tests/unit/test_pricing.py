@@ -106,3 +106,17 @@ def test_embedded_flag_runs_a_problem_whose_config_names_a_remote_endpoint(tmp_p
     assert resolve_endpoint("navigator", ctx) == resolve_endpoint("generator", ctx)
     assert resolve_endpoint("navigator", ctx).base_url is None  # (the scripted models stand in for it here)
     assert run_status(run_dir)["cost"] is None  # the embedded model has no price: tokens only
+
+
+def test_a_spent_cost_budget_asks_no_second_time_within_the_iteration(tmp_path):
+    """Like a token budget: once the iteration has spent the dollars left, a twin gets no second ask."""
+    from tests.fakes import INITIAL, fenced, reply, scripted
+    from tests.unit.test_repair import run
+
+    first = cost(RunContext(prices=PRICE), {"summarizer": {"prompt": 183, "completion": 222}})
+    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(INITIAL), 900, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, prices=PRICE, cost_budget=first * 2)  # less than one ask left
+    assert len(generator.seen) == 1 and records[1]["failure_kind"] == "twin"
+    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(INITIAL), 900, 400), cycle=False)
+    _, records, _ = run(tmp_path / "more", generator, prices=PRICE, cost_budget=1.0)
+    assert len(generator.seen) == 2  # dollars left: the second ask is made
