@@ -116,9 +116,9 @@ def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: Searc
     (:func:`~contextevolve.prompts.generator.hole_messages`) it shows the parent with one block removed
     (:meth:`SearchPolicy.hole`) and splices the function the reply writes into the parent.
     """
-    shown = without_docstrings(parent.source)
-    hole = policy.hole(shown, after_restart=after_restart)
-    if hole is None:
+    shown = without_docstrings(parent.source) if policy.second_ask_kind == "hole" else ""
+    hole = policy.hole(shown, after_restart=after_restart) if shown else None
+    if hole is None:  # the mutation kind, or a parent with no hole
         form = policy.second_form
         messages = reask_messages(task.description, parent.source,
                                   policy.mutation(after_restart=after_restart), task.higher_is_better, form)
