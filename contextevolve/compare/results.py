@@ -18,7 +18,7 @@ import json
 import statistics
 from pathlib import Path
 
-from contextevolve.compare.schema import CompareSettings, SystemResult
+from contextevolve.compare.schema import CompareSettings, SystemResult, problem_digest
 from contextevolve.llm.pricing import dollars
 from contextevolve.tasks.base import Task
 
@@ -227,6 +227,7 @@ def write_results(settings: CompareSettings, results: list[SystemResult], task: 
             "results": [r.model_dump() for r in results]}
     data["settings"]["systems"] = list(dict.fromkeys(r.system for r in results))
     data["settings"]["seeds"] = sorted({r.seed for r in results})
+    data["settings"]["problem_digest"] = settings.problem_digest or problem_digest(settings.task)
     (out / "results.json").write_text(json.dumps(data, indent=2))
     (out / "results.md").write_text(markdown(results, task, settings))
     plots(results, task, out)

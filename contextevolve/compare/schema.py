@@ -16,7 +16,10 @@ class CompareSettings(BaseModel):
     """One comparison's settings (the ``compare`` command's options)."""
 
     task: str
-    """Registered task name."""
+    """Registered task name (``problem:<folder>`` for a user's staged problem)."""
+    problem_digest: str | None = None
+    """A user's problem's digest (:func:`problem_digest`), kept in ``results.json`` so a copied folder is
+    still known to hold this problem; None for a built-in task (filled in when results are written)."""
     systems: list[str] = Field(default_factory=lambda: ["contextevolve", "openevolve", "gepa"])
     """Systems to run, in order (:data:`contextevolve.compare.runner.SYSTEMS`)."""
     candidates: int = 8
@@ -104,17 +107,40 @@ class SystemResult(BaseModel):
     """Why the run ended early (token budget, time limit, error), empty when it finished."""
 
 
+def problem_digest(task: str) -> str | None:
+    """The digest of a user's staged problem (``problem:<folder>``: its files and settings), else None.
+
+    A staged problem is named by its folder's absolute path, which differs between copies of a
+    comparison's folder; its digest does not, so earlier results are matched by it.
+    """
+    from contextevolve.tasks.problem.source import PREFIX, SPEC_FILE
+
+    if not task.startswith(PREFIX):
+        return None
+    try:
+        return json.loads((Path(task.removeprefix(PREFIX)) / SPEC_FILE).read_text()).get("digest") or None
+    except (OSError, ValueError):
+        return None
+
+
 def earlier_results(out: Path, task: str) -> list[SystemResult]:
     """The results already in ``out/results.json`` (a comparison extended by more systems or seeds).
 
+    A built-in task must have the same name; a user's problem the same digest (:func:`problem_digest`),
+    wherever it was staged, so a comparison's folder can be copied and extended.
+
     Raises:
-        ValueError: they belong to another task.
+        ValueError: they belong to another task or another version of the problem.
     """
     path = Path(out) / "results.json"
     if not path.exists():
         return []
     data = json.loads(path.read_text())
-    if data.get("settings", {}).get("task") != task:
-        raise ValueError(f"{out} holds a comparison on {data.get('settings', {}).get('task')!r}, "
-                         f"not {task!r}")
+    settings = data.get("settings", {})
+    stored = settings.get("task")
+    if stored != task:
+        digest = problem_digest(task)
+        if digest is None or (settings.get("problem_digest") or problem_digest(stored or "")) != digest:
+            raise ValueError(f"{out} holds a comparison on {stored!r}, not {task!r}"
+                             + (" (another problem, or another version of its files)" if digest else ""))
     return [SystemResult.model_validate(r) for r in data.get("results", [])]

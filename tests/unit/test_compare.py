@@ -222,7 +222,7 @@ def test_a_peer_is_stopped_at_the_time_budget(tmp_path):
     assert result.llm_calls < 50 and result.initial is not None  # stopped early, the ledger kept
 
 
-def test_compare_on_a_problem_folder_scores_every_system_with_the_users_evaluator(tmp_path):
+def test_compare_on_a_problem_folder_scores_every_system_with_the_users_evaluator(tmp_path, capsys):
     from contextevolve.cli import main
     from tests.unit.test_problem import PROGRAM, make_problem
 
@@ -246,6 +246,27 @@ def test_compare_on_a_problem_folder_scores_every_system_with_the_users_evaluato
         assert result["initial"] == pytest.approx(1 / 7) and result["best"] == pytest.approx(1.0), (
             result["label"])
         assert result["best_recomputed"] == pytest.approx(1.0)
+
+    # The folder's results.json copied elsewhere still extends: the problem is known by its digest.
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "results.json").write_text((out / "results.json").read_text())
+    with FakeEndpoint(answer) as endpoint:
+        args = ["--iterations", "1", "--seeds", "1", "--base-url", endpoint.url, "--model", "fake"]
+        assert main(["compare", "--problem", str(folder), "--systems", "openevolve", "--out", str(copy),
+                     *args]) == 0
+        extended = json.loads((copy / "results.json").read_text())
+        assert [r["label"] for r in extended["results"]][-1] == "openevolve-s1"
+        assert len(extended["results"]) == 5 and extended["settings"]["problem_digest"]
+        # Another version of the problem's files is refused, and nothing already written is touched.
+        other = make_problem(tmp_path / "other", program=PROGRAM.replace("GAIN = 1.0", "GAIN = 2.0"))
+        fresh = tmp_path / "fresh"
+        fresh.mkdir()
+        (fresh / "results.json").write_text((copy / "results.json").read_text())
+        refused = ["compare", "--problem", str(other), "--systems", "gepa", "--out", str(fresh), *args]
+        assert main(refused) == 2
+    assert "another version of its files" in capsys.readouterr().err
+    assert json.loads((fresh / "results.json").read_text()) == extended and not (fresh / "gepa-s1").exists()
 
 
 def test_every_run_is_also_cut_at_the_same_tokens():
