@@ -34,7 +34,7 @@ from contextevolve.compare.results import write_results
 from contextevolve.compare.schema import CompareSettings, SystemResult, earlier_results
 from contextevolve.graph.settings import Price
 from contextevolve.llm.pricing import dollars, price_cost
-from contextevolve.roles import total_tokens
+from contextevolve.roles import ROLES, total_tokens
 from contextevolve.tasks.registry import get_task
 
 
@@ -91,6 +91,9 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
     try:
         result = evolve(settings.task, iterations=settings.candidates, run_dir=folder / "run", seed=seed,
                         base_url=url, api_key="none", model=model, max_retries=2,
+                        # every role on the comparison's model: a CONTEXTEVOLVE_<ROLE>_MODEL in the
+                        # environment would otherwise outrank it and give ContextEvolve another model
+                        models={role: model for role in ROLES},
                         temperatures={**DEFAULT_TEMPERATURES, "generator": settings.temperature},
                         token_budget=settings.token_budget, time_budget_s=settings.time_budget_s,
                         cost_budget=settings.cost_budget, prices=settings.prices or None,

@@ -379,3 +379,16 @@ def test_every_system_is_stopped_at_the_same_cost_and_a_budget_without_a_price_i
     with pytest.raises(ValueError, match="--cost-budget must be above 0"):
         compare(CompareSettings(task="model_placement", systems=["gepa"], out=str(tmp_path / "y"),
                                 base_url="http://127.0.0.1:9/v1", model="fake", prices=price, cost_budget=0))
+
+
+def test_every_contextevolve_role_calls_the_comparisons_model_whatever_the_environment_says(
+        tmp_path, monkeypatch):
+    """A role model set in the environment must not give ContextEvolve another model than the peers'."""
+    monkeypatch.setenv("CONTEXTEVOLVE_NAVIGATOR_MODEL", "stronger")
+    monkeypatch.setenv("CONTEXTEVOLVE_GENERATOR_MODEL", "stronger")
+    with FakeEndpoint(reply) as endpoint:
+        [result] = compare(CompareSettings(task="model_placement", systems=["contextevolve"], candidates=2,
+                                           out=str(tmp_path / "cmp"), base_url=endpoint.url, model="fake"))
+    assert result.llm_calls >= 2 and result.candidates >= 1
+    assert {r.get("model") for r in endpoint.requests} == {"fake"}
+
