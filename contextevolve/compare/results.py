@@ -23,10 +23,12 @@ from contextevolve.llm.pricing import dollars
 from contextevolve.tasks.base import Task
 
 COLUMNS = ("system", "seed", "initial", "best", "rank", "best recomputed", "budget", "evaluated", "valid",
-           "valid & changed", "tokens", "prompt / completion", "generations", "tokens / valid",
-           "tokens / changed", "minutes", "cost", "stopped")
+           "valid & changed", "valid & new score", "tokens", "prompt / completion", "generations",
+           "tokens / valid", "tokens / changed", "minutes", "cost", "stopped")
 """The per-run table. *generations*: every LLM request the proxy counted (code-writing or not); *rank*:
-the run's place by best score among the runs of its seed (ties share a place)."""
+the run's place by best score among the runs of its seed (ties share a place); *valid & new score*:
+valid candidates whose score no earlier valid program of the run had
+(:func:`~contextevolve.compare.ledger.summary`)."""
 
 
 def _score(value: float | None) -> str:
@@ -38,12 +40,16 @@ def _per(tokens: float | None, count: float | None = 1) -> str:
     return "–" if tokens is None or not count else f"{tokens / count:,.0f}"
 
 
+def _count(value: int | None) -> str:
+    return "–" if value is None else str(value)
+
+
 def _row(result: SystemResult, rank: int | None) -> list[str]:
     """One run's cells of the results table, in :data:`COLUMNS` order."""
     return [result.system, str(result.seed), _score(result.initial), _score(result.best),
             "–" if rank is None else str(rank),
             _score(result.best_recomputed), str(result.budget or "–"), str(result.candidates),
-            str(result.valid), str(result.valid_changed),
+            str(result.valid), str(result.valid_changed), _count(result.valid_new_score),
             f"{result.tokens:,}", f"{result.prompt_tokens:,} / {result.completion_tokens:,}",
             str(result.llm_calls), _per(result.tokens, result.valid),
             _per(result.tokens, result.valid_changed), f"{result.wall_s / 60:.1f}",
@@ -117,9 +123,9 @@ def markdown(results: list[SystemResult], task: Task, settings: CompareSettings 
     lines += ["| " + " | ".join(_row(r, places.get(r.label))) + " |" for r in results]
     systems = list(dict.fromkeys(r.system for r in results))
     lines += ["", f"Medians over seeds ({'higher' if task.higher_is_better else 'lower'} is better):", "",
-              "| system | runs | best | rank | valid / budget | valid & changed | tokens | generations "
-              "| minutes | tokens / valid | tokens / changed |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| system | runs | best | rank | valid / budget | valid & changed | new scores / 10k tokens "
+              "| tokens | generations | minutes | tokens / valid | tokens / changed |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for system in systems:
         runs = [r for r in results if r.system == system]
         rate = _median([r.valid / (r.budget or r.candidates) if (r.budget or r.candidates) else 0.0
@@ -128,9 +134,12 @@ def markdown(results: list[SystemResult], task: Task, settings: CompareSettings 
         per_valid = _median([r.tokens / r.valid for r in runs if r.valid])
         per_changed = _median([r.tokens / r.valid_changed for r in runs if r.valid_changed])
         rank = _median([places[r.label] for r in runs if r.label in places])
+        novel = _median([1e4 * r.valid_new_score / r.tokens for r in runs
+                         if r.valid_new_score is not None and r.tokens])
         lines.append(f"| {system} | {len(runs)} | {_score(_median([r.best for r in runs]))} | "
                      f"{'–' if rank is None else f'{rank:g}'} | "
-                     f"{rate:.0%} | {_median([r.valid_changed for r in runs]):g} | {tokens:,.0f} | "
+                     f"{rate:.0%} | {_median([r.valid_changed for r in runs]):g} | "
+                     f"{'–' if novel is None else f'{novel:.2f}'} | {tokens:,.0f} | "
                      f"{_median([r.llm_calls for r in runs]):g} | "
                      f"{_median([r.wall_s / 60 for r in runs]):.1f} | "
                      f"{_per(per_valid)} | {_per(per_changed)} |")
@@ -237,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m contextevolve.compare.results OUT``: rewrite results.md and the plots of OUT."""
     import sys
 
+    from contextevolve.compare.ledger import read_ledger, summary
     from contextevolve.tasks.registry import get_task
 
     argv = sys.argv[1:] if argv is None else argv
@@ -247,9 +257,13 @@ def main(argv: list[str] | None = None) -> int:
     data = json.loads((Path(argv[0]) / "results.json").read_text())
     settings = CompareSettings.model_validate({**data["settings"], "out": argv[0]})
     results = [SystemResult.model_validate(r) for r in data["results"]]
+    task = get_task(settings.task)
     for result in results:
         result.budget = result.budget or settings.candidates
-    write_results(settings, results, get_task(settings.task))
+        kept = Path(argv[0]) / result.label / "ledger.jsonl"
+        if result.valid_new_score is None and kept.exists():  # written before it was counted
+            result.valid_new_score = summary(read_ledger(kept), task)["valid_new_score"]
+    write_results(settings, results, task)
     print((Path(argv[0]) / "results.md").read_text())
     return 0
 

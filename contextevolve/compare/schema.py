@@ -86,6 +86,9 @@ class SystemResult(BaseModel):
     """Candidates our evaluator scored ``ok``."""
     valid_changed: int = 0
     """Valid candidates whose normalised code is new (not a copy up to comments/docstrings)."""
+    valid_new_score: int | None = None
+    """Valid candidates whose score no earlier valid program of the run had (the initial one included): the
+    ones that computed something new, as a score can tell. None in results written before it was counted."""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tokens: int = 0

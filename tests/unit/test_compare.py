@@ -110,6 +110,30 @@ def test_ledger_counts_copies_as_unchanged_and_the_peers_seed_evaluation_as_no_c
     assert ledger.source_path(path, best.source_sha256).read_text() == TASK.initial_program.replace(OLD, NEW)
 
 
+def test_a_valid_candidate_counts_as_a_new_score_only_when_no_earlier_valid_program_scored_the_same(
+        tmp_path):
+    path = tmp_path / "ledger.jsonl"
+    changed = TASK.initial_program.replace(OLD, NEW)
+    ledger.evaluate(TASK, TASK.initial_program, path, initial=True)
+    ledger.evaluate(TASK, TASK.initial_program + "\n_unused = 1\n", path)  # new code, the initial's score
+    ledger.evaluate(TASK, changed, path)  # a new score
+    ledger.evaluate(TASK, changed + "\n_unused = 2\n", path)  # new code, a score already seen
+    ledger.evaluate(TASK, "def compute_model_placement(:\n", path)  # invalid
+    figures = ledger.summary(ledger.read_ledger(path), TASK)
+    assert (figures["valid"], figures["valid_changed"], figures["valid_new_score"]) == (3, 3, 1)
+    # results written before the count existed get it from the kept ledger when the table is rewritten
+    out = tmp_path / "cmp"
+    (out / "gepa-s0").mkdir(parents=True)
+    path.rename(out / "gepa-s0" / "ledger.jsonl")
+    (out / "results.json").write_text(json.dumps({
+        "settings": CompareSettings(task="model_placement", out=str(out), systems=["gepa"]).model_dump(),
+        "results": [{"system": "gepa", "seed": 0, "label": "gepa-s0", "valid": 3, "tokens": 20_000}]}))
+    assert results_main([str(out)]) == 0
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["results"][0]["valid_new_score"] == 1
+    assert "| gepa | 1 | – | – | 38% | 0 | 0.50 |" in (out / "results.md").read_text()
+
+
 def test_compare_refuses_bad_input_before_running_anything(tmp_path, capsys):
     assert main(["compare", "--task", "model_placement", "--systems", "contextevolve,alphaevolve",
                  "--out", str(tmp_path / "a"), "--base-url", "http://127.0.0.1:9/v1"]) == 2
