@@ -17,7 +17,6 @@ Layout of ``out``::
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import signal
 import subprocess
@@ -26,15 +25,14 @@ import time
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from contextevolve.agents import CONTEXT_AGENTS
 from contextevolve.compare import ledger
+from contextevolve.compare.own_run import ABLATIONS, run_contextevolve
 from contextevolve.compare.peer_spec import PeerSpec
 from contextevolve.compare.proxy import CountingProxy
 from contextevolve.compare.results import write_results
 from contextevolve.compare.schema import CompareSettings, SystemResult, earlier_results
 from contextevolve.graph.settings import Price
 from contextevolve.llm.pricing import dollars, price_cost
-from contextevolve.roles import ROLES, total_tokens
 from contextevolve.tasks.registry import get_task
 
 
@@ -64,9 +62,6 @@ PEERS: dict[str, Peer] = {
 ``-full`` variants ask them for whole programs (their own switch for it). ShinkaEvolve runs in an
 environment of its own (``make peers-shinka``); AdaEvolve and EvoX are SkyDiscover's own search methods.
 What each keeps of its defaults: docs/compare.md."""
-ABLATIONS: dict[str, dict[str, bool]] = {f"contextevolve-no-{name}": {f"{name}_enabled": False}
-                                          for name in CONTEXT_AGENTS}
-"""The paper's three ablations (Fig. 3c): one context agent switched off."""
 SYSTEMS = ("contextevolve", *PEERS, *ABLATIONS)
 
 
@@ -74,116 +69,6 @@ def _embedded_endpoint() -> tuple[str, str]:
     from contextevolve.llm.embedded import MODEL_ALIAS, shared_server
 
     return shared_server().start(), MODEL_ALIAS
-
-
-def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: str, model: str,
-                      folder: Path) -> tuple[str, int | None, list[int]]:
-    """Run ContextEvolve (or an ablation) in this process and fill the ledger from its stored run.
-
-    Returns ``(why it stopped early or '', its own token total, tokens used by the end of each
-    child)``; the last is from the children's own token records (their ledger entries are written
-    after the run, so their finish times say nothing).
-    """
-    from contextevolve.api import evolve
-    from contextevolve.graph.settings import DEFAULT_TEMPERATURES
-    task = get_task(settings.task)
-    stopped = ""
-    try:
-        result = evolve(settings.task, iterations=settings.candidates, run_dir=folder / "run", seed=seed,
-                        base_url=url, api_key="none", model=model, max_retries=2,
-                        # every role on the comparison's model: a CONTEXTEVOLVE_<ROLE>_MODEL in the
-                        # environment would otherwise outrank it and give ContextEvolve another model
-                        models={role: model for role in ROLES},
-                        temperatures={**DEFAULT_TEMPERATURES, "generator": settings.temperature},
-                        token_budget=settings.token_budget, time_budget_s=settings.time_budget_s,
-                        cost_budget=settings.cost_budget, prices=settings.prices or None,
-                        log_prompts=settings.log_prompts,
-                        **ABLATIONS.get(system, {}))
-        own = result.total_tokens
-        stopped = "" if result.iterations >= settings.candidates else result.stop_reason or ""
-    except Exception as exc:  # an endpoint that stayed down: what was stored still counts
-        own, stopped = None, f"error: {exc}"[:300]
-    records = folder / "run" / "programs.jsonl"
-    rows = [json.loads(line) for line in records.read_text().splitlines()] if records.exists() else []
-    used, cumulative = 0, []
-    for row in sorted(rows, key=lambda r: r["iteration"]):
-        used += total_tokens(row.get("tokens"))
-        if row["iteration"] == 0:
-            ledger.record(task, row.get("source", ""), row["status"], row["combined_score"],
-                          folder / "ledger.jsonl", reason=row.get("reason", ""),
-                          seconds=row.get("eval_seconds", 0.0), initial=True)
-            continue
-        for version in evaluated_versions(row, used):
-            status, score, reason, seconds = version.status, version.score, version.reason, version.seconds
-            if score is None and status == "ok":  # a behavioural twin's score is not kept: score it again
-                again = task.evaluate(version.source)
-                status, score, reason = again.status, again.combined_score, again.reason
-                seconds = again.seconds
-            entry = ledger.record(task, version.source, status, task.worst_score if score is None else score,
-                                  folder / "ledger.jsonl", reason=reason, seconds=seconds)
-            if entry.candidate:
-                cumulative.append(version.tokens_used)
-    return stopped, own, cumulative
-
-
-class EvaluatedVersion(NamedTuple):
-    """One version of a ContextEvolve child that our evaluator ran: a ledger candidate."""
-
-    source: str
-    status: str
-    score: float | None
-    """The stored score; None for an earlier version, whose score is not kept (a failed one has the task's
-    worst score, a valid one, a behavioural twin, is scored again)."""
-    reason: str
-    seconds: float
-    tokens_used: int
-    """The run's tokens by the time this version was made (the ledger's ``cumulative_tokens``)."""
-
-
-NOT_EVALUATED = frozenset({"edit", "endpoint", "twin"})
-"""Failure kinds of a version that never reached the evaluator: no program came, or the program was a code
-twin (the same normalised code as one stored)."""
-
-
-def evaluated_versions(row: dict, used: int) -> list[EvaluatedVersion]:
-    """The versions of the stored child ``row`` that our evaluator ran, in the order they were made.
-
-    A child's versions are its ``attempts`` (each the version a repair, an added import or the ask after a
-    behavioural twin started from) and then its final state. Consecutive entries with the same source are
-    one version (an ask that made nothing new keeps the version, and a later one may relabel it
-    ``edit`` or ``endpoint``); a version counts when one of its entries reached the evaluator (a source,
-    a failure kind other than edit / endpoint / twin, not pending), with the verdict of the final state
-    when that is the one, else of its first evaluated entry. So a peer's *evaluated* and ContextEvolve's
-    count the same thing. ``used`` is the run's tokens by the end of the child; a version is dated before
-    the repair requests made after it appeared.
-    """
-    attempts = [a for a in row.get("attempts") or [] if isinstance(a, dict)]
-    after = [total_tokens(a.get("tokens")) for a in attempts] + [0]
-    final = {**row, "final": True}
-    entries = [*attempts, final]
-
-    def evaluated(entry: dict) -> bool:
-        return (bool(entry.get("source")) and entry.get("failure_kind") not in NOT_EVALUATED
-                and entry.get("status") != "pending")
-
-    versions, first = [], 0
-    for number in range(1, len(entries) + 1):
-        if number < len(entries) and entries[number].get("source") == entries[first].get("source"):
-            continue
-        group = entries[first:number]
-        verdict = next((e for e in reversed(group) if e.get("final") and evaluated(e)),
-                       next((e for e in group if evaluated(e)), None))
-        if verdict is not None:
-            made = used - sum(after[first:])
-            if verdict.get("final"):
-                versions.append(EvaluatedVersion(
-                    verdict["source"], verdict["status"], verdict["combined_score"],
-                    verdict.get("reason", ""), verdict.get("eval_seconds", 0.0), max(0, made)))
-            else:
-                versions.append(EvaluatedVersion(verdict["source"], verdict.get("status", "failed"), None,
-                                                 verdict.get("reason", ""), 0.0, max(0, made)))
-        first = number
-    return versions
 
 
 def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model: str, folder: Path,

@@ -327,7 +327,7 @@ def test_every_run_is_also_cut_at_the_same_tokens():
 
 
 def test_contextevolve_ledger_holds_every_version_its_evaluator_ran_and_no_code_twin():
-    from contextevolve.compare.runner import evaluated_versions
+    from contextevolve.compare.own_run import evaluated_versions
 
     base = TASK.initial_program
     better = base.replace(OLD, NEW)

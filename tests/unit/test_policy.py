@@ -116,7 +116,7 @@ def test_the_agents_declared_once_are_what_every_list_of_agents_reads():
 
     from contextevolve.agents import AGENTS, CONTEXT_AGENTS
     from contextevolve.cli import build_parser
-    from contextevolve.compare.runner import ABLATIONS
+    from contextevolve.compare.own_run import ABLATIONS
     from contextevolve.graph.builder import ITERATION_PHASES
     from contextevolve.graph.settings import DEFAULT_MAX_TOKENS, Ablations
     from contextevolve.llm.models import OWN_SERVER_ROLES
