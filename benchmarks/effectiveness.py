@@ -238,6 +238,9 @@ def main() -> int:
     parser.add_argument("--unguided-hotter", type=float, default=None,
                         help="temperature added to a first ask without guidance; 0: none "
                              "(SearchSettings.unguided_hotter; default: RunContext's)")
+    parser.add_argument("--second-ask", choices=("mutation", "hole"), default=None,
+                        help="how the Generator is asked again after a code twin (SearchSettings.second_ask; "
+                             "default: RunContext's)")
     parser.add_argument("--paper-agents", action="store_true",
                         help="Navigator every iteration, Sampler whenever it can choose, Summarizer for "
                              "invalid children, no behavioural twins")
@@ -297,6 +300,7 @@ def main() -> int:
         f"-{args.server}" if args.server else "", "-nospec" if args.no_speculative else "",
         f"-stale{args.stale_after}" if args.stale_after is not None else "",
         f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "",
+        f"-{args.second_ask}" if args.second_ask else "",
         "-paperagents" if args.paper_agents else ""])
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
@@ -307,8 +311,8 @@ def main() -> int:
         if node == "initialize":  # every worker starts with it; the first to finish finds c_0 committed
             marks.setdefault("start", time.perf_counter())
 
-    search = {k: v for k, v in (("stale_after", args.stale_after), ("unguided_hotter", args.unguided_hotter))
-              if v is not None}
+    search = {k: v for k, v in (("stale_after", args.stale_after), ("unguided_hotter", args.unguided_hotter),
+                                ("second_ask", args.second_ask)) if v is not None}
     if args.paper_agents:
         search.update(PAPER_AGENTS)
     # an explicit --repair-attempts 0 is the paper's loop: no import is added without a model either
@@ -324,6 +328,7 @@ def main() -> int:
               "stop_at_code_end": not args.no_stop, "docstrings_shown": not args.no_docstrings_shown,
               "import_fixes": settings.get("import_fixes"),
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
+              "second_ask": settings.get("second_ask", "mutation"),
               **{k: settings.get(k) for k in PAPER_AGENTS},
               **{k: v for k, v in serving.recorded(run_dir)[-1].items() if k not in ("at", "resumed")}}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))
