@@ -9,8 +9,10 @@ version, which is where the embedded model's children fail. Configurations alter
 prompt by prompt, so a noisy machine slows them alike.
 
 Prints per configuration: replies, children built, twins of the parent, pre-check failures,
-valid children (``ok`` and not a twin), children better than their parent, completion tokens
-and seconds per reply; writes every reply's outcome, edit form and text to ``--out`` (JSON).
+valid children (``ok`` and not a twin), those with a score other than their parent's (*new score*: a
+behaviourally new child, as a score can tell) and better than it, prompt and completion tokens and
+seconds per reply, new scores per 10,000 tokens; writes every reply's outcome, edit form and text to
+``--out`` (JSON).
 
 ``--reask`` replays the *second* ask instead: the one a run makes after the first version was a
 twin of its parent (stored re-asks only), with the run's seed and temperature for it, under one of
@@ -28,8 +30,9 @@ Usage:
 ``first=fresh`` (with a first ask) sends, instead of the stored request, the second ask's short form as the
 first ask: a new conversation with the task, the parent without docstrings and one named mutation
 (:func:`prompts.generator.reask_messages` with ``mutation_for(sample, iteration)``); ``first=guided`` the same
-form naming the iteration's stored Navigator guidance instead of a mutation. Both drop the exemplars,
-abstracts and scores the stored request holds: they measure what that context buys per token.
+form naming the iteration's stored Navigator guidance instead of a mutation; ``first=hole`` the hole ask (as
+``reask=hole`` builds it, the hole chosen by sample and iteration) as the first ask. All three drop the
+exemplars, abstracts and scores the stored request holds: they measure what that context buys per token.
 
 A configuration is ``NAME=`` (the defaults: for the embedded model its recommended top_p 0.8 and
 top_k 20; ``top_p=0.95,top_k=40`` are llama-cpp-python's server defaults) or ``NAME=key=value,...`` with keys
@@ -76,7 +79,7 @@ from contextevolve.tasks.registry import get_task
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
         "direction": int, "nodoc": int, "paragraph": int}
 REASKS = ("fresh", "edits", "followup", "hole")
-FIRSTS = ("stored", "fresh", "guided")
+FIRSTS = ("stored", "fresh", "guided", "hole")
 REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes",
                  "the line marked `# HOLE` stands for lines")
 """Text only a second ask after a twin holds: the follow-up prompts runs sent before, and :data:`REASKS`
@@ -321,7 +324,10 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
     seeded by prompt and sample; ``mode`` is the run's edit form.
     """
     messages = _messages(prompt["messages"])
-    if values.get("first", "stored") != "stored":
+    if values.get("first") == "hole":  # the parent with a hole, as the second ask of that kind shows it
+        form, messages = reask("hole", prompt, task, sample)
+        mode = form if isinstance(form, EditForm) else mode
+    elif values.get("first", "stored") != "stored":
         messages = first_messages(values["first"], prompt, task, sample, mode)
     if values.get("direction", 1) == 0:
         messages = without_direction(messages)
@@ -364,16 +370,21 @@ def judge(task, mode: str | EditForm, prompt: dict, text: str, truncated: bool) 
     if result.status != "ok":
         return {"outcome": result.status, "reason": result.reason[:160]}
     return {"outcome": "ok", "score": result.combined_score,
-            "better": task.better(result.combined_score, prompt["parent_score"])}
+            "better": task.better(result.combined_score, prompt["parent_score"]),
+            "new": result.combined_score != prompt["parent_score"]}
 
 
 def summary(rows: list[dict]) -> dict:
     """One configuration's figures over its replies ``rows``: outcomes counted, tokens, seconds per reply."""
     n = max(len(rows), 1)
     count = lambda outcome: sum(r["outcome"] == outcome for r in rows)  # noqa: E731
+    tokens = sum(r["completion"] + r.get("prompt", 0) for r in rows)
+    new = sum(bool(r.get("new")) for r in rows)
     return {"replies": len(rows), "built": len(rows) - count("not built"), "twins": count("twin"),
-            "pre-check": count("pre-check"), "valid": count("ok"),
+            "pre-check": count("pre-check"), "valid": count("ok"), "new": new,
             "better": sum(bool(r.get("better")) for r in rows),
+            "new/10k tokens": 1e4 * new / tokens if tokens else 0.0,
+            "prompt/reply": sum(r.get("prompt", 0) for r in rows) / n,
             "completion/reply": sum(r["completion"] for r in rows) / n,
             "s/reply": sum(r["seconds"] for r in rows) / n}
 
@@ -436,6 +447,7 @@ def main() -> int:
                     truncated = reply.response_metadata.get("finish_reason") == "length"
                     row = {"run": prompt["run"], "iteration": prompt["iteration"], "sample": sample,
                            "completion": (reply.usage_metadata or {}).get("output_tokens", 0),
+                           "prompt": (reply.usage_metadata or {}).get("input_tokens", 0),
                            "seconds": seconds,
                            "mode": getattr(mode, "name", mode), "reply": str(reply.content),
                            **judge(task, mode, prompt, str(reply.content), truncated)}
@@ -444,21 +456,24 @@ def main() -> int:
                           f" {row.get('score', row.get('reason', ''))} ({seconds:.0f} s)", flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"configs": configs, "results": results}, indent=2))
-    print("\n| config | settings | replies | built | twins | pre-check | valid | better | completion/reply "
-          "| s/reply |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| config | settings | replies | built | twins | pre-check | valid | new score | better "
+          "| prompt/reply | completion/reply | new / 10k tokens | s/reply |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, rows in results.items():
         s = summary(rows)
         print(f"| {name} | {configs[name] or 'defaults'} | {s['replies']} | {s['built']} | {s['twins']} | "
-              f"{s['pre-check']} | {s['valid']} | {s['better']} | {s['completion/reply']:.0f} | "
-              f"{s['s/reply']:.0f} |")
+              f"{s['pre-check']} | {s['valid']} | {s['new']} | {s['better']} | {s['prompt/reply']:.0f} | "
+              f"{s['completion/reply']:.0f} | {s['new/10k tokens']:.2f} | {s['s/reply']:.0f} |")
     names = list(results)
     for name in names[1:]:  # paired by prompt and sample against the first configuration
         pairs = list(zip(results[names[0]], results[name]))
         gained = sum(b["outcome"] == "ok" and a["outcome"] != "ok" for a, b in pairs)
         lost = sum(a["outcome"] == "ok" and b["outcome"] != "ok" for a, b in pairs)
+        new_gained = sum(bool(b.get("new")) and not a.get("new") for a, b in pairs)
+        new_lost = sum(bool(a.get("new")) and not b.get("new") for a, b in pairs)
         print(f"paired, {name} against {names[0]}: {gained} replies valid only in {name}, "
-              f"{lost} only in {names[0]} ({len(pairs)} pairs)")
+              f"{lost} only in {names[0]}; {new_gained} with a new score only in {name}, {new_lost} only in "
+              f"{names[0]} ({len(pairs)} pairs)")
     return 0
 
 

@@ -138,7 +138,25 @@ def test_replies_are_judged_as_a_run_judges_a_first_version():
     assert good["score"] > prompt["parent_score"] and good["better"] is True
     worse = bench.judge(task, "full", {**prompt, "parent_score": good["score"] + 1}, fenced(BETTER_PROGRAM),
                         False)
-    assert worse["better"] is False
+    assert worse["better"] is False and worse["new"] is True
+    same = bench.judge(task, "full", {**prompt, "parent_score": good["score"]}, fenced(BETTER_PROGRAM), False)
+    assert same["outcome"] == "ok" and same["new"] is False  # valid, new code, the parent's score
+    cost = {"completion": 100, "prompt": 900, "seconds": 1.0}
+    rows = [{**good, **cost}, {**same, **cost},
+            {"outcome": "twin", **cost}]
+    figures = bench.summary(rows)
+    assert (figures["valid"], figures["new"]) == (2, 1)
+    assert figures["new/10k tokens"] == pytest.approx(1e4 / 3000) and figures["prompt/reply"] == 900
+
+
+def test_first_hole_asks_the_first_version_with_one_block_of_the_parent_taken_out():
+    task = get_task("model_placement")
+    prompt = {"run": "r", "iteration": 3, "messages": [{"type": "human", "content": "stored"}],
+              "parent": INITIAL, "parent_score": 1.0}
+    form, seed, _, messages = bench.first_request({"first": "hole"}, prompt, task, sample=0, n=2, mode="full")
+    assert form.name == "functions" and seed == 2 and "# HOLE" in messages[-1].content
+    assert "stored" not in messages[-1].content
+    assert bench.parse_config("h=first=hole") == ("h", {"first": "hole"})
 
 
 def test_requests_are_seeded_as_the_replay_promises():
