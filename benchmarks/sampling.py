@@ -196,6 +196,7 @@ def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str | EditForm, lis
         if hole is not None:
             return hole_form(hole), hole_messages(task.description, punched(shown, hole), hole.function,
                                                   task.higher_is_better)
+        kind = "fresh"  # a parent with nowhere to put a hole, as a run asks it
     if kind == "fresh":
         return "full", reask_messages(task.description, prompt["parent"], mutation, task.higher_is_better,
                                       edit_form("full"))
@@ -326,7 +327,10 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
     messages = _messages(prompt["messages"])
     if values.get("first") == "hole":  # the parent with a hole, as the second ask of that kind shows it
         form, messages = reask("hole", prompt, task, sample)
-        mode = form if isinstance(form, EditForm) else mode
+        if isinstance(form, EditForm):
+            mode = form
+        else:  # nowhere to put a hole: the short form with a mutation, as first=fresh
+            messages = first_messages("fresh", prompt, task, sample, mode)
     elif values.get("first", "stored") != "stored":
         messages = first_messages(values["first"], prompt, task, sample, mode)
     if values.get("direction", 1) == 0:
@@ -371,7 +375,8 @@ def judge(task, mode: str | EditForm, prompt: dict, text: str, truncated: bool) 
         return {"outcome": result.status, "reason": result.reason[:160]}
     return {"outcome": "ok", "score": result.combined_score,
             "better": task.better(result.combined_score, prompt["parent_score"]),
-            "new": result.combined_score != prompt["parent_score"]}
+            "new": (task.better(result.combined_score, prompt["parent_score"])
+                    or task.better(prompt["parent_score"], result.combined_score))}
 
 
 def summary(rows: list[dict]) -> dict:

@@ -132,22 +132,24 @@ def summary(entries: list[LedgerEntry], task: Task) -> dict:
     Returns ``{"initial", "best", "candidates", "valid", "valid_changed", "valid_new_score",
     "best_so_far"}``; ``best_so_far[i]`` is the best score after candidate i+1 (the initial program's score
     before any), oriented by the task and its score tolerance. ``valid_new_score`` counts the valid
-    candidates whose score (to the bit) no earlier valid entry had, the initial program included: a
-    candidate that computed something new, as far as a score can tell (two programs can behave differently
-    and score the same, so it is a lower bound on behaviourally new candidates).
+    candidates whose score differs by more than the task's :attr:`~Task.score_tolerance` from every earlier
+    valid entry's, the initial program included: a candidate that computed something new, as far as a score
+    can tell (two programs can behave differently and score the same, so it is a lower bound on
+    behaviourally new candidates; a task whose score has a timing term would count every copy otherwise).
     """
     initial = next((e.combined_score for e in entries if e.index == 0), None)
     best = initial
     curve = []
-    seen = {e.combined_score for e in entries if e.index == 0 and e.status == "ok"}
+    seen = [e.combined_score for e in entries if e.index == 0 and e.status == "ok"]
     new_scores = 0
     candidates = [e for e in entries if e.candidate]
     for entry in candidates:
         if entry.status == "ok" and (best is None or task.better(entry.combined_score, best)):
             best = entry.combined_score
-        if entry.status == "ok" and entry.combined_score not in seen:
+        if entry.status == "ok" and all(abs(entry.combined_score - s) > task.score_tolerance for s in seen):
             new_scores += 1
-            seen.add(entry.combined_score)
+        if entry.status == "ok":
+            seen.append(entry.combined_score)
         curve.append(best)
     return {"initial": initial, "best": best, "candidates": len(candidates),
             "valid": sum(e.status == "ok" for e in candidates),

@@ -18,7 +18,7 @@ import json
 import statistics
 from pathlib import Path
 
-from contextevolve.compare.schema import CompareSettings, SystemResult, problem_digest
+from contextevolve.compare.schema import CompareSettings, SystemResult, problem_digest, task_in
 from contextevolve.llm.pricing import dollars
 from contextevolve.tasks.base import Task
 
@@ -256,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     data = json.loads((Path(argv[0]) / "results.json").read_text())
     settings = CompareSettings.model_validate({**data["settings"], "out": argv[0]})
+    settings.task = task_in(Path(argv[0]), settings.task, settings.problem_digest)
     results = [SystemResult.model_validate(r) for r in data["results"]]
     task = get_task(settings.task)
     for result in results:

@@ -126,6 +126,20 @@ def problem_digest(task: str) -> str | None:
         return None
 
 
+def task_in(out: Path, task: str, digest: str | None) -> str:
+    """``task``, or for a user's problem ``out``'s own staged copy when it holds that problem (``digest``).
+
+    A comparison's folder copied elsewhere names the problem staged where it was first run, which may be
+    gone.
+    """
+    from contextevolve.tasks.problem.source import PREFIX
+
+    local = PREFIX + str((Path(out) / "problem").resolve())
+    if task.startswith(PREFIX) and task != local and digest and problem_digest(local) == digest:
+        return local
+    return task
+
+
 def earlier_results(out: Path, task: str) -> list[SystemResult]:
     """The results already in ``out/results.json`` (a comparison extended by more systems or seeds).
 

@@ -6,6 +6,7 @@ All three systems, the ledger, the proxy's counts against ContextEvolve's own, t
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -132,6 +133,19 @@ def test_a_valid_candidate_counts_as_a_new_score_only_when_no_earlier_valid_prog
     saved = json.loads((out / "results.json").read_text())
     assert saved["results"][0]["valid_new_score"] == 1
     assert "| gepa | 1 | – | – | 38% | 0 | 0.50 |" in (out / "results.md").read_text()
+
+
+def test_a_score_within_the_tasks_tolerance_of_an_earlier_one_is_not_new(monkeypatch):
+    """A task whose score has a timing term: a copy that ran a little faster does not count as new."""
+    monkeypatch.setattr(TASK, "score_tolerance", 0.01)
+
+    def entry(index: int, score: float, status: str = "ok") -> ledger.LedgerEntry:
+        return ledger.LedgerEntry(index=index, candidate=index > 0, status=status, combined_score=score,
+                                  source_sha256=str(index))
+
+    entries = [entry(0, 1.0), entry(1, 1.005), entry(2, 1.02), entry(3, 1.025), entry(4, 0.5, "failed"),
+               entry(5, 0.9)]
+    assert ledger.summary(entries, TASK)["valid_new_score"] == 2  # 1.02 and 0.9
 
 
 def test_compare_refuses_bad_input_before_running_anything(tmp_path, capsys):
@@ -271,10 +285,12 @@ def test_compare_on_a_problem_folder_scores_every_system_with_the_users_evaluato
             result["label"])
         assert result["best_recomputed"] == pytest.approx(1.0)
 
-    # The folder's results.json copied elsewhere still extends: the problem is known by its digest.
+    # The folder's results.json copied elsewhere still extends, its first staging gone: the problem is
+    # known by its digest.
     copy = tmp_path / "copy"
     copy.mkdir()
     (copy / "results.json").write_text((out / "results.json").read_text())
+    shutil.rmtree(out)
     with FakeEndpoint(answer) as endpoint:
         args = ["--iterations", "1", "--seeds", "1", "--base-url", endpoint.url, "--model", "fake"]
         assert main(["compare", "--problem", str(folder), "--systems", "openevolve", "--out", str(copy),
@@ -291,6 +307,14 @@ def test_compare_on_a_problem_folder_scores_every_system_with_the_users_evaluato
         assert main(refused) == 2
     assert "another version of its files" in capsys.readouterr().err
     assert json.loads((fresh / "results.json").read_text()) == extended and not (fresh / "gepa-s1").exists()
+    # A whole folder moved elsewhere: its table is rewritten with its own staged copy of the problem.
+    moved = tmp_path / "moved"
+    shutil.copytree(copy, moved)
+    shutil.rmtree(copy)
+    assert results_main([str(moved)]) == 0
+    rewritten = json.loads((moved / "results.json").read_text())
+    assert rewritten["settings"]["task"] == f"problem:{(moved / 'problem').resolve()}"
+    assert [r["best"] for r in rewritten["results"]] == [r["best"] for r in extended["results"]]
 
 
 def test_every_run_is_also_cut_at_the_same_tokens():

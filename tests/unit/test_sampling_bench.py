@@ -157,6 +157,10 @@ def test_first_hole_asks_the_first_version_with_one_block_of_the_parent_taken_ou
     assert form.name == "functions" and seed == 2 and "# HOLE" in messages[-1].content
     assert "stored" not in messages[-1].content
     assert bench.parse_config("h=first=hole") == ("h", {"first": "hole"})
+    flat = {**prompt, "parent": "X = 1\n"}  # nowhere to put a hole: the short form naming a mutation
+    mode, _, _, messages = bench.first_request({"first": "hole"}, flat, task, sample=0, n=2, mode="full")
+    assert mode == "full" and "Make one concrete change" in messages[-1].content
+    assert bench.reask("hole", {**flat, "first": [], "first_reply": ""}, task, seed=0)[0] == "full"
 
 
 def test_requests_are_seeded_as_the_replay_promises():
