@@ -80,6 +80,9 @@ KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "re
         "direction": int, "nodoc": int, "paragraph": int}
 REASKS = ("fresh", "edits", "followup", "hole")
 FIRSTS = ("stored", "fresh", "guided", "hole")
+FIRST_ASK = re.compile(r"^## Current program \(score ", re.MULTILINE)
+"""The heading of the parent in an iteration's first Generator request (``prompts.generator.parent_section``):
+second asks, repairs and the other agents show programs under other headings."""
 REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes",
                  "the line marked `# HOLE` stands for lines")
 """Text only a second ask after a twin holds: the follow-up prompts runs sent before, and :data:`REASKS`
@@ -116,9 +119,11 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
 
     ``n`` counts the iteration's Generator requests from 0, ``row`` is the transcript row, ``parent`` the
     child's parent record, ``navigator`` the iteration's last Navigator row (the reply its guidance came from;
-    None where the Navigator was not asked). An iteration starts at its Navigator request (runs with the
-    Navigator on); the first iteration, whose Navigator has no step to be asked about and is not asked, at
-    the run's first Generator request. The transcript's rows come in request order.
+    None where the Navigator was not asked). An iteration starts at its first ask, the one request that
+    shows the parent with its score (:data:`FIRST_ASK`), since the Navigator is not asked every iteration
+    (its guidance is reused); a Navigator request belongs to the iteration whose first ask follows it.
+    Transcripts without such a request (runs before that heading) start an iteration at each Navigator
+    request and at the run's first Generator request. The transcript's rows come in request order.
 
     Raises:
         SystemExit: the run has no transcript (it was not recorded with ``--log-prompts``).
@@ -130,13 +135,19 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
     lines = (run_dir / "programs.jsonl").read_text().splitlines()
     records = {r["iteration"]: r for r in map(json.loads, lines)}
     by_id = {r["id"]: r for r in records.values()}
-    asks, iteration, n, navigator = [], 0, 0, None
-    for row in rows:
-        starts = row["role"] == "navigator" or (row["role"] == "generator" and iteration == 0)
+    first_asks = [row["role"] == "generator" and row["attempt"] == 1
+                  and FIRST_ASK.search(row["messages"][-1]["content"]) is not None for row in rows]
+    asks, iteration, n, navigator, asked = [], 0, 0, None, None
+    for row, first_ask in zip(rows, first_asks):
+        if any(first_asks):
+            starts = first_ask
+        else:
+            starts = row["role"] == "navigator" or (row["role"] == "generator" and iteration == 0)
         if row["attempt"] == 1 and starts:
-            iteration, n, navigator = iteration + 1, 0, None
+            iteration, n, navigator = iteration + 1, 0, asked if any(first_asks) else None
+            asked = None
         if row["role"] == "navigator":
-            navigator = row  # a retry's reply replaces the first attempt's
+            asked = navigator = row  # a retry's reply replaces the first attempt's
         if row["role"] == "generator" and row["attempt"] == 1 and iteration in records and iteration > 0:
             asks.append((iteration, n, row, by_id[records[iteration]["parent_id"]], navigator))
             n += 1

@@ -123,6 +123,33 @@ def test_reask_prompts_take_the_second_ask_after_a_twin_with_the_first_conversat
         bench.parse_config("x=reask=shout")
 
 
+def test_iterations_start_at_their_first_ask_when_the_navigator_is_not_asked_every_iteration(tmp_path):
+    """The Navigator's guidance is reused between refreshes: its requests no longer mark iterations."""
+    def row(role, text, reply=""):
+        return json.dumps({"role": role, "attempt": 1, "reply": reply,
+                           "messages": [{"type": "system", "content": "sys"},
+                                        {"type": "human", "content": text}]})
+
+    first = "## Task\nT\n\n## Current program (score {}; x {})\nAbstract: a\n```python\nX = 1\n```"
+    rows = [row("summarizer", "abstract this"), row("generator", first.format(0, 0), "copy 1"),
+            row("generator", "Make one concrete change to how this program computes its result: x"),
+            row("navigator", "n2", "guide"), row("generator", first.format(1, 1), "new"),
+            row("generator", first.format(2, 2), "copy 3"),  # guidance reused: no Navigator request
+            row("generator", "## Current program, with some lines removed\n... the line marked `# HOLE` "
+                             "stands for lines")]
+    (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
+    programs = [{"id": f"it0000{i}", "iteration": i, "parent_id": f"it0000{i - 1}" if i else None,
+                 "source": INITIAL, "combined_score": float(i), "guidance": "g" if i > 1 else ""}
+                for i in range(4)]
+    (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
+    firsts = bench.first_prompts(tmp_path)
+    assert [(p["iteration"], p["guidance"], p["navigator_reply"]) for p in firsts] == [
+        (1, "", ""), (2, "g", "guide"), (3, "g", "")]
+    assert "(score 1; x 1)" in firsts[1]["messages"][-1]["content"]
+    assert [(p["iteration"], p["first_reply"]) for p in bench.reask_prompts(tmp_path)] == [(1, "copy 1"),
+                                                                                          (3, "copy 3")]
+
+
 def test_replies_are_judged_as_a_run_judges_a_first_version():
     task = get_task("model_placement")
     prompt = {"parent": INITIAL, "parent_score": task.evaluate(INITIAL).combined_score}
