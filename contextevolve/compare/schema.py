@@ -132,12 +132,10 @@ def task_in(out: Path, task: str, digest: str | None) -> str:
     A comparison's folder copied elsewhere names the problem staged where it was first run, which may be
     gone.
     """
-    from contextevolve.tasks.problem.source import PREFIX
+    from contextevolve.tasks.problem.source import staged_task
 
-    local = PREFIX + str((Path(out) / "problem").resolve())
-    if task.startswith(PREFIX) and task != local and digest and problem_digest(local) == digest:
-        return local
-    return task
+    local = staged_task(task, out)
+    return local if local != task and digest and problem_digest(local) == digest else task
 
 
 def earlier_results(out: Path, task: str) -> list[SystemResult]:
