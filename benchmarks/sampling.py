@@ -135,7 +135,7 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
     lines = (run_dir / "programs.jsonl").read_text().splitlines()
     records = {r["iteration"]: r for r in map(json.loads, lines)}
     by_id = {r["id"]: r for r in records.values()}
-    first_asks = [row["role"] == "generator" and row["attempt"] == 1
+    first_asks = [row["role"] == "generator" and row["attempt"] == 1 and bool(row["messages"])
                   and FIRST_ASK.search(row["messages"][-1]["content"]) is not None for row in rows]
     asks, iteration, n, navigator, asked = [], 0, 0, None, None
     for row, first_ask in zip(rows, first_asks):
