@@ -138,7 +138,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if status["cost"] is not None:
         console.print(f"cost: {dollars(status['cost'])} (at the run's prices)")
     if status["seconds"]:
-        console.print(seconds_table(status["seconds"], status["llm"]))
+        console.print(seconds_table(status["seconds"], status["llm_by_phase"]))
         console.print(f"median seconds per iteration: {status['seconds_per_iteration']}")
     return 0
 

@@ -13,7 +13,7 @@ from rich.table import Table
 from contextevolve.llm.pricing import dollars
 from contextevolve.memory.records import program_id
 from contextevolve.roles import USAGE_ROLES, role_tokens, total_tokens
-from contextevolve.timing import PHASE_ROLE, by_phase
+from contextevolve.timing import by_phase
 
 
 def tokens_table(tokens: dict) -> Table:
@@ -31,7 +31,7 @@ def tokens_table(tokens: dict) -> Table:
 PHASE_LABELS = {"initialize": "evaluating and abstracting the initial program",
                 "select_parent": "selecting parent", "navigate": "navigator: guidance",
                 "sample": "sampler: exemplars", "compose": "composing context",
-                "generate": "generator: writing the child", "evaluate": "evaluating", "repair": "repairing",
+                "generate": "generator: writing the child", "evaluate": "evaluating", "repair": "repairing (or asking again after no effect)",
                 "summarize": "summarizer: abstract", "update_buffer": "committing"}
 """What the progress line says while each node runs."""
 
@@ -60,13 +60,14 @@ def seconds_table(seconds: dict, llm: dict) -> Table:
     """The seconds-by-phase table, beside each phase's LLM calls and tokens.
 
     Per phase: its seconds, the part spent waiting for LLM replies, its share of all phases, its LLM
-    calls and the tokens they read and generated; the evaluation's parts below it.
+    calls and the tokens they read and generated (``llm``: :func:`contextevolve.timing.llm_by_phase`);
+    the evaluation's parts below it.
     """
     table = Table(title="Seconds by phase (summed over workers)")
     for col in ("phase", "seconds", "of it LLM", "share", "LLM calls", "prompt tokens", "generated"):
         table.add_column(col, justify="right" if col != "phase" else "left", no_wrap=col == "phase")
     for phase, spent in by_phase(seconds).items():
-        row = llm.get(PHASE_ROLE.get(phase, ""), {}) if phase != "initialize" else {}
+        row = llm.get(phase, {})
         table.add_row(phase, f"{spent['seconds']:.1f}", f"{spent['llm']:.1f}", f"{spent['share']:.0%}",
                       str(row.get("calls", "")), str(row.get("prompt", "")), str(row.get("completion", "")))
     for part in ("precheck", "full", "import", "calls"):

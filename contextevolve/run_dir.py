@@ -20,7 +20,7 @@ from contextevolve.memory.store import BUFFER_FILE
 from contextevolve.roles import total_tokens
 from contextevolve.tasks.problem.source import staged_task
 from contextevolve.tasks.registry import get_task
-from contextevolve.timing import add_seconds, llm_by_role, wall
+from contextevolve.timing import add_seconds, llm_by_phase, llm_by_role, wall
 from contextevolve.workers import CHECKPOINT_FILE, checkpointed_states, worker_phases
 
 SETTINGS_FILE = "run.json"
@@ -88,6 +88,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "cost": saved_cost(settings, tokens),
         "seconds": seconds,
         "llm": llm_by_role(c for r in records for c in r.llm_calls),
+        "llm_by_phase": llm_by_phase(c for r in records for c in r.llm_calls),
         "seconds_per_iteration": round(statistics.median(children), 1) if children else None,
         "served_by": serving.recorded(root),
         "workers": worker_phases(root),

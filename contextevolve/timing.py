@@ -30,8 +30,10 @@ Seconds = dict[str, float]
   start-up, grading and clean-up.
 """
 
-PHASE_ROLE = {"initialize": "summarizer", "repair": "repair", **{a.phase: a.name for a in AGENTS}}
-"""The usage role whose LLM calls a phase makes (``initialize`` abstracts the initial program)."""
+PHASE_ROLE = {"initialize": "summarizer", "repair": "repair", "no_effect_ask": "generator",
+              **{a.phase: a.name for a in AGENTS}}
+"""The usage role whose LLM calls a phase makes (``initialize`` abstracts the initial program;
+``no_effect_ask``, the Generator asked once more after a behavioural twin, runs in the ``repair`` node)."""
 
 
 class LLMCall(BaseModel):
@@ -138,10 +140,22 @@ def llm_by_role(calls: Iterable[LLMCall]) -> dict[str, dict[str, float]]:
 
     A request made in phase ``repair`` counts as ``repair``, as its tokens do.
     """
+    return _summed(calls, lambda call: "repair" if call.phase == "repair" else call.role)
+
+
+def llm_by_phase(calls: Iterable[LLMCall]) -> dict[str, dict[str, float]]:
+    """LLM requests summed by the phase that made them: ``{"generate": {"calls", "seconds", ...}}``.
+
+    The seconds table's columns beside each phase (one role's requests may come from two phases: the
+    Generator's from ``generate`` and ``no_effect_ask``).
+    """
+    return _summed(calls, lambda call: call.phase)
+
+
+def _summed(calls: Iterable[LLMCall], key) -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for call in calls:
-        role = "repair" if call.phase == "repair" else call.role
-        row = out.setdefault(role, {"calls": 0, "seconds": 0.0, "prompt": 0, "completion": 0})
+        row = out.setdefault(key(call), {"calls": 0, "seconds": 0.0, "prompt": 0, "completion": 0})
         row["calls"] += 1
         row["seconds"] = round(row["seconds"] + call.seconds, 3)
         row["prompt"] += call.prompt

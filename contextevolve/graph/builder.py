@@ -31,7 +31,7 @@ from contextevolve.nodes.evaluate import evaluate
 from contextevolve.nodes.generate import generate
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import navigate
-from contextevolve.nodes.repair import after_evaluate, after_repair, repair
+from contextevolve.nodes.repair import after_evaluate, after_repair, repair, repair_phase
 from contextevolve.nodes.review import review
 from contextevolve.nodes.sample import sample
 from contextevolve.nodes.select_parent import select_parent
@@ -54,17 +54,19 @@ iteration budget bounds them) and a child's repairs are bounded, so a limit woul
 (LangGraph's default, 25 steps, is two iterations)."""
 
 
-def timed(name: str, fn: Callable[[WorkerState, Runtime[RunContext]], dict]) -> Callable:
+def timed(name: str, fn: Callable[[WorkerState, Runtime[RunContext]], dict],
+          phase: Callable[[WorkerState, Runtime[RunContext]], str] | None = None) -> Callable:
     """Node ``name`` running phase function ``fn``, checked and timed.
 
     It checks the thread's run (:func:`~contextevolve.loop.identity.check_identity`), times the phase
     (:func:`contextevolve.timing.phase_clock`) and adds its wall seconds and LLM calls to the
-    iteration's ``seconds`` and ``llm_calls`` (their reducers sum them).
+    iteration's ``seconds`` and ``llm_calls`` (their reducers sum them). The phase is ``name``, or what
+    ``phase`` says for this step (a node that does one of two things books each under its own name).
     """
 
     def run(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         check_identity(state.run_identity, runtime.context)
-        with phase_clock(name) as watch:
+        with phase_clock(phase(state, runtime) if phase is not None else name) as watch:
             update = fn(state, runtime)
         return {**update, "seconds": watch.seconds, "llm_calls": [c.model_dump() for c in watch.calls]}
 
@@ -102,9 +104,10 @@ def build_graph(checkpointer=None, *, store=None):
     builder.add_node("initialize", initialize)
     builder.add_node("claim", claim)
     for name, fn in (("select_parent", select_parent), ("navigate", navigate), ("sample", sample),
-                     ("compose", compose), ("generate", generate), ("evaluate", evaluate), ("repair", repair),
+                     ("compose", compose), ("generate", generate), ("evaluate", evaluate),
                      ("summarize", summarize)):
         builder.add_node(name, timed(name, fn))
+    builder.add_node("repair", timed("repair", repair, phase=repair_phase))
     builder.add_node("review", checked(review))
     builder.add_node("update_buffer", update_buffer)
     builder.add_edge(START, "initialize")

@@ -45,6 +45,17 @@ def after_repair(state: WorkerState) -> Literal["evaluate", "repair", "summarize
     return "repair" if state.repair_due else "summarize"
 
 
+def repair_phase(state: WorkerState, runtime: Runtime[RunContext]) -> str:
+    """The phase a :func:`repair` step is timed as: ``no_effect_ask`` or ``repair``.
+
+    ``no_effect_ask`` when the child is valid (a behavioural twin asked once more, a Generator request
+    booked under ``generator``), so that the seconds table and the LLM calls by role do not show as a
+    repair what the run's repair settings never made; ``repair`` for a failed child.
+    """
+    child = memory_of(runtime.context).buffer.require(state.child_id)
+    return "no_effect_ask" if child.status == "ok" else "repair"
+
+
 def repair(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Make the failed child's next version (:meth:`SearchPolicy.strategy_for`) and store it.
 

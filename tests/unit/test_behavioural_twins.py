@@ -100,7 +100,15 @@ def test_a_child_with_no_effect_is_asked_again_and_the_new_child_replaces_it(tmp
     # its tokens are the Generator's two asks
     assert child["tokens"]["generator"] == {"prompt": 1600, "completion": 700}
     assert run_status(tmp_path / "r")["behavioural_twins"] == 0
-    assert run_status(tmp_path / "r")["repairs"]["attempted"] == 0  # an ask after no effect is no repair
+    status = run_status(tmp_path / "r")
+    assert status["repairs"]["attempted"] == 0  # an ask after no effect is no repair
+    # ... and is timed as its own phase, its request a Generator's, neither shown as a repair
+    assert "no_effect_ask" in status["seconds"] and "repair" not in status["seconds"]
+    assert [(c["phase"], c["role"]) for c in child["llm_calls"] if c["role"] == "generator"] == [
+        ("generate", "generator"), ("no_effect_ask", "generator")]
+    assert "repair" not in status["llm"] and status["llm"]["generator"]["calls"] == 2
+    assert status["llm_by_phase"]["no_effect_ask"] == {"calls": 1, "seconds": pytest.approx(
+        status["llm_by_phase"]["no_effect_ask"]["seconds"]), "prompt": 700, "completion": 300}
 
 
 def test_a_child_with_no_effect_twice_is_kept_as_a_behavioural_twin(tmp_path):
