@@ -31,7 +31,8 @@ def tokens_table(tokens: dict) -> Table:
 PHASE_LABELS = {"initialize": "evaluating and abstracting the initial program",
                 "select_parent": "selecting parent", "navigate": "navigator: guidance",
                 "sample": "sampler: exemplars", "compose": "composing context",
-                "generate": "generator: writing the child", "evaluate": "evaluating", "repair": "repairing (or asking again after no effect)",
+                "generate": "generator: writing the child", "evaluate": "evaluating",
+                "repair": "repairing (or asking again after no effect)",
                 "summarize": "summarizer: abstract", "update_buffer": "committing"}
 """What the progress line says while each node runs."""
 

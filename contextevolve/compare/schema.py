@@ -116,13 +116,16 @@ def problem_digest(task: str) -> str | None:
     A staged problem is named by its folder's absolute path, which differs between copies of a
     comparison's folder; its digest does not, so earlier results are matched by it.
     """
-    from contextevolve.tasks.problem.source import PREFIX, SPEC_FILE
+    from pydantic import ValidationError
+
+    from contextevolve.tasks.problem.source import PREFIX, SPEC_FILE, ProblemSpec
 
     if not task.startswith(PREFIX):
         return None
     try:
-        return json.loads((Path(task.removeprefix(PREFIX)) / SPEC_FILE).read_text()).get("digest") or None
-    except (OSError, ValueError):
+        spec = ProblemSpec.model_validate_json((Path(task.removeprefix(PREFIX)) / SPEC_FILE).read_text())
+        return spec.digest or None
+    except (OSError, ValidationError):
         return None
 
 
