@@ -185,6 +185,37 @@ def test_the_page_pauses_the_run_and_writes_the_next_childs_guidance(tmp_path, m
     assert browser.errors == []
 
 
+def test_a_late_reply_to_a_click_does_not_bring_back_a_review_that_ended(tmp_path, browser, monkeypatch):
+    import asyncio
+    import threading
+
+    from contextevolve.loop.steering import Steering
+
+    original = ViewServer._steer
+
+    async def late(self, request):  # a loaded machine: the reply comes after the next event
+        response = await original(self, request)
+        await asyncio.sleep(1.5)
+        return response
+
+    monkeypatch.setattr(ViewServer, "_steer", late)
+    steering, answers = Steering(), []
+    with ViewServer(tmp_path / "run", port=0, poll_s=0.1, steering=steering) as server:
+        browser.goto(server.url)
+        steering.request_edit()
+        worker = threading.Thread(
+            target=lambda: answers.append(steering.review(0, "it00001", "it00000", "Try X.")))
+        worker.start()
+        browser.wait_for_selector("#review", state="visible")
+        browser.click("#review-keep")
+        worker.join(10)
+        assert not worker.is_alive() and answers == [None]  # kept: the Navigator's guidance
+        browser.wait_for_timeout(3000)  # past the late reply, which still said the child waits
+        assert browser.is_hidden("#review") and browser.is_enabled("#edit")
+        assert steering.state()["waiting"] is None
+    assert browser.errors == []
+
+
 def test_a_view_that_only_watches_refuses_to_steer(tmp_path, models):
     run_dir = tmp_path / "run"
     evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0, repair_attempts=0)
