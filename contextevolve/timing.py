@@ -16,8 +16,6 @@ from contextlib import contextmanager
 
 from pydantic import BaseModel
 
-from contextevolve.agents import AGENTS
-
 Seconds = dict[str, float]
 """Wall-clock seconds by key (this process's ``time.perf_counter``; a candidate never reports any).
 
@@ -29,11 +27,6 @@ Seconds = dict[str, float]
   candidate, and its timed calls (the supervisor's measurements); the rest of ``evaluate.full`` is sandbox
   start-up, grading and clean-up.
 """
-
-PHASE_ROLE = {"initialize": "summarizer", "repair": "repair", "no_effect_ask": "generator",
-              **{a.phase: a.name for a in AGENTS}}
-"""The usage role whose LLM calls a phase makes (``initialize`` abstracts the initial program;
-``no_effect_ask``, the Generator asked once more after a behavioural twin, runs in the ``repair`` node)."""
 
 
 class LLMCall(BaseModel):
