@@ -241,6 +241,12 @@ def main() -> int:
     parser.add_argument("--second-ask", choices=("mutation", "hole"), default=None,
                         help="how the Generator is asked again after a code twin (SearchSettings.second_ask; "
                              "default: RunContext's)")
+    parser.add_argument("--second-ask-top-p", type=float, default=None,
+                        help="nucleus of the second ask after a code twin (SearchSettings.second_ask_top_p; "
+                             "default: RunContext's)")
+    parser.add_argument("--second-ask-top-k", type=int, default=None,
+                        help="top-k of the second ask after a code twin (SearchSettings.second_ask_top_k; "
+                             "default: RunContext's)")
     parser.add_argument("--paper-agents", action="store_true",
                         help="Navigator every iteration, Sampler whenever it can choose, Summarizer for "
                              "invalid children, no behavioural twins")
@@ -301,6 +307,8 @@ def main() -> int:
         f"-stale{args.stale_after}" if args.stale_after is not None else "",
         f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "",
         f"-{args.second_ask}" if args.second_ask else "",
+        f"-p{args.second_ask_top_p:g}" if args.second_ask_top_p is not None else "",
+        f"-k{args.second_ask_top_k}" if args.second_ask_top_k is not None else "",
         "-paperagents" if args.paper_agents else ""])
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
@@ -312,7 +320,8 @@ def main() -> int:
             marks.setdefault("start", time.perf_counter())
 
     search = {k: v for k, v in (("stale_after", args.stale_after), ("unguided_hotter", args.unguided_hotter),
-                                ("second_ask", args.second_ask)) if v is not None}
+                                ("second_ask", args.second_ask), ("second_ask_top_p", args.second_ask_top_p),
+                                ("second_ask_top_k", args.second_ask_top_k)) if v is not None}
     if args.paper_agents:
         search.update(PAPER_AGENTS)
     # an explicit --repair-attempts 0 is the paper's loop: no import is added without a model either
@@ -329,6 +338,8 @@ def main() -> int:
               "import_fixes": settings.get("import_fixes"),
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
               "second_ask": settings.get("second_ask", "mutation"),
+              "second_ask_top_p": settings.get("second_ask_top_p"),
+              "second_ask_top_k": settings.get("second_ask_top_k"),
               **{k: settings.get(k) for k in PAPER_AGENTS},
               **{k: v for k, v in serving.recorded(run_dir)[-1].items() if k not in ("at", "resumed")}}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))

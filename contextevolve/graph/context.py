@@ -274,6 +274,10 @@ class RunContext:
             problems.append("repair_attempts must be >= 0")
         if search.unguided_hotter < 0:
             problems.append("unguided_hotter must be >= 0 (it is added to the Generator's temperature)")
+        if search.second_ask_top_p is not None and not 0 < search.second_ask_top_p <= 1:
+            problems.append("second_ask_top_p must be in (0, 1] (a nucleus-sampling mass)")
+        if search.second_ask_top_k is not None and search.second_ask_top_k < 0:
+            problems.append("second_ask_top_k must be >= 0 (0: no top-k cut)")
         if search.stale_after < 0:
             problems.append("stale_after must be >= 0 (0: a parent is never left out for its twins)")
         if search.num_exemplars < 0 or search.num_trajectories < 0:

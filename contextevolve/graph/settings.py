@@ -181,6 +181,13 @@ class SearchSettings:
     concrete change (docs/decisions/second-ask.md); ``hole`` shows it with one block of statements removed
     and asks for that function written anew, so the reply cannot copy the part it changes
     (docs/decisions/hole-ask.md)."""
+    second_ask_top_p: float | None = None
+    """Nucleus-sampling mass of the second ask after a code twin; None: the run's (``llm.top_p``). Where the
+    first ask copied its parent, the model is sure of nearly every token of the copy, and a narrow nucleus
+    keeps only that token, so the second ask mostly copies again (docs/decisions/second-ask.md)."""
+    second_ask_top_k: int | None = None
+    """Top-k of the second ask after a code twin (0: no top-k cut, where the endpoint reads it); None: the
+    run's (``llm.top_k``)."""
     stop_at_code_end: bool = True
     """End the Generator's (and repair's) completion where its code block closes, in an edit form whose reply
     is one block: the prose a small model writes after its code is never read."""

@@ -169,7 +169,8 @@ def request_slot(base_url: str | None, slots: int) -> threading.BoundedSemaphore
 
 def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_mode: bool = False,
               check: Callable[[Reply], None] | None = None, stop: list[str] | None = None,
-              temperature: float | None = None, seed: int | None = None) -> Reply:
+              temperature: float | None = None, seed: int | None = None, top_p: float | None = None,
+              top_k: int | None = None) -> Reply:
     """Send ``messages`` to ``role``'s chat model and return its :class:`Reply`.
 
     Args:
@@ -178,6 +179,8 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
         ctx: the run's settings.
         temperature: default ``ctx.llm.temperature_for(role)``.
         seed: default ``ctx.seed``; attempt n sends ``seed + n - 1`` to a model that takes a seed.
+        top_p: nucleus-sampling mass; default the run's (:func:`contextevolve.llm.models.create_chat_model`).
+        top_k: top-k cut; default the run's.
         json_mode: ask for ``response_format={"type": "json_object"}``.
         check: called on every reply; raising :class:`MalformedReply` marks it unusable (retried).
         stop: stop sequences; the completion ends before the first one.
@@ -196,7 +199,8 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     import openai
     import tenacity
 
-    model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed)
+    model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed, top_p=top_p,
+                                           top_k=top_k)
     base_url, model_name = getattr(model, "openai_api_base", None), getattr(model, "model_name", None)
     spent: list[TokenUsage] = []
     attempts = 0
@@ -207,7 +211,8 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
         while True:
             # (rebuilt each pass: another worker, or this request's last pass, may have met a refusal;
             # chat models are cached, so this costs nothing when nothing changed)
-            model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed)
+            model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed, top_p=top_p,
+                                           top_k=top_k)
             sent = {name for name in ("temperature", "top_p", "seed")
                     if getattr(model, name, None) is not None}
             sent |= {name for name, asked in (("stop", stop), ("response_format", json_mode)) if asked}

@@ -197,12 +197,13 @@ def refuse_parameter(base_url: str | None, model: str | None, parameter: str) ->
 
 
 def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None = None,
-                      seed: int | None = None) -> BaseChatModel:
+                      seed: int | None = None, top_p: float | None = None,
+                      top_k: int | None = None) -> BaseChatModel:
     """The chat model for ``role``: an override, an external endpoint, or the embedded LLM.
 
-    ``temperature`` and ``seed`` replace the run's (``ctx.llm.temperature_for(role)``, ``ctx.seed``)
-    for this model; an override model (tests) keeps its own. A sampling parameter the endpoint refused
-    (:func:`refuse_parameter`) is left out.
+    ``temperature``, ``seed``, ``top_p`` and ``top_k`` replace the run's (``ctx.llm.temperature_for(role)``,
+    ``ctx.seed``, ``ctx.llm.top_p``, ``ctx.llm.top_k``) for this model; an override model (tests) keeps its
+    own. A sampling parameter the endpoint refused (:func:`refuse_parameter`) is left out.
 
     Raises:
         LLMConfigError: an external endpoint is configured without a model name.
@@ -219,14 +220,16 @@ def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None 
                 f"an endpoint is configured ({endpoint.base_url}) but no model for role {role!r}: "
                 f"set --model, CONTEXTEVOLVE_MODEL or CONTEXTEVOLVE_{role.upper()}_MODEL")
         base_url, api_key, model = endpoint.base_url, endpoint.api_key or "not-needed", endpoint.model
-        top_p, top_k = ctx.llm.top_p, ctx.llm.top_k  # None: the endpoint's own defaults
+        run_top_p, run_top_k = ctx.llm.top_p, ctx.llm.top_k  # None: the endpoint's own defaults
     else:
         from contextevolve.llm import embedded
 
         server = embedded.shared_server(embedded_server_key(role, ctx), ctx.llm_slots)
         base_url, api_key, model = server.base_url, "not-needed", embedded.MODEL_ALIAS
-        top_p = embedded.TOP_P if ctx.llm.top_p is None else ctx.llm.top_p
-        top_k = embedded.TOP_K if ctx.llm.top_k is None else ctx.llm.top_k
+        run_top_p = embedded.TOP_P if ctx.llm.top_p is None else ctx.llm.top_p
+        run_top_k = embedded.TOP_K if ctx.llm.top_k is None else ctx.llm.top_k
+    top_p = run_top_p if top_p is None else top_p
+    top_k = run_top_k if top_k is None else top_k
     # The run seed is passed on as the OpenAI `seed` for endpoints that honour it. (Two fresh
     # embedded runs without it produced identical first iterations; llama.cpp's server keeps one
     # RNG stream, so repeated requests still differ within a run.)

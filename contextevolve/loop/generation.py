@@ -91,7 +91,8 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: S
     try:
         reply = call_role("generator", messages, ctx, check=whole_program(base, form),
                           stop=policy.stop(form),
-                          temperature=sampling.temperature, seed=sampling.seed)
+                          temperature=sampling.temperature, seed=sampling.seed,
+                          top_p=sampling.top_p, top_k=sampling.top_k)
     except MalformedReply as exc:  # the endpoint's fault, after the retries
         return Outcome(text=exc.text, usage=booked_as(exc.usage, book), failure="endpoint", problem=str(exc))
     usage = booked_as(reply.usage, book)

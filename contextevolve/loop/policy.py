@@ -50,10 +50,14 @@ only keeps a program that keeps failing on new names from looping)."""
 
 @dataclass(frozen=True)
 class Sampling:
-    """Seed and temperature of one request."""
+    """Seed, temperature and, where they differ from the run's, the nucleus and top-k cuts of one request."""
 
     seed: int
     temperature: float
+    top_p: float | None = None
+    """None: the run's (``RunContext.llm.top_p``)."""
+    top_k: int | None = None
+    """None: the run's (``RunContext.llm.top_k``)."""
 
 
 def model_repairs(child: ProgramRecord) -> int:
@@ -80,6 +84,8 @@ class SearchPolicy:
             a model; repair_restart: the last model repair writes the child again from its parent.
         behavioural_twins: a valid child that changed no result is asked again once.
         second_ask_kind: how a second ask after a code twin asks (``mutation`` or ``hole``, :meth:`hole`).
+        second_ask_top_p, second_ask_top_k: the nucleus and top-k cuts of a second ask after a code twin
+            (None: the run's).
         seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before
             the child (the child is ``iteration + 1``).
     """
@@ -97,6 +103,8 @@ class SearchPolicy:
     seed: int
     temperature: float
     iteration: int
+    second_ask_top_p: float | None = None
+    second_ask_top_k: int | None = None
 
     @classmethod
     def of(cls, ctx: RunContext, iteration: int, worker: int | None = 0) -> SearchPolicy:
@@ -109,6 +117,7 @@ class SearchPolicy:
                    repair_attempts=search.repair_attempts, import_fixes=search.import_fixes,
                    repair_restart=search.repair_restart, behavioural_twins=search.behavioural_twins,
                    second_ask_kind=search.second_ask,
+                   second_ask_top_p=search.second_ask_top_p, second_ask_top_k=search.second_ask_top_k,
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
 
@@ -129,8 +138,12 @@ class SearchPolicy:
         return Sampling(self.seed + FIRST_ASK_SEED + self.iteration, self.temperature + hotter)
 
     def second_ask(self) -> Sampling:
-        """The second ask after a twin: seed ``seed + 1 + iteration``, ``REASK_HOTTER`` hotter."""
-        return Sampling(self.seed + 1 + self.iteration, self.temperature + REASK_HOTTER)
+        """The second ask after a twin: seed ``seed + 1 + iteration``, ``REASK_HOTTER`` hotter.
+
+        Its nucleus and top-k are :attr:`second_ask_top_p` and :attr:`second_ask_top_k`.
+        """
+        return Sampling(self.seed + 1 + self.iteration, self.temperature + REASK_HOTTER,
+                        self.second_ask_top_p, self.second_ask_top_k)
 
     def no_effect_ask(self) -> Sampling:
         """The ask after a behavioural twin: seed ``seed + NO_EFFECT_SEED + iteration``, hotter by 0.3.
@@ -154,7 +167,7 @@ class SearchPolicy:
         Its seed is the restart's + ``SECOND_ASK_SEED``; it is ``REASK_HOTTER`` hotter.
         """
         return Sampling(self.repair(number, restart=True).seed + SECOND_ASK_SEED,
-                        self.temperature + REASK_HOTTER)
+                        self.temperature + REASK_HOTTER, self.second_ask_top_p, self.second_ask_top_k)
 
     def no_effect_mutation(self) -> str:
         """The change the ask after a behavioural twin names: not the second ask's, nor a restart's."""

@@ -60,6 +60,11 @@ def test_sampling_settings_reach_the_request():
     official = create_chat_model("generator",
                                  RunContext(base_url="https://api.openai.com/v1", model="m", top_k=20))
     assert not official.extra_body  # OpenAI refuses top_k
+    # one request's own cuts (a second ask after a code twin) replace the run's for that request only
+    ctx = RunContext(base_url="http://localhost:9/v1", model="m", top_p=0.8, top_k=20)
+    wide = create_chat_model("generator", ctx, top_p=0.95, top_k=0)
+    assert wide.top_p == 0.95 and wide.extra_body["top_k"] == 0
+    assert create_chat_model("generator", ctx).top_p == 0.8
 
 
 def test_the_embedded_model_samples_with_its_recommended_settings(monkeypatch):

@@ -132,3 +132,40 @@ def test_the_agents_declared_once_are_what_every_list_of_agents_reads():
     assert enabled == set(CONTEXT_AGENTS) == set(disable_choices)  # a context agent has its ablation setting
     assert set(ABLATIONS) == {f"contextevolve-no-{name}" for name in CONTEXT_AGENTS}
     assert set(OWN_SERVER_ROLES) == {a.name for a in AGENTS if a.own_server}
+
+
+def test_only_a_second_ask_after_a_code_twin_samples_with_its_own_nucleus_and_top_k():
+    plain = policy(second_ask_top_p=None, second_ask_top_k=None)
+    assert (plain.second_ask().top_p, plain.second_ask().top_k) == (None, None)  # the run's
+    wide = policy(second_ask_top_p=0.95, second_ask_top_k=40)
+    assert (wide.second_ask().top_p, wide.second_ask().top_k) == (0.95, 40)
+    assert (wide.restart_second_ask(1).top_p, wide.restart_second_ask(1).top_k) == (0.95, 40)
+    assert wide.second_ask().temperature == plain.second_ask().temperature  # only the cuts differ
+    for other in (wide.first(""), wide.first("go"), wide.repair(1, restart=False), wide.repair(2, restart=True),
+                  wide.no_effect_ask()):
+        assert (other.top_p, other.top_k) == (None, None)
+    with pytest.raises(ValueError, match=r"second_ask_top_p must be in \(0, 1\]"):
+        RunContext(second_ask_top_p=0)
+    with pytest.raises(ValueError, match=r"second_ask_top_p must be in \(0, 1\]"):
+        RunContext(second_ask_top_p=1.5)
+    with pytest.raises(ValueError, match="second_ask_top_k must be >= 0"):
+        RunContext(second_ask_top_k=-1)
+
+
+def test_the_second_asks_cuts_reach_its_request_and_no_other(tmp_path, monkeypatch):
+    """A code twin's second ask is sent with the setting's top_p and top_k; the first ask with the run's."""
+    from contextevolve.loop import generation
+    from tests.fakes import BETTER_PROGRAM, fenced
+    from tests.unit.test_repair import run
+
+    sent, real = [], generation.call_role
+
+    def spy(role, messages, ctx, **kwargs):
+        sent.append((kwargs.get("top_p"), kwargs.get("top_k")))
+        return real(role, messages, ctx, **kwargs)
+
+    monkeypatch.setattr(generation, "call_role", spy)
+    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, second_ask_top_p=0.95, second_ask_top_k=40)
+    assert sent == [(None, None), (0.95, 40)]  # the first ask copied its parent; the second did not
+    assert records[1]["status"] == "ok"
