@@ -43,7 +43,9 @@ sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``
 ```python block of the request shown without its docstrings, :func:`program.docstrings.without_docstrings`)
 and ``paragraph`` (1: the ``## Direction`` section holding what the Navigator would have said had it been
 asked with a stop at its first paragraph break, :func:`paragraph_guidance`; the replay then keeps only the
-iterations whose guidance that changes, and prints the Navigator tokens the stop would have saved there).
+iterations whose guidance that changes, and prints the Navigator tokens the stop would have saved there)
+and ``plan`` (1: the stored whole-program request asks for one ``Change:`` line naming the edit before the
+program, :data:`prompts.generator.CHANGE_FIRST`; ``reask=plan`` is the second ask worded so).
 """
 
 from __future__ import annotations
@@ -72,14 +74,17 @@ from contextevolve.program.forms import EditForm, edit_form, edit_format
 from contextevolve.program.holes import choose, punched
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import hole_messages, mutation_for, reask_messages
+from contextevolve.prompts.generator import CHANGE_FIRST, hole_messages, mutation_for, reask_messages
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
-        "direction": int, "nodoc": int, "paragraph": int}
-REASKS = ("fresh", "edits", "followup", "hole")
+        "direction": int, "nodoc": int, "paragraph": int, "plan": int}
+REASKS = ("fresh", "edits", "followup", "hole", "plan")
 FIRSTS = ("stored", "fresh", "guided", "hole")
+WHOLE = "Return the whole program. "
+"""Where the whole-program form's reply format starts (``program.forms``): ``plan=1`` asks for the
+``Change:`` line before it."""
 FIRST_ASK = re.compile(r"^## Current program \(score ", re.MULTILINE)
 """The heading of the parent in an iteration's first Generator request (``prompts.generator.parent_section``):
 second asks, repairs and the other agents show programs under other headings."""
@@ -208,9 +213,9 @@ def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str | EditForm, lis
             return hole_form(hole), hole_messages(task.description, punched(shown, hole), hole.function,
                                                   task.higher_is_better)
         kind = "fresh"  # a parent with nowhere to put a hole, as a run asks it
-    if kind == "fresh":
+    if kind in ("fresh", "plan"):
         return "full", reask_messages(task.description, prompt["parent"], mutation, task.higher_is_better,
-                                      edit_form("full"))
+                                      edit_form("full"), change_line=kind == "plan")
     told = ("That program is the same as its parent apart from comments, docstrings, unused imports and "
             "uncalled helpers, so it would teach the search nothing. Change how the program computes its "
             f"result: {mutation}. ")
@@ -323,6 +328,22 @@ def without_docstring_blocks(messages: list) -> list:
     return [*messages[:-1], HumanMessage(content)]
 
 
+def with_change_first(messages: list) -> list:
+    """``messages`` whose last one asks for the ``Change:`` line before the program (``plan=1``).
+
+    :data:`prompts.generator.CHANGE_FIRST` goes before the whole-program format, as a second ask with
+    ``state_change`` words it.
+
+    Raises:
+        SystemExit: the request does not ask for the whole program (another edit form).
+    """
+    content = messages[-1].content
+    if WHOLE not in content:
+        raise SystemExit("plan=1: a stored request that does not ask for the whole program")
+    asked = CHANGE_FIRST + WHOLE[0].lower() + WHOLE[1:]
+    return [*messages[:-1], HumanMessage(content.replace(WHOLE, asked, 1))]
+
+
 def _temperature(values: dict) -> float:
     """The Generator's temperature under configuration ``values`` (the run's default unless it sets one)."""
     return values.get("temperature", RunContext().llm.temperature_for("generator"))
@@ -350,6 +371,8 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
         messages = with_direction(messages, paragraph_guidance(prompt))
     if values.get("nodoc"):
         messages = without_docstring_blocks(messages)
+    if values.get("plan"):
+        messages = with_change_first(messages)
     if values.get("mutation"):
         step = named_step(mutation_for(sample, prompt["iteration"]))
         messages = [*messages[:-1], HumanMessage(f"{messages[-1].content} {step}")]

@@ -274,6 +274,8 @@ class RunContext:
             problems.append("repair_attempts must be >= 0")
         if search.unguided_hotter < 0:
             problems.append("unguided_hotter must be >= 0 (it is added to the Generator's temperature)")
+        if search.change_line not in ("none", "second_ask", "every_ask"):
+            problems.append(f"change_line must be none, second_ask or every_ask, not {search.change_line!r}")
         if search.second_ask_top_p is not None and not 0 < search.second_ask_top_p <= 1:
             problems.append("second_ask_top_p must be in (0, 1] (a nucleus-sampling mass)")
         if search.second_ask_top_k is not None and search.second_ask_top_k < 0:

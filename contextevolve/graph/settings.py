@@ -181,6 +181,12 @@ class SearchSettings:
     concrete change (docs/decisions/second-ask.md); ``hole`` shows it with one block of statements removed
     and asks for that function written anew, so the reply cannot copy the part it changes
     (docs/decisions/hole-ask.md)."""
+    change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
+    """Which Generator asks want one ``Change:`` line naming the edit before the program: ``second_ask``, the
+    second ask after a code twin (and a restart's); ``every_ask``, the first ask too; ``none``, no ask.
+    Asked to name its change first, the small model copies its parent less often
+    (docs/decisions/change-line.md).
+    The diff form's first ask never asks for it (its edits name their change)."""
     second_ask_top_p: float | None = None
     """Nucleus-sampling mass of the second ask after a code twin; None: the run's (``llm.top_p``). Where the
     first ask copied its parent, the model is sure of nearly every token of the copy, and a narrow nucleus

@@ -122,7 +122,8 @@ def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: Searc
     if hole is None:  # the mutation kind, or a parent with no hole
         form = policy.second_form
         messages = reask_messages(task.description, parent.source,
-                                  policy.mutation(after_restart=after_restart), task.higher_is_better, form)
+                                  policy.mutation(after_restart=after_restart), task.higher_is_better, form,
+                                  change_line=policy.second_change_line)
     else:
         form = hole_form(hole)
         messages = hole_messages(task.description, punched(shown, hole), hole.function,

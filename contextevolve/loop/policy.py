@@ -84,6 +84,8 @@ class SearchPolicy:
             a model; repair_restart: the last model repair writes the child again from its parent.
         behavioural_twins: a valid child that changed no result is asked again once.
         second_ask_kind: how a second ask after a code twin asks (``mutation`` or ``hole``, :meth:`hole`).
+        change_line: which asks want a ``Change:`` line before the program (``none``, ``second_ask``,
+            ``every_ask``; :func:`~contextevolve.prompts.generator.with_change_line`).
         second_ask_top_p, second_ask_top_k: the nucleus and top-k cuts of a second ask after a code twin
             (None: the run's).
         seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before
@@ -105,6 +107,7 @@ class SearchPolicy:
     iteration: int
     second_ask_top_p: float | None = None
     second_ask_top_k: int | None = None
+    change_line: Literal["none", "second_ask", "every_ask"] = "none"
 
     @classmethod
     def of(cls, ctx: RunContext, iteration: int, worker: int | None = 0) -> SearchPolicy:
@@ -118,8 +121,19 @@ class SearchPolicy:
                    repair_restart=search.repair_restart, behavioural_twins=search.behavioural_twins,
                    second_ask_kind=search.second_ask,
                    second_ask_top_p=search.second_ask_top_p, second_ask_top_k=search.second_ask_top_k,
+                   change_line=search.change_line,
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
+
+    @property
+    def first_change_line(self) -> bool:
+        """The first ask wants a ``Change:`` line before the program (``change_line`` ``every_ask``)."""
+        return self.change_line == "every_ask"
+
+    @property
+    def second_change_line(self) -> bool:
+        """A second ask after a code twin wants a ``Change:`` line (``change_line`` other than ``none``)."""
+        return self.change_line != "none"
 
     def stop(self, form: EditForm | None = None) -> list[str] | None:
         """Stop sequences of a request whose reply is written in ``form`` (default: the run's)."""

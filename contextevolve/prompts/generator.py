@@ -38,20 +38,41 @@ def goal_of(higher_is_better: bool) -> str:
     return "raises the score (higher is better)" if higher_is_better else "lowers the score (lower is better)"
 
 
+CHANGE_FIRST = ("Before the code, write one line that begins with `Change:` and names the lines of the "
+                "current program you will change and what they will compute instead. Then ")
+"""What an ask with a change line adds before its reply format: the reply names its edit before it writes the
+program. Asked so, the small model copies its parent less often (docs/decisions/change-line.md)."""
+
+
+def with_change_line(job: str, reply_format: str) -> str:
+    """``job`` asking for the ``Change:`` line (:data:`CHANGE_FIRST`) just before its ``reply_format``.
+
+    ``job`` unchanged when it does not hold ``reply_format`` (the diff form's job, whose SEARCH/REPLACE
+    edits name their change anyway).
+    """
+    if not reply_format or reply_format not in job:
+        return job
+    return job.replace(reply_format, CHANGE_FIRST + reply_format[0].lower() + reply_format[1:], 1)
+
+
 def reask_messages(task_description: str, parent_source: str, mutation: str, higher_is_better: bool,
-                   form: EditForm) -> list:
+                   form: EditForm, *, change_line: bool = False) -> list:
     """The Generator's second ask after a twin: a new conversation, not a follow-up of the first.
 
     It holds only the task, the current program without its docstrings and one concrete ``mutation``
-    to make, and wants code back as ``form`` (the run's form's ``second_ask``) writes it. Why a new
+    to make, and wants code back as ``form`` (the run's form's ``second_ask``) writes it; with
+    ``change_line`` the reply first names its edit in one line (:func:`with_change_line`). Why a new
     conversation: docs/decisions/second-ask.md.
     """
+    ending = form.reply_format(parent_source)
+    if change_line:
+        ending = with_change_line(ending, ending)
     return [SystemMessage(SYSTEM), HumanMessage(
         f"## Task\n{task_description}\n\n"
         f"## Current program\n```python\n{without_docstrings(parent_source)}```\n\n"
         f"## Your job\nMake one concrete change to how this program computes its result: {mutation}. "
         f"The change should be one that {goal_of(higher_is_better)}. Keep the function name and signature. "
-        f"{form.reply_format(parent_source)}")]
+        f"{ending}")]
 
 
 def hole_messages(task_description: str, shown: str, function: str, higher_is_better: bool) -> list:
@@ -175,13 +196,16 @@ class GeneratorPrompt:
 def generator_prompt(task_description: str, parent: str, guidance: str, exemplars: list[str],
                      form: EditForm, higher_is_better: bool, parent_source: str,
                      exemplar_ids: list[str] | None = None,
-                     code_ids: list[str] | None = None) -> GeneratorPrompt:
+                     code_ids: list[str] | None = None, change_line: bool = False) -> GeneratorPrompt:
     """The Generator's prompt from rendered parts.
 
     ``form`` writes its job for ``parent_source``, the parent's program as it is (the diff form's
-    example is made of its lines).
+    example is made of its lines); with ``change_line`` the job asks for a ``Change:`` line before the
+    program (:func:`with_change_line`).
     """
+    job = form.job(goal_of(higher_is_better), parent_source)
+    if change_line:
+        job = with_change_line(job, form.reply_format(parent_source))
     return GeneratorPrompt(task=task_description, parent=parent, guidance=guidance,
-                           exemplars=tuple(exemplars),
-                           job=form.job(goal_of(higher_is_better), parent_source),
+                           exemplars=tuple(exemplars), job=job,
                            exemplar_ids=tuple(exemplar_ids or ()), code_ids=tuple(code_ids or ()))

@@ -141,8 +141,8 @@ def test_only_a_second_ask_after_a_code_twin_samples_with_its_own_nucleus_and_to
     assert (wide.second_ask().top_p, wide.second_ask().top_k) == (0.95, 40)
     assert (wide.restart_second_ask(1).top_p, wide.restart_second_ask(1).top_k) == (0.95, 40)
     assert wide.second_ask().temperature == plain.second_ask().temperature  # only the cuts differ
-    for other in (wide.first(""), wide.first("go"), wide.repair(1, restart=False), wide.repair(2, restart=True),
-                  wide.no_effect_ask()):
+    for other in (wide.first(""), wide.first("go"), wide.repair(1, restart=False),
+                  wide.repair(2, restart=True), wide.no_effect_ask()):
         assert (other.top_p, other.top_k) == (None, None)
     with pytest.raises(ValueError, match=r"second_ask_top_p must be in \(0, 1\]"):
         RunContext(second_ask_top_p=0)
@@ -165,7 +165,34 @@ def test_the_second_asks_cuts_reach_its_request_and_no_other(tmp_path, monkeypat
         return real(role, messages, ctx, **kwargs)
 
     monkeypatch.setattr(generation, "call_role", spy)
-    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 400), cycle=False)
+    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 400),
+                         cycle=False)
     _, records, _ = run(tmp_path, generator, second_ask_top_p=0.95, second_ask_top_k=40)
     assert sent == [(None, None), (0.95, 40)]  # the first ask copied its parent; the second did not
     assert records[1]["status"] == "ok"
+
+
+def test_which_asks_want_a_change_line_before_the_program(tmp_path):
+    """By default only a code twin's second ask asks for the `Change:` line; every_ask, the first too."""
+    from contextevolve.prompts.generator import CHANGE_FIRST, with_change_line
+    from tests.fakes import BETTER_PROGRAM, fenced
+    from tests.unit.test_repair import run
+
+    assert (policy().first_change_line, policy().second_change_line) == (False, True)
+    assert policy(change_line="every_ask").first_change_line
+    assert not policy(change_line="none").second_change_line
+    with pytest.raises(ValueError, match="change_line must be none, second_ask or every_ask, not 'always'"):
+        RunContext(change_line="always")
+    for name, form in EDIT_FORMS.items():  # the line goes just before the reply format, where the job has one
+        job = form.job("raises the score", INITIAL)
+        asked = with_change_line(job, form.reply_format(INITIAL))
+        assert (CHANGE_FIRST in asked) == (name != "diff")
+        assert asked.replace(CHANGE_FIRST, "").lower() == job.lower()
+    named = "Change: the GPU's load counts the model placed on it.\n" + fenced(BETTER_PROGRAM)
+    for setting, first_has, second_has in (("second_ask", False, True), ("every_ask", True, True),
+                                           ("none", False, False)):
+        generator = scripted(reply(fenced(INITIAL), 900, 400), reply(named, 700, 400), cycle=False)
+        _, records, _ = run(tmp_path / setting, generator, change_line=setting)
+        first, second = (seen[-1].content for seen in generator.seen)
+        assert ("`Change:`" in first, "`Change:`" in second) == (first_has, second_has)
+        assert records[1]["status"] == "ok" and records[1]["source"].strip() == BETTER_PROGRAM.strip()
