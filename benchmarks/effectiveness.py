@@ -241,6 +241,10 @@ def main() -> int:
     parser.add_argument("--second-ask", choices=("mutation", "hole"), default=None,
                         help="how the Generator is asked again after a code twin (SearchSettings.second_ask; "
                              "default: RunContext's)")
+    parser.add_argument("--change-line", choices=("none", "second_ask", "every_ask"), default=None,
+                        help="which asks want a 'Change:' line before the program "
+                             "(SearchSettings.change_line; "
+                             "default: RunContext's)")
     parser.add_argument("--second-ask-top-p", type=float, default=None,
                         help="nucleus of the second ask after a code twin (SearchSettings.second_ask_top_p; "
                              "default: RunContext's)")
@@ -307,6 +311,7 @@ def main() -> int:
         f"-stale{args.stale_after}" if args.stale_after is not None else "",
         f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "",
         f"-{args.second_ask}" if args.second_ask else "",
+        f"-change{args.change_line}" if args.change_line else "",
         f"-p{args.second_ask_top_p:g}" if args.second_ask_top_p is not None else "",
         f"-k{args.second_ask_top_k}" if args.second_ask_top_k is not None else "",
         "-paperagents" if args.paper_agents else ""])
@@ -320,7 +325,8 @@ def main() -> int:
             marks.setdefault("start", time.perf_counter())
 
     search = {k: v for k, v in (("stale_after", args.stale_after), ("unguided_hotter", args.unguided_hotter),
-                                ("second_ask", args.second_ask), ("second_ask_top_p", args.second_ask_top_p),
+                                ("second_ask", args.second_ask), ("change_line", args.change_line),
+                                ("second_ask_top_p", args.second_ask_top_p),
                                 ("second_ask_top_k", args.second_ask_top_k)) if v is not None}
     if args.paper_agents:
         search.update(PAPER_AGENTS)
@@ -338,6 +344,7 @@ def main() -> int:
               "import_fixes": settings.get("import_fixes"),
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
               "second_ask": settings.get("second_ask", "mutation"),
+              "change_line": settings.get("change_line", "none"),
               "second_ask_top_p": settings.get("second_ask_top_p"),
               "second_ask_top_k": settings.get("second_ask_top_k"),
               **{k: settings.get(k) for k in PAPER_AGENTS},
