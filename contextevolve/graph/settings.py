@@ -182,18 +182,18 @@ class SearchSettings:
     and asks for that function written anew, so the reply cannot copy the part it changes
     (docs/decisions/hole-ask.md)."""
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
-    """Which Generator asks want one ``Change:`` line naming the edit before the program: ``second_ask``, the
-    second ask after a code twin (and a restart's); ``every_ask``, the first ask too; ``none``, no ask.
-    Asked to name its change first, the small model copies its parent less often
-    (docs/decisions/change-line.md).
+    """Which Generator asks want a line naming the edit before the program (second_ask, every_ask or none).
+
+    The line begins with ``Change:``. ``second_ask``: the second ask after a code twin (and a restart's);
+    ``every_ask``: the first ask too; ``none``: no ask. Asked to name its change first, the small model
+    copies its parent less often (docs/decisions/change-line.md).
     The diff form's first ask never asks for it (its edits name their change)."""
     second_ask_top_p: float | None = None
-    """Nucleus-sampling mass of the second ask after a code twin; None: the run's (``llm.top_p``). Where the
+    """Nucleus-sampling mass of the second ask after a code twin (default: the run's ``llm.top_p``). Where the
     first ask copied its parent, the model is sure of nearly every token of the copy, and a narrow nucleus
     keeps only that token, so the second ask mostly copies again (docs/decisions/second-ask.md)."""
     second_ask_top_k: int | None = None
-    """Top-k of the second ask after a code twin (0: no top-k cut, where the endpoint reads it); None: the
-    run's (``llm.top_k``)."""
+    """Top-k of the second ask after a code twin, 0 for no cut (default: the run's ``llm.top_k``)."""
     stop_at_code_end: bool = True
     """End the Generator's (and repair's) completion where its code block closes, in an edit form whose reply
     is one block: the prose a small model writes after its code is never read."""
