@@ -12,9 +12,10 @@ works. Settings are not checkpointed: the CLI saves them to ``RUN_DIR/run.json``
 from __future__ import annotations
 
 import difflib
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pydantic
 
@@ -153,6 +154,22 @@ def upgraded(data: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
+def literal_problems(group: Any) -> list[str]:
+    """One sentence per ``Literal`` field of the settings ``group`` whose value is not one of its choices.
+
+    (A flat keyword of the Python API reaches a group without pydantic's checks.)
+    """
+    if not is_dataclass(group):
+        return []
+    hints = typing.get_type_hints(type(group))
+    out = []
+    for f in fields(group):
+        hint, value = hints[f.name], getattr(group, f.name)
+        if typing.get_origin(hint) is Literal and value not in typing.get_args(hint):
+            out.append(f"{f.name} must be one of {', '.join(map(str, typing.get_args(hint)))}, not {value!r}")
+    return out
+
+
 def _group(name: str, value: Any, updates: dict[str, Any]) -> Any:
     """The ``name`` group from ``value`` (None, an instance, or a dict of its fields) with ``updates``.
 
@@ -274,8 +291,8 @@ class RunContext:
             problems.append("repair_attempts must be >= 0")
         if search.unguided_hotter < 0:
             problems.append("unguided_hotter must be >= 0 (it is added to the Generator's temperature)")
-        if search.change_line not in ("none", "second_ask", "every_ask"):
-            problems.append(f"change_line must be none, second_ask or every_ask, not {search.change_line!r}")
+        for name in GROUPS:
+            problems += literal_problems(getattr(self, name))
         if search.second_ask_top_p is not None and not 0 < search.second_ask_top_p <= 1:
             problems.append("second_ask_top_p must be in (0, 1] (a nucleus-sampling mass)")
         if search.second_ask_top_k is not None and search.second_ask_top_k < 0:
@@ -298,8 +315,6 @@ class RunContext:
         if where.workers < 1 or any(n is not None and n < 1
                                     for n in (where.eval_workers, where.llm_concurrency)):
             problems.append("workers, eval_workers and llm_concurrency must be >= 1")
-        if self.parallelism.executor not in ("local", "ray"):
-            problems.append(f"executor must be local or ray, not {self.parallelism.executor!r}")
         if problems:
             raise ValueError("invalid run settings: " + "; ".join(problems))
 

@@ -181,7 +181,7 @@ def test_which_asks_want_a_change_line_before_the_program(tmp_path):
     assert (policy().first_change_line, policy().second_change_line) == (False, True)
     assert policy(change_line="every_ask").first_change_line
     assert not policy(change_line="none").second_change_line
-    with pytest.raises(ValueError, match="change_line must be none, second_ask or every_ask, not 'always'"):
+    with pytest.raises(ValueError, match="change_line must be one of none, second_ask, every_ask, not 'alw"):
         RunContext(change_line="always")
     for name, form in EDIT_FORMS.items():  # the line goes just before the reply format, where the job has one
         job = form.job("raises the score", INITIAL)

@@ -177,3 +177,12 @@ def test_api_key_never_reaches_run_json_or_checkpoints(tmp_path, models):
     assert "api_key" not in json.loads((root / "run.json").read_text())
     leaked = [p for p in root.rglob("*") if p.is_file() and API_KEY.encode() in p.read_bytes()]
     assert leaked == []
+
+
+def test_a_choice_setting_given_as_a_flat_keyword_is_checked():
+    """A flat keyword skips pydantic, so a Literal setting's value is checked by RunContext itself."""
+    for name, value, choices in (("second_ask", "x", "mutation, hole"), ("edit_form", "patch", "full, diff"),
+                                 ("executor", "k8s", "local, ray"), ("summary_variant", "x", "inherited")):
+        with pytest.raises(ValueError, match=f"{name} must be one of {choices}.*not '{value}'"):
+            RunContext(**{name: value})
+    assert RunContext(second_ask="hole", edit_form="functions").search.second_ask == "hole"
