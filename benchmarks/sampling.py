@@ -16,8 +16,10 @@ seconds per reply, new scores per 10,000 tokens; writes every reply's outcome, e
 
 ``--reask`` replays the *second* ask instead: the one a run makes after the first version was a
 twin of its parent (stored re-asks only), with the run's seed and temperature for it, under one of
-four prompts (key ``reask``): ``fresh`` (what a run sends, :func:`prompts.generator.reask_messages`:
-a new conversation with the program without docstrings and one named mutation), ``edits`` (the
+five prompts (key ``reask``): ``fresh`` (what a run sent before the change line,
+:func:`prompts.generator.reask_messages`: a new conversation with the program without docstrings and one
+named mutation), ``plan`` (the same asking for a ``Change:`` line before the program: what a run sends at
+the default ``--change-line second_ask``), ``edits`` (the
 follow-up conversation asking for SEARCH/REPLACE edits that runs sent before) and ``followup`` (the
 same follow-up asking for the whole program), and ``hole`` (what a run with ``--second-ask hole`` sends,
 :func:`prompts.generator.hole_messages`: the program with one block removed, the function written anew).

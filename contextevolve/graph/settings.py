@@ -189,9 +189,10 @@ class SearchSettings:
     copies its parent less often (docs/decisions/change-line.md).
     The diff form's first ask never asks for it (its edits name their change)."""
     second_ask_top_p: float | None = None
-    """Nucleus-sampling mass of the second ask after a code twin (default: the run's ``llm.top_p``). Where the
-    first ask copied its parent, the model is sure of nearly every token of the copy, and a narrow nucleus
-    keeps only that token, so the second ask mostly copies again (docs/decisions/second-ask.md)."""
+    """Nucleus-sampling mass of the second ask after a code twin (default: the run's ``llm.top_p``).
+
+    Wider cuts than the embedded model's make its second ask copy the parent a little less often, with no
+    cut at all it still mostly copies (docs/decisions/change-line.md)."""
     second_ask_top_k: int | None = None
     """Top-k of the second ask after a code twin, 0 for no cut (default: the run's ``llm.top_k``)."""
     stop_at_code_end: bool = True

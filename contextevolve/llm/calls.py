@@ -199,8 +199,7 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     import openai
     import tenacity
 
-    model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed, top_p=top_p,
-                                           top_k=top_k)
+    model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed, top_p=top_p, top_k=top_k)
     base_url, model_name = getattr(model, "openai_api_base", None), getattr(model, "model_name", None)
     spent: list[TokenUsage] = []
     attempts = 0
@@ -212,7 +211,7 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
             # (rebuilt each pass: another worker, or this request's last pass, may have met a refusal;
             # chat models are cached, so this costs nothing when nothing changed)
             model = models.create_chat_model(role, ctx, temperature=temperature, seed=seed, top_p=top_p,
-                                           top_k=top_k)
+                                             top_k=top_k)
             sent = {name for name in ("temperature", "top_p", "seed")
                     if getattr(model, name, None) is not None}
             sent |= {name for name, asked in (("stop", stop), ("response_format", json_mode)) if asked}

@@ -107,7 +107,7 @@ class SearchPolicy:
     iteration: int
     second_ask_top_p: float | None = None
     second_ask_top_k: int | None = None
-    change_line: Literal["none", "second_ask", "every_ask"] = "none"
+    change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
 
     @classmethod
     def of(cls, ctx: RunContext, iteration: int, worker: int | None = 0) -> SearchPolicy:
