@@ -76,7 +76,7 @@ from contextevolve.program.forms import EditForm, edit_form, edit_format
 from contextevolve.program.holes import choose, punched
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import CHANGE_FIRST, hole_messages, mutation_for, reask_messages
+from contextevolve.prompts.generator import hole_messages, mutation_for, reask_messages, with_change_line
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
@@ -333,8 +333,7 @@ def without_docstring_blocks(messages: list) -> list:
 def with_change_first(messages: list) -> list:
     """``messages`` whose last one asks for the ``Change:`` line before the program (``plan=1``).
 
-    :data:`prompts.generator.CHANGE_FIRST` goes before the whole-program format, as a second ask with
-    ``state_change`` words it.
+    :func:`prompts.generator.with_change_line` puts it before the whole-program format, as a run's asks do.
 
     Raises:
         SystemExit: the request does not ask for the whole program (another edit form).
@@ -342,8 +341,7 @@ def with_change_first(messages: list) -> list:
     content = messages[-1].content
     if WHOLE not in content:
         raise SystemExit("plan=1: a stored request that does not ask for the whole program")
-    asked = CHANGE_FIRST + WHOLE[0].lower() + WHOLE[1:]
-    return [*messages[:-1], HumanMessage(content.replace(WHOLE, asked, 1))]
+    return [*messages[:-1], HumanMessage(with_change_line(content, WHOLE))]
 
 
 def _temperature(values: dict) -> float:
