@@ -36,6 +36,11 @@ form naming the iteration's stored Navigator guidance instead of a mutation; ``f
 ``reask=hole`` builds it, the hole chosen by sample and iteration) as the first ask. All three drop the
 exemplars, abstracts and scores the stored request holds: they measure what that context buys per token.
 
+``--no-effect`` replays the ask after a *behavioural* twin (a valid version whose every result equals a stored
+program's; stored asks only, :func:`prompts.generator.no_effect_messages`), with the run's seed offset and
+temperature for it; the reply is judged against that version and its score, and ``plan=1`` asks it for the
+``Change:`` line too. Stored asks that repeated the effect's ``no effect:`` prefix are replayed without it.
+
 A configuration is ``NAME=`` (the defaults: for the embedded model its recommended top_p 0.8 and
 top_k 20; ``top_p=0.95,top_k=40`` are llama-cpp-python's server defaults) or ``NAME=key=value,...`` with keys
 ``temperature`` (the Generator's), ``top_p``, ``top_k`` and ``mutation`` (1: the request also names
@@ -69,7 +74,7 @@ from contextevolve.graph.context import RunContext, flat_settings, upgraded
 from contextevolve.llm import transcript
 from contextevolve.llm.parsing import clip_to_sentence
 from contextevolve.loop.generation import hole_form
-from contextevolve.loop.policy import REASK_HOTTER
+from contextevolve.loop.policy import NO_EFFECT_SEED, REASK_HOTTER
 from contextevolve.nodes.navigate import GUIDANCE_CHARS
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.forms import EditForm, edit_form, edit_format
@@ -94,6 +99,9 @@ REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to 
                  "the line marked `# HOLE` stands for lines")
 """Text only a second ask after a twin holds: the follow-up prompts runs sent before, and :data:`REASKS`
 ``fresh`` and ``hole``."""
+
+NO_EFFECT_MARKER = "## What your last change did\nIt ran correctly but had no effect"
+"""Text only the ask after a behavioural twin holds (:func:`prompts.generator.no_effect_messages`)."""
 
 
 def named_step(mutation: str) -> str:
@@ -199,6 +207,42 @@ def reask_prompts(run_dir: Path) -> list[dict]:
                             "first_reply": first["reply"], "parent": parent["source"],
                             "parent_score": parent["combined_score"]})
     return prompts
+
+
+def no_effect_prompts(run_dir: Path) -> list[dict]:
+    """Every stored ask after a behavioural twin of a one-worker run: its messages, version and score.
+
+    ``parent`` is the version that had no effect (as the ask shows it, without docstrings) and
+    ``parent_score`` the score of the stored program whose results it repeated (named in the ask).
+    """
+    by_id = {r["id"]: r for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
+    prompts = []
+    for iteration, _, row, _, _ in _generator_asks(run_dir):
+        content = row["messages"][-1]["content"]
+        if NO_EFFECT_MARKER not in content:
+            continue
+        version = re.search(r"## Current program\n```python\n(.*?)```", content, re.S)
+        twin = re.search(r"every result equals (\w+)'s", content)
+        if version is None or twin is None or twin.group(1) not in by_id:
+            continue
+        messages = [*row["messages"][:-1], {**row["messages"][-1], "content": content.replace(
+            "had no effect: no effect: ", "had no effect: ")}]
+        prompts.append({"run": run_dir.name, "iteration": iteration, "messages": messages,
+                        "parent": version.group(1), "parent_score": by_id[twin.group(1)]["combined_score"]})
+    return prompts
+
+
+def no_effect_request(values: dict, prompt: dict, sample: int, run_seed: int) -> tuple[str, int, float, list]:
+    """``(mode, seed, temperature, messages)`` of an ask after a behavioural twin as a run makes it.
+
+    As ``loop.policy.SearchPolicy.no_effect_ask`` samples it (the run's seed plus :data:`NO_EFFECT_SEED` and
+    the iteration, :data:`REASK_HOTTER` hotter), a new seed per sample; ``plan=1`` asks for the change line.
+    """
+    messages = _messages(prompt["messages"])
+    if values.get("plan"):
+        messages = with_change_first(messages)
+    seed = run_seed + 1000 * sample + NO_EFFECT_SEED + prompt["iteration"]
+    return "full", seed, _temperature(values) + REASK_HOTTER, messages
 
 
 def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str | EditForm, list]:
@@ -438,11 +482,18 @@ def main() -> int:
     parser.add_argument("--limit", type=int, help="first N iterations of each run")
     parser.add_argument("--reask", action="store_true",
                         help="replay the second ask after a twin, not the first ask")
+    parser.add_argument("--no-effect", action="store_true",
+                        help="replay the ask after a behavioural twin, not the first ask")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--out", type=Path, default=Path("runs/sampling.json"))
     args = parser.parse_args()
     configs = dict(parse_config(c) for c in args.config)
+    if args.reask and args.no_effect:
+        parser.error("--reask and --no-effect replay different asks: give one")
+    if args.no_effect and any(set(v) - {"temperature", "top_p", "top_k", "plan"} for v in configs.values()):
+        parser.error("--no-effect replays the stored ask: its configurations set only temperature, top_p, "
+                     "top_k and plan")
     if args.reask and any(v.get("first", "stored") != "stored" for v in configs.values()):
         parser.error("first= replaces the first ask; --reask replays the second")
     if args.reask and any(v.get("paragraph") for v in configs.values()):
@@ -460,7 +511,8 @@ def main() -> int:
                          "read iteration after iteration: replay runs of one worker")
         task = get_task(settings["task"])
         first_mode = settings.get("edit_form") or settings.get("generation_mode") or "full"
-        asks = (reask_prompts(run_dir) if args.reask else first_prompts(run_dir))[:args.limit]
+        asks = (reask_prompts(run_dir) if args.reask else no_effect_prompts(run_dir) if args.no_effect
+                else first_prompts(run_dir))[:args.limit]
         if any(v.get("paragraph") for v in configs.values()):
             kept = [p for p in asks if paragraph_changes(p)]
             saved = sum(map(paragraph_tokens_saved, asks))
@@ -474,6 +526,9 @@ def main() -> int:
                     if args.reask:
                         mode, seed, temperature, messages = reask_request(values, prompt, task, sample,
                                                                           settings.get("seed", 0))
+                    elif args.no_effect:
+                        mode, seed, temperature, messages = no_effect_request(values, prompt, sample,
+                                                                              settings.get("seed", 0))
                     else:
                         mode, seed, temperature, messages = first_request(values, prompt, task, sample, n,
                                                                           first_mode)

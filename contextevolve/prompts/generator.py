@@ -93,22 +93,28 @@ def hole_messages(task_description: str, shown: str, function: str, higher_is_be
 
 
 def no_effect_messages(task_description: str, version_source: str, effect: str, mutation: str,
-                       higher_is_better: bool, form: EditForm) -> list:
+                       higher_is_better: bool, form: EditForm, *, change_line: bool = False) -> list:
     """The Generator's ask after a behavioural twin: its valid version changed no result.
 
     A new conversation like :func:`reask_messages`, holding the version that had no effect (without its
-    docstrings), what was measured (``effect``: that every result equals a stored program's) and one
-    concrete ``mutation``, so that the next change alters what the program computes.
+    docstrings), what was measured (``effect``: that every result equals a stored program's, as
+    ``loop.behaviour.no_effect_reason`` words it, its leading ``no effect:`` not repeated) and one concrete
+    ``mutation``, so that the next change alters what the program computes; with ``change_line`` the reply
+    first names its edit in one line (:func:`with_change_line`).
     """
+    ending = form.reply_format(version_source)
+    if change_line:
+        ending = with_change_line(ending, ending)
+    measured = effect.removeprefix("no effect: ")
     return [SystemMessage(SYSTEM), HumanMessage(
         f"## Task\n{task_description}\n\n"
         f"## Current program\n```python\n{without_docstrings(version_source)}```\n\n"
-        f"## What your last change did\nIt ran correctly but had no effect: {effect}. Rewording, renaming, "
+        f"## What your last change did\nIt ran correctly but had no effect: {measured}. Rewording, renaming, "
         f"reordering independent statements or adding code whose result is never used does not change "
         f"what the program returns.\n\n"
         f"## Your job\nMake one concrete change to how this program computes its result: {mutation}. "
         f"The change must alter the result it returns, in a way that {goal_of(higher_is_better)}. Keep the "
-        f"function name and signature. {form.reply_format(version_source)}")]
+        f"function name and signature. {ending}")]
 
 
 @dataclass

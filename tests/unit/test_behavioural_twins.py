@@ -91,7 +91,8 @@ def test_a_child_with_no_effect_is_asked_again_and_the_new_child_replaces_it(tmp
     attempt = child["attempts"][0]
     assert attempt["status"] == "ok" and attempt["source"] == RENAMED and "it00000" in attempt["reason"]
     ask = generator.seen[1][1].content
-    assert "had no effect" in ask and "every result equals it00000's" in ask and "pressure" in ask
+    assert "had no effect: every result equals it00000's" in ask and "pressure" in ask
+    assert "no effect: no effect" not in ask  # the measured effect's own prefix is not repeated
     # the new program is the child, scored by our evaluator, not a twin, summarised by the model
     assert child["source"] == BETTER_PROGRAM and child["status"] == "ok" and not child["behavioural_twin_of"]
     assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)

@@ -251,3 +251,34 @@ def test_paragraph_1_gives_the_guidance_a_navigator_stopped_at_its_first_paragra
                                             get_task("model_placement"), 0, 0, "full")
     assert messages[-1].content == "## Task\nT\n\n## Your job\nJ"  # nothing left: no Direction section
     assert bench.parse_config("cut=paragraph=1") == ("cut", {"paragraph": 1})
+
+
+def test_no_effect_prompts_take_the_ask_after_a_behavioural_twin_with_its_version_and_score(tmp_path):
+    """``--no-effect`` replays the stored ask after a behavioural twin, judged against the version shown."""
+    from contextevolve.program.forms import edit_form
+    from contextevolve.prompts.generator import no_effect_messages
+
+    def row(text, reply=""):
+        return json.dumps({"role": "generator", "attempt": 1, "reply": reply,
+                           "messages": [{"type": "system", "content": "sys"},
+                                        {"type": "human", "content": text}]})
+
+    task = get_task("model_placement")
+    first = "## Task\nT\n\n## Current program (score {}; x {})\nAbstract: a\n```python\nX = 1\n```"
+    ask = no_effect_messages(task.description, BETTER_PROGRAM, "no effect: every result equals it00000's "
+                             "(score 0)", "reverse the order", True, edit_form("full"))[-1].content
+    stored = ask.replace("had no effect: ", "had no effect: no effect: ")  # as runs before the fix sent it
+    rows = [row(first.format(0, 0), "renamed"), row(stored, "new code"), row(first.format(1, 1), "other")]
+    (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
+    programs = [{"id": f"it0000{i}", "iteration": i, "parent_id": f"it0000{i - 1}" if i else None,
+                 "source": INITIAL, "combined_score": 10.0 + i} for i in range(3)]
+    (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
+    found = bench.no_effect_prompts(tmp_path)
+    assert [(p["iteration"], p["parent_score"]) for p in found] == [(1, 10.0)]  # it00000's score
+    assert "compute_model_placement" in found[0]["parent"] and '"""' not in found[0]["parent"]
+    mode, seed, temperature, plain = bench.no_effect_request({}, found[0], sample=1, run_seed=5)
+    assert mode == "full" and seed == 5 + 1000 + bench.NO_EFFECT_SEED + 1
+    assert plain[-1].content == ask and "Change:" not in ask  # the repeated prefix is taken out
+    planned = bench.no_effect_request({"plan": 1}, found[0], sample=1, run_seed=5)[3]
+    text = planned[-1].content
+    assert text.count("`Change:`") == 1 and text.index("`Change:`") > text.index("## Your job")
