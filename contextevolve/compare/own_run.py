@@ -15,7 +15,7 @@ from typing import NamedTuple
 from contextevolve.agents import CONTEXT_AGENTS
 from contextevolve.compare import ledger
 from contextevolve.compare.schema import CompareSettings
-from contextevolve.roles import ROLES, total_tokens
+from contextevolve.roles import ROLES, TokenUsage, total_tokens
 from contextevolve.tasks.registry import get_task
 
 ABLATIONS: dict[str, dict[str, bool]] = {f"contextevolve-no-{name}": {f"{name}_enabled": False}
@@ -23,12 +23,12 @@ ABLATIONS: dict[str, dict[str, bool]] = {f"contextevolve-no-{name}": {f"{name}_e
 """The paper's three ablations (Fig. 3c): one context agent switched off."""
 
 def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: str, model: str,
-                      folder: Path) -> tuple[str, int | None, list[int]]:
+                      folder: Path) -> tuple[str, int | None, list[int], list[int]]:
     """Run ContextEvolve (or an ablation) in this process and fill the ledger from its stored run.
 
     Returns ``(why it stopped early or '', its own token total, tokens used by the end of each
-    child)``; the last is from the children's own token records (their ledger entries are written
-    after the run, so their finish times say nothing).
+    child, the prompt tokens among them)``; the last two are from the children's own token records
+    (their ledger entries are written after the run, so their finish times say nothing).
     """
     from contextevolve.api import evolve
     from contextevolve.graph.settings import DEFAULT_TEMPERATURES
@@ -51,15 +51,16 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
         own, stopped = None, f"error: {exc}"[:300]
     records = folder / "run" / "programs.jsonl"
     rows = [json.loads(line) for line in records.read_text().splitlines()] if records.exists() else []
-    used, cumulative = 0, []
+    used, prompts, cumulative, cumulative_prompt = 0, 0, [], []
     for row in sorted(rows, key=lambda r: r["iteration"]):
         used += total_tokens(row.get("tokens"))
+        prompts += prompt_tokens(row.get("tokens"))
         if row["iteration"] == 0:
             ledger.record(task, row.get("source", ""), row["status"], row["combined_score"],
                           folder / "ledger.jsonl", reason=row.get("reason", ""),
                           seconds=row.get("eval_seconds", 0.0), initial=True)
             continue
-        for version in evaluated_versions(row, used):
+        for version in evaluated_versions(row, used, prompts):
             status, score, reason, seconds = version.status, version.score, version.reason, version.seconds
             if score is None and status == "ok":  # a behavioural twin's score is not kept: score it again
                 again = task.evaluate(version.source)
@@ -69,7 +70,13 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
                                   folder / "ledger.jsonl", reason=reason, seconds=seconds)
             if entry.candidate:
                 cumulative.append(version.tokens_used)
-    return stopped, own, cumulative
+                cumulative_prompt.append(version.prompt_tokens_used)
+    return stopped, own, cumulative, cumulative_prompt
+
+
+def prompt_tokens(usage: TokenUsage | None) -> int:
+    """Prompt tokens over all roles of ``usage``."""
+    return sum(int(c.get("prompt", 0)) for c in (usage or {}).values())
 
 
 class EvaluatedVersion(NamedTuple):
@@ -84,6 +91,8 @@ class EvaluatedVersion(NamedTuple):
     seconds: float
     tokens_used: int
     """The run's tokens by the time this version was made (the ledger's ``cumulative_tokens``)."""
+    prompt_tokens_used: int = 0
+    """The prompt tokens among :attr:`tokens_used`."""
 
 
 NOT_EVALUATED = frozenset({"edit", "endpoint", "twin"})
@@ -91,7 +100,7 @@ NOT_EVALUATED = frozenset({"edit", "endpoint", "twin"})
 twin (the same normalised code as one stored)."""
 
 
-def evaluated_versions(row: dict, used: int) -> list[EvaluatedVersion]:
+def evaluated_versions(row: dict, used: int, prompts: int = 0) -> list[EvaluatedVersion]:
     """The versions of the stored child ``row`` that our evaluator ran, in the order they were made.
 
     A child's versions are its ``attempts`` (each the version a repair, an added import or the ask after a
@@ -101,10 +110,11 @@ def evaluated_versions(row: dict, used: int) -> list[EvaluatedVersion]:
     a failure kind other than edit / endpoint / twin, not pending), with the verdict of the final state
     when that is the one, else of its first evaluated entry. So a peer's *evaluated* and ContextEvolve's
     count the same thing. ``used`` is the run's tokens by the end of the child; a version is dated before
-    the repair requests made after it appeared.
+    the repair requests made after it appeared; ``prompts`` (the prompt tokens among ``used``) is dated so.
     """
     attempts = [a for a in row.get("attempts") or [] if isinstance(a, dict)]
     after = [total_tokens(a.get("tokens")) for a in attempts] + [0]
+    after_prompt = [prompt_tokens(a.get("tokens")) for a in attempts] + [0]
     final = {**row, "final": True}
     entries = [*attempts, final]
 
@@ -121,12 +131,13 @@ def evaluated_versions(row: dict, used: int) -> list[EvaluatedVersion]:
                        next((e for e in group if evaluated(e)), None))
         if verdict is not None:
             made = used - sum(after[first:])
+            made_prompt = max(0, prompts - sum(after_prompt[first:]))
             if verdict.get("final"):
                 versions.append(EvaluatedVersion(
                     verdict["source"], verdict["status"], verdict["combined_score"],
-                    verdict.get("reason", ""), verdict.get("eval_seconds", 0.0), max(0, made)))
+                    verdict.get("reason", ""), verdict.get("eval_seconds", 0.0), max(0, made), made_prompt))
             else:
                 versions.append(EvaluatedVersion(verdict["source"], verdict.get("status", "failed"), None,
-                                                 verdict.get("reason", ""), 0.0, max(0, made)))
+                                                 verdict.get("reason", ""), 0.0, max(0, made), made_prompt))
         first = number
     return versions

@@ -3,7 +3,8 @@
 * ``results.json``: the settings (no API key) and every :class:`SystemResult`.
 * ``results.md``: a row per system and seed, then the medians over seeds per system (valid rate over the
   candidate budget; *tokens / changed* over valid candidates that copy no earlier code); with a token
-  budget, every run's best within exactly that many tokens (:func:`best_within`).
+  budget, every run's best within exactly that many tokens (:func:`best_within`); with a cost budget, within
+  exactly that many dollars (:func:`best_within_cost`).
 * ``best_so_far.png`` (Fig. 3a): best combined score after each candidate, a line per run.
 * ``tokens.png`` (Fig. 3b): proxy tokens used by each candidate's end, a line per run.
 * ``ablations.png`` (Fig. 3c, with ablations): each ablation's best relative to the full system's
@@ -19,7 +20,8 @@ import statistics
 from pathlib import Path
 
 from contextevolve.compare.schema import CompareSettings, SystemResult, problem_digest, task_in
-from contextevolve.llm.pricing import dollars
+from contextevolve.graph.settings import Price
+from contextevolve.llm.pricing import dollars, price_cost
 from contextevolve.tasks.base import Task
 
 COLUMNS = ("system", "seed", "initial", "best", "rank", "best recomputed", "budget", "evaluated", "valid",
@@ -56,14 +58,18 @@ def _row(result: SystemResult, rank: int | None) -> list[str]:
             dollars(result.cost) or "–", result.stopped[:60]]
 
 
-def ranks(results: list[SystemResult], task: Task, token_budget: int | None = None) -> dict[str, int]:
+def ranks(results: list[SystemResult], task: Task, token_budget: int | None = None,
+          cost_budget: tuple[float, Price] | None = None) -> dict[str, int]:
     """Each run's place (label -> 1, 2, ...) by best score among the runs of the same seed.
 
-    With ``token_budget`` the score is the best within that many tokens (:func:`best_within`).
+    With ``token_budget`` the score is the best within that many tokens (:func:`best_within`), with
+    ``cost_budget`` (dollars, price) within that many dollars (:func:`best_within_cost`).
     Competition ranking: equal scores share the better place and the next place is skipped; a run
     without a score gets none.
     """
     def score(result: SystemResult) -> float | None:
+        if cost_budget:
+            return best_within_cost(result, *cost_budget)[0]
         return best_within(result, token_budget)[0] if token_budget else result.best
 
     places = {}
@@ -110,11 +116,50 @@ def best_within(result: SystemResult, token_budget: int) -> tuple[float | None, 
     return result.best_so_far[within[-1]], within[-1] + 1
 
 
+def best_within_cost(result: SystemResult, cost_budget: float,
+                     price: Price) -> tuple[float | None, int | None]:
+    """``(best score, candidates)`` of ``result`` among its candidates finished within ``cost_budget``.
+
+    ``cost_budget`` is in US dollars, ``price`` per million tokens. Candidate ``i + 1`` had cost
+    ``price_cost(price, prompt, total - prompt)`` by then, ``prompt`` and ``total`` being
+    ``cumulative_prompt_tokens[i]`` and ``cumulative_tokens[i]``; otherwise as :func:`best_within`
+    (``(None, None)`` also when the prompt tokens were not kept). The same cut in dollars: a system's
+    requests overshoot a cost budget by different amounts, as they do a token budget.
+    """
+    tokens, prompts = result.cumulative_tokens, result.cumulative_prompt_tokens
+    if not len(result.best_so_far) == len(tokens) == len(prompts):
+        return None, None
+    within = [i for i, (used, prompt) in enumerate(zip(tokens, prompts))
+              if price_cost(price, prompt, used - prompt) <= cost_budget]
+    if not within:
+        return result.initial, 0
+    return result.best_so_far[within[-1]], within[-1] + 1
+
+
+def _within_table(results: list[SystemResult], task: Task, title: str, used: str,
+                  cut: tuple[dict[str, int], dict[str, tuple[float | None, int | None]]]) -> list[str]:
+    """The lines of a "best within the same budget" table.
+
+    ``cut`` is (places by label, (best, candidates) by label); ``used`` names the last column, what each
+    run spent in all (tokens, or its cost).
+    """
+    places, bests = cut
+    lines = ["", title, "", "| system | seed | best within budget | rank within budget | candidates within "
+             f"budget | {used} |", "|---|---|---|---|---|---|"]
+    for result in results:
+        best, count = bests[result.label]
+        spent = f"{result.tokens:,}" if used.startswith("tokens") else (dollars(result.cost) or "–")
+        lines.append(f"| {result.system} | {result.seed} | {_score(best)} | "
+                     f"{places.get(result.label, '–')} | {'–' if count is None else count} | {spent} |")
+    return lines
+
+
 def markdown(results: list[SystemResult], task: Task, settings: CompareSettings | None = None) -> str:
     """The results table in markdown: the budget, per run, then medians per system over seeds.
 
     With a token budget in ``settings``, also every run's best among the candidates it finished within
-    that many tokens (:func:`best_within`).
+    that many tokens (:func:`best_within`); with a cost budget and the model's price, within that many
+    dollars (:func:`best_within_cost`).
     """
     token_budget = settings.token_budget if settings else None
     places = ranks(results, task)
@@ -144,16 +189,17 @@ def markdown(results: list[SystemResult], task: Task, settings: CompareSettings 
                      f"{_median([r.wall_s / 60 for r in runs]):.1f} | "
                      f"{_per(per_valid)} | {_per(per_changed)} |")
     if token_budget:
-        lines += ["", f"Best within the same {token_budget:,} tokens (candidates finished by then):", "",
-                  "| system | seed | best within budget | rank within budget | candidates within budget "
-                  "| tokens used in all |",
-                  "|---|---|---|---|---|---|"]
-        within = ranks(results, task, token_budget)
-        for result in results:
-            best, count = best_within(result, token_budget)
-            lines.append(f"| {result.system} | {result.seed} | {_score(best)} | "
-                         f"{within.get(result.label, '–')} | {'–' if count is None else count} | "
-                         f"{result.tokens:,} |")
+        lines += _within_table(results, task, f"Best within the same {token_budget:,} tokens (candidates "
+                               "finished by then):", "tokens used in all",
+                               (ranks(results, task, token_budget),
+                                {r.label: best_within(r, token_budget) for r in results}))
+    price = settings.prices.get(settings.priced_model) if settings and settings.cost_budget else None
+    if price:
+        budget = (settings.cost_budget, Price(**price))
+        lines += _within_table(results, task, f"Best within the same {dollars(settings.cost_budget)} "
+                               "(candidates finished by then, at the given prices):", "cost in all",
+                               (ranks(results, task, cost_budget=budget),
+                                {r.label: best_within_cost(r, *budget) for r in results}))
     ablations = ablation_rows(results, task)
     if ablations:
         lines += ["", "Ablations against the full system on the same seeds (relative > 1: the ablation did "

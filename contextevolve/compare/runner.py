@@ -171,13 +171,15 @@ def _endpoint_errors(records) -> str:
             f"(HTTP {', '.join(str(s) for s in sorted(set(failed)))})")
 
 
-def _tokens_by_candidate(entries: list[ledger.LedgerEntry], records) -> list[int]:
-    """Per entry, the tokens of the requests answered by the time its evaluation finished."""
-    done = sorted((r.started + r.seconds, r.total_tokens) for r in records)
-    out = []
-    for entry in entries:
-        out.append(sum(tokens for end, tokens in done if end <= entry.finished))
-    return out
+def _tokens_by_candidate(entries: list[ledger.LedgerEntry], records) -> tuple[list[int], list[int]]:
+    """``(totals, prompts)``: per entry, the tokens of the requests answered by its evaluation's end.
+
+    ``prompts`` holds the prompt tokens among them, a number per entry like ``totals``.
+    """
+    done = [(r.started + r.seconds, r.total_tokens, r.prompt_tokens) for r in records]
+    answered = [[(tokens, prompt) for end, tokens, prompt in done if end <= entry.finished]
+                for entry in entries]
+    return [sum(t for t, _ in a) for a in answered], [sum(p for _, p in a) for a in answered]
 
 
 def _check_cost_budget(settings: CompareSettings) -> None:
@@ -188,12 +190,7 @@ def _check_cost_budget(settings: CompareSettings) -> None:
     """
     if settings.cost_budget <= 0:
         raise ValueError(f"--cost-budget must be above 0 US dollars, not {settings.cost_budget:g}")
-    if settings.base_url:
-        model = settings.model or "default"
-    else:
-        from contextevolve.llm.embedded import MODEL_ALIAS
-
-        model = MODEL_ALIAS
+    model = settings.priced_model
     if model not in settings.prices:
         raise ValueError(f"a cost budget needs the price of the model every system calls: none for {model!r} "
                          "(give --price MODEL=INPUT,OUTPUT, dollars per million tokens)")
@@ -250,10 +247,10 @@ def compare(settings: CompareSettings,
                 started = time.time()
                 if system in PEERS:
                     stopped = run_peer(settings, system, seed, proxy.url(label), model, folder, proxy, label)
-                    own, cumulative = None, None
+                    own, cumulative, cumulative_prompt = None, None, None
                 else:
-                    stopped, own, cumulative = run_contextevolve(settings, system, seed, proxy.url(label),
-                                                                 model, folder)
+                    stopped, own, cumulative, cumulative_prompt = run_contextevolve(
+                        settings, system, seed, proxy.url(label), model, folder)
                 wall = time.time() - started
                 records = proxy.records(label)
             stopped = "; ".join(filter(None, (stopped, _endpoint_errors(records))))
@@ -265,6 +262,8 @@ def compare(settings: CompareSettings,
                 source = ledger.source_path(folder / "ledger.jsonl", best.source_sha256).read_text()
                 recomputed = task.evaluate(source).combined_score
             candidates = [e for e in entries if e.candidate]
+            if cumulative is None:
+                cumulative, cumulative_prompt = _tokens_by_candidate(candidates, records)
             totals = {"prompt_tokens": sum(r.prompt_tokens for r in records),
                       "completion_tokens": sum(r.completion_tokens for r in records)}
             price = settings.prices.get(model)
@@ -278,7 +277,7 @@ def compare(settings: CompareSettings,
                 **totals, tokens=sum(totals.values()),
                 llm_calls=len(records), cost=money, own_tokens=own, wall_s=round(wall, 1),
                 best_so_far=figures["best_so_far"],
-                cumulative_tokens=cumulative or _tokens_by_candidate(candidates, records), stopped=stopped)
+                cumulative_tokens=cumulative, cumulative_prompt_tokens=cumulative_prompt, stopped=stopped)
             (folder / "result.json").write_text(result.model_dump_json(indent=2))
             results = [r for r in results if r.label != label] + [result]
             if on_result:

@@ -58,6 +58,19 @@ class CompareSettings(BaseModel):
 
     ContextEvolve stops by its own time budget (``RunContext.time_budget_s``), checked when a worker
     claims an iteration; a peer is stopped once its process has run this long."""
+    @property
+    def priced_model(self) -> str:
+        """The model every system calls, as ``prices`` names it.
+
+        ``model`` (``default`` when an endpoint is given without one), the embedded model's alias without
+        an endpoint.
+        """
+        if self.base_url:
+            return self.model or "default"
+        from contextevolve.llm.embedded import MODEL_ALIAS
+
+        return MODEL_ALIAS
+
     log_prompts: bool = False
     """Keep every prompt and reply of the ContextEvolve systems in their run folders
     (``<label>/run/prompts.jsonl``, as ``run --log-prompts``), for replays such as ``benchmarks/sampling.py``.
@@ -106,6 +119,9 @@ class SystemResult(BaseModel):
     cumulative_tokens: list[int] = Field(default_factory=list)
     """Tokens used by the time each candidate's evaluation finished (Fig. 3b): from the proxy's
     records for the peers, from the children's own token records for ContextEvolve (equal in sum)."""
+    cumulative_prompt_tokens: list[int] = Field(default_factory=list)
+    """The prompt tokens among :attr:`cumulative_tokens` (the rest are completion tokens), candidate by
+    candidate: what each had cost by then at a price (empty in results written before it was kept)."""
     stopped: str = ""
     """Why the run ended early (token budget, time limit, error), empty when it finished."""
 

@@ -57,6 +57,10 @@ def test_compare_runs_all_three_systems_on_one_evaluator_and_counts_their_tokens
         assert len(result.best_so_far) == len(result.cumulative_tokens) == result.candidates
         assert result.cumulative_tokens == sorted(result.cumulative_tokens)
         assert 0 < result.cumulative_tokens[0] and result.cumulative_tokens[-1] <= result.tokens
+        # and the prompt tokens among them, candidate by candidate (what each had cost by then)
+        assert len(result.cumulative_prompt_tokens) == result.candidates
+        assert all(0 < p < t for p, t in zip(result.cumulative_prompt_tokens, result.cumulative_tokens))
+        assert result.cumulative_prompt_tokens[-1] <= result.prompt_tokens
     # the proxy's count equals ContextEvolve's own report
     for name in ("contextevolve", "contextevolve-no-navigator"):
         assert by_system[name].tokens == by_system[name].own_tokens
@@ -397,6 +401,39 @@ def test_contextevolve_ledger_holds_every_version_its_evaluator_ran_and_no_code_
         ("v1", "failed", 4_600), (better, "ok", 5_000)]
 
 
+def test_every_run_is_also_cut_at_the_same_dollars():
+    from contextevolve.compare.results import best_within_cost, markdown
+    from contextevolve.compare.schema import SystemResult
+    from contextevolve.graph.settings import Price
+
+    price = Price(input=1.0, output=4.0)  # dollars per million tokens
+    # candidate 2 cost 20,000 * 1 + 10,000 * 4 = $0.06 by its end, candidate 3 $0.12
+    ours = SystemResult(system="contextevolve", seed=0, label="contextevolve-s0", initial=20.0, best=24.0,
+                        tokens=60_000, cost=0.12, best_so_far=[20.0, 22.0, 24.0],
+                        cumulative_tokens=[3_000, 30_000, 60_000],
+                        cumulative_prompt_tokens=[2_000, 20_000, 40_000])
+    # fewer tokens but most of them completion: its second candidate is past $0.08 (10,000 + 4 * 20,000)
+    peer = SystemResult(system="gepa", seed=0, label="gepa-s0", initial=20.0, best=23.0, tokens=30_000,
+                        cost=0.09, best_so_far=[21.0, 23.0], cumulative_tokens=[5_000, 30_000],
+                        cumulative_prompt_tokens=[4_000, 10_000])
+    old = SystemResult(system="openevolve", seed=0, label="openevolve-s0", initial=20.0, best=21.0,
+                       tokens=1_000, best_so_far=[21.0], cumulative_tokens=[1_000])  # prompt tokens not kept
+    assert best_within_cost(ours, 0.08, price) == (22.0, 2)
+    assert best_within_cost(peer, 0.08, price) == (21.0, 1)
+    assert best_within_cost(peer, 0.001, price) == (20.0, 0)  # nothing finished within: the initial program
+    assert best_within_cost(old, 0.08, price) == (None, None)
+    settings = CompareSettings(task="model_placement", out="unused", candidates=8, cost_budget=0.08,
+                               base_url="http://127.0.0.1:9/v1", model="m",
+                               prices={"m": {"input": 1.0, "output": 4.0}})
+    table = markdown([ours, peer, old], TASK, settings)
+    assert "Best within the same $0.08 (candidates finished by then, at the given prices):" in table
+    assert "| contextevolve | 0 | 22 | 1 | 2 | $0.12 |" in table
+    assert "| gepa | 0 | 21 | 2 | 1 | $0.09 |" in table
+    assert "| openevolve | 0 | – | – | – | – |" in table
+    unpriced = settings.model_copy(update={"prices": {}})
+    assert "Best within the same $" not in markdown([ours, peer], TASK, unpriced)  # no price: no cut
+
+
 def test_every_system_is_stopped_at_the_same_cost_and_a_budget_without_a_price_is_refused(tmp_path, capsys):
     def slow(body: dict) -> str:
         import time
@@ -416,7 +453,8 @@ def test_every_system_is_stopped_at_the_same_cost_and_a_budget_without_a_price_i
             assert result.cost >= 0.01 and result.llm_calls < 20 and result.initial is not None
             spent = (10 * result.prompt_tokens + 40 * result.completion_tokens) / 1e6
             assert result.cost == pytest.approx(spent)
-        assert "$0.01 (at the given prices)" in (tmp_path / "cmp" / "results.md").read_text()
+        written = (tmp_path / "cmp" / "results.md").read_text()
+        assert "$0.01 (at the given prices)" in written and "Best within the same $0.01" in written
         # no price for the model: refused before anything runs or is written
         code = main(["compare", "--task", "model_placement", "--systems", "gepa",
                      "--out", str(tmp_path / "x"), "--base-url", endpoint.url, "--model", "other",
