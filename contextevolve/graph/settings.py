@@ -184,8 +184,9 @@ class SearchSettings:
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
     """Which Generator asks want a line naming the edit before the program (second_ask, every_ask or none).
 
-    The line begins with ``Change:``. ``second_ask``: the second ask after a code twin (and a restart's);
-    ``every_ask``: the first ask too; ``none``: no ask. Asked to name its change first, the small model
+    The line begins with ``Change:``. ``second_ask``: every ask after a twin, i.e. the second ask after a
+    code twin (and a restart's) and the ask after a behavioural twin; ``every_ask``: the first ask too;
+    ``none``: no ask. Asked to name its change first, the small model
     copies its parent less often (docs/decisions/change-line.md).
     The diff form's first ask never asks for it (its edits name their change)."""
     second_ask_top_p: float | None = None

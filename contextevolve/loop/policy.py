@@ -132,7 +132,10 @@ class SearchPolicy:
 
     @property
     def second_change_line(self) -> bool:
-        """A second ask after a code twin wants a ``Change:`` line (``change_line`` other than ``none``)."""
+        """An ask after a twin (a code twin's second ask, a behavioural twin's ask) wants a ``Change:`` line.
+
+        True for ``change_line`` other than ``none``.
+        """
         return self.change_line != "none"
 
     def stop(self, form: EditForm | None = None) -> list[str] | None:

@@ -153,7 +153,7 @@ def _ask_after_no_effect(ctx: RunContext, state: WorkerState, child: ProgramReco
     effect = no_effect_reason(twin)
     form = policy.second_form
     messages = no_effect_messages(task.description, child.source, effect, policy.no_effect_mutation(),
-                                  task.higher_is_better, form)
+                                  task.higher_is_better, form, change_line=policy.second_change_line)
     outcome = ask_generator(ctx, messages, policy.no_effect_ask(), policy, base=child.source, form=form,
                             from_hidden_view=True)
     # (the parent is committed, so comparing with the version and the committed programs covers it)

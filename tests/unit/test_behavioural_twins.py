@@ -93,6 +93,7 @@ def test_a_child_with_no_effect_is_asked_again_and_the_new_child_replaces_it(tmp
     ask = generator.seen[1][1].content
     assert "had no effect: every result equals it00000's" in ask and "pressure" in ask
     assert "no effect: no effect" not in ask  # the measured effect's own prefix is not repeated
+    assert "`Change:`" in ask  # by default an ask after a twin wants its edit named first
     # the new program is the child, scored by our evaluator, not a twin, summarised by the model
     assert child["source"] == BETTER_PROGRAM and child["status"] == "ok" and not child["behavioural_twin_of"]
     assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)
@@ -138,6 +139,17 @@ def test_a_child_with_no_effect_twice_is_kept_as_a_behavioural_twin(tmp_path):
     assert status["behavioural_twins"] == 1
     page = write_report(tmp_path / "r").read_text()
     assert 'id="behavioural-twins">' in page and "no effect: the same results as it00000" in page
+
+
+def test_the_ask_after_no_effect_names_its_change_first_unless_change_lines_are_off(tmp_path):
+    for setting, wanted in (("second_ask", True), ("every_ask", True), ("none", False)):
+        named = "Change: the GPU's load counts the model placed on it.\n" + fenced(BETTER_PROGRAM)
+        generator = scripted(reply(fenced(RENAMED), 900, 400), reply(named, 700, 300), cycle=False)
+        _, records, _ = run(tmp_path / setting, generator, change_line=setting)
+        ask = generator.seen[1][1].content
+        assert "had no effect" in ask and ("`Change:`" in ask) == wanted, setting
+        # the named change is read past: the program after it is the child, scored by our evaluator
+        assert records[1]["source"] == BETTER_PROGRAM and records[1]["status"] == "ok", setting
 
 
 def test_behavioural_twins_off_keeps_the_paper_loop(tmp_path):
