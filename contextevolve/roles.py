@@ -49,3 +49,8 @@ def role_tokens(counts: dict[str, int] | None) -> int:
 def total_tokens(usage: TokenUsage | None) -> int:
     """Prompt plus completion tokens over all roles."""
     return sum(role_tokens(c) for c in (usage or {}).values())
+
+
+def prompt_tokens(usage: TokenUsage | None) -> int:
+    """Prompt tokens over all roles (what a price's input rate applies to)."""
+    return sum(int(c.get("prompt", 0)) for c in (usage or {}).values())

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from contextevolve.agents import CONTEXT_AGENTS
 from contextevolve.compare import ledger
 from contextevolve.compare.schema import CompareSettings
-from contextevolve.roles import ROLES, TokenUsage, total_tokens
+from contextevolve.roles import ROLES, prompt_tokens, total_tokens
 from contextevolve.tasks.registry import get_task
 
 ABLATIONS: dict[str, dict[str, bool]] = {f"contextevolve-no-{name}": {f"{name}_enabled": False}
@@ -73,10 +73,6 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
                 cumulative_prompt.append(version.prompt_tokens_used)
     return stopped, own, cumulative, cumulative_prompt
 
-
-def prompt_tokens(usage: TokenUsage | None) -> int:
-    """Prompt tokens over all roles of ``usage``."""
-    return sum(int(c.get("prompt", 0)) for c in (usage or {}).values())
 
 
 class EvaluatedVersion(NamedTuple):

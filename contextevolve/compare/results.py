@@ -136,21 +136,21 @@ def best_within_cost(result: SystemResult, cost_budget: float,
     return result.best_so_far[within[-1]], within[-1] + 1
 
 
-def _within_table(results: list[SystemResult], task: Task, title: str, used: str,
-                  cut: tuple[dict[str, int], dict[str, tuple[float | None, int | None]]]) -> list[str]:
+def _within_table(results: list[SystemResult], title: str, places: dict[str, int],
+                  bests: dict[str, tuple[float | None, int | None]],
+                  spent: tuple[str, dict[str, str]]) -> list[str]:
     """The lines of a "best within the same budget" table.
 
-    ``cut`` is (places by label, (best, candidates) by label); ``used`` names the last column, what each
-    run spent in all (tokens, or its cost).
+    ``places`` and ``bests`` ((best, candidates)) are by run label; ``spent`` is the last column's heading
+    and its cell per label: what each run spent in all (tokens, or its cost).
     """
-    places, bests = cut
+    heading, cells = spent
     lines = ["", title, "", "| system | seed | best within budget | rank within budget | candidates within "
-             f"budget | {used} |", "|---|---|---|---|---|---|"]
+             f"budget | {heading} |", "|---|---|---|---|---|---|"]
     for result in results:
         best, count = bests[result.label]
-        spent = f"{result.tokens:,}" if used.startswith("tokens") else (dollars(result.cost) or "–")
-        lines.append(f"| {result.system} | {result.seed} | {_score(best)} | "
-                     f"{places.get(result.label, '–')} | {'–' if count is None else count} | {spent} |")
+        lines.append(f"| {result.system} | {result.seed} | {_score(best)} | {places.get(result.label, '–')} "
+                     f"| {'–' if count is None else count} | {cells[result.label]} |")
     return lines
 
 
@@ -189,17 +189,18 @@ def markdown(results: list[SystemResult], task: Task, settings: CompareSettings 
                      f"{_median([r.wall_s / 60 for r in runs]):.1f} | "
                      f"{_per(per_valid)} | {_per(per_changed)} |")
     if token_budget:
-        lines += _within_table(results, task, f"Best within the same {token_budget:,} tokens (candidates "
-                               "finished by then):", "tokens used in all",
-                               (ranks(results, task, token_budget),
-                                {r.label: best_within(r, token_budget) for r in results}))
+        lines += _within_table(results, f"Best within the same {token_budget:,} tokens (candidates finished "
+                               "by then):", ranks(results, task, token_budget),
+                               {r.label: best_within(r, token_budget) for r in results},
+                               ("tokens used in all", {r.label: f"{r.tokens:,}" for r in results}))
     price = settings.prices.get(settings.priced_model) if settings and settings.cost_budget else None
     if price:
         budget = (settings.cost_budget, Price(**price))
-        lines += _within_table(results, task, f"Best within the same {dollars(settings.cost_budget)} "
-                               "(candidates finished by then, at the given prices):", "cost in all",
-                               (ranks(results, task, cost_budget=budget),
-                                {r.label: best_within_cost(r, *budget) for r in results}))
+        lines += _within_table(results, f"Best within the same {dollars(settings.cost_budget)} (candidates "
+                               "finished by then, at the given prices):",
+                               ranks(results, task, cost_budget=budget),
+                               {r.label: best_within_cost(r, *budget) for r in results},
+                               ("cost in all", {r.label: dollars(r.cost) or "–" for r in results}))
     ablations = ablation_rows(results, task)
     if ablations:
         lines += ["", "Ablations against the full system on the same seeds (relative > 1: the ablation did "
