@@ -253,10 +253,27 @@ def test_run_serve_shows_the_run_live_and_the_page_resumes_it(tmp_path, models, 
     browser.goto(url)
     browser.wait_for_function("document.querySelectorAll('#lineage div').length === 1", timeout=30_000)
     browser.evaluate("window.__same_page = true")
+    # hold the run open after its first child, so the view is still up when that child is shown (with
+    # scripted models the three iterations take about two seconds, and the view closes with the run):
+    # the first child's review waits for a person, who then asks to write the second child's guidance too
+    steering = steering_for(run_dir)
+    steering.request_edit()
     browser.click("#pause")  # Resume
-    # a child appears (the view closes with the run, so the last children may come after it)
+    for _ in range(300):
+        if steering.state()["waiting"]:
+            break
+        run.join(0.1)
+    first = steering.state()["waiting"]["child_id"]
+    steering.request_edit()
+    assert steering.answer(None, first)  # keep the Navigator's guidance for the first child
+    # the first child appears while the second waits at its review
     browser.wait_for_function("document.querySelectorAll('#lineage div').length >= 2", timeout=30_000)
     assert browser.evaluate("window.__same_page") is True
+    for _ in range(300):
+        if steering.state()["waiting"]:
+            break
+        run.join(0.1)
+    assert steering.answer(None)  # the second child keeps the Navigator's guidance too; the run goes on
     run.join(60)
     assert codes == [0] and f"live view: {url}" in capsys.readouterr().err
 
