@@ -58,6 +58,11 @@ class CompareSettings(BaseModel):
 
     ContextEvolve stops by its own time budget (``RunContext.time_budget_s``), checked when a worker
     claims an iteration; a peer is stopped once its process has run this long."""
+    log_prompts: bool = False
+    """Keep every prompt and reply of the ContextEvolve systems in their run folders
+    (``<label>/run/prompts.jsonl``, as ``run --log-prompts``), for replays such as ``benchmarks/sampling.py``.
+    The peers' requests are not kept; the proxy's ``requests.jsonl`` counts them either way."""
+
     @property
     def priced_model(self) -> str:
         """The model every system calls, as ``prices`` names it.
@@ -70,11 +75,6 @@ class CompareSettings(BaseModel):
         from contextevolve.llm.embedded import MODEL_ALIAS
 
         return MODEL_ALIAS
-
-    log_prompts: bool = False
-    """Keep every prompt and reply of the ContextEvolve systems in their run folders
-    (``<label>/run/prompts.jsonl``, as ``run --log-prompts``), for replays such as ``benchmarks/sampling.py``.
-    The peers' requests are not kept; the proxy's ``requests.jsonl`` counts them either way."""
 
 
 class SystemResult(BaseModel):

@@ -55,6 +55,15 @@ def with_change_line(job: str, reply_format: str) -> str:
     return job.replace(reply_format, CHANGE_FIRST + reply_format[0].lower() + reply_format[1:], 1)
 
 
+def reply_ending(form: EditForm, source: str, change_line: bool) -> str:
+    """How an ask after a twin ends: ``form``'s reply format for ``source``.
+
+    With ``change_line`` the request for the ``Change:`` line comes first (:func:`with_change_line`).
+    """
+    ending = form.reply_format(source)
+    return with_change_line(ending, ending) if change_line else ending
+
+
 def reask_messages(task_description: str, parent_source: str, mutation: str, higher_is_better: bool,
                    form: EditForm, *, change_line: bool = False) -> list:
     """The Generator's second ask after a twin: a new conversation, not a follow-up of the first.
@@ -64,9 +73,7 @@ def reask_messages(task_description: str, parent_source: str, mutation: str, hig
     ``change_line`` the reply first names its edit in one line (:func:`with_change_line`). Why a new
     conversation: docs/decisions/second-ask.md.
     """
-    ending = form.reply_format(parent_source)
-    if change_line:
-        ending = with_change_line(ending, ending)
+    ending = reply_ending(form, parent_source, change_line)
     return [SystemMessage(SYSTEM), HumanMessage(
         f"## Task\n{task_description}\n\n"
         f"## Current program\n```python\n{without_docstrings(parent_source)}```\n\n"
@@ -102,9 +109,7 @@ def no_effect_messages(task_description: str, version_source: str, effect: str, 
     ``mutation``, so that the next change alters what the program computes; with ``change_line`` the reply
     first names its edit in one line (:func:`with_change_line`).
     """
-    ending = form.reply_format(version_source)
-    if change_line:
-        ending = with_change_line(ending, ending)
+    ending = reply_ending(form, version_source, change_line)
     measured = effect.removeprefix("no effect: ")
     return [SystemMessage(SYSTEM), HumanMessage(
         f"## Task\n{task_description}\n\n"
