@@ -273,7 +273,9 @@ def test_run_serve_shows_the_run_live_and_the_page_resumes_it(tmp_path, models, 
         if steering.state()["waiting"]:
             break
         run.join(0.1)
-    assert steering.answer(None)  # the second child keeps the Navigator's guidance too; the run goes on
+    second = steering.state()["waiting"]  # the run held at the second child's review all along
+    assert second and second["child_id"] != first
+    assert steering.answer(None, second["child_id"])  # it keeps the Navigator's guidance; the run goes on
     run.join(60)
     assert codes == [0] and f"live view: {url}" in capsys.readouterr().err
 
