@@ -54,3 +54,9 @@ def total_tokens(usage: TokenUsage | None) -> int:
 def prompt_tokens(usage: TokenUsage | None) -> int:
     """Prompt tokens over all roles (what a price's input rate applies to)."""
     return sum(int(c.get("prompt", 0)) for c in (usage or {}).values())
+
+
+def share_of(usage: TokenUsage | None, roles: tuple[str, ...]) -> float:
+    """The tokens of ``roles`` as a share of all of ``usage``'s tokens, in [0, 1]; 0.0 for no tokens."""
+    total = total_tokens(usage)
+    return sum(role_tokens((usage or {}).get(role)) for role in roles) / total if total else 0.0

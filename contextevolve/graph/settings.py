@@ -160,6 +160,13 @@ class SearchSettings:
     """The Sampler agent is asked only when retrieval offers at least ``num_exemplars`` + this many
     candidates, a real choice; with fewer the exemplars are retrieval's first (at most half of them
     failed). 1: asked whenever there are more candidates than exemplars, as in the paper."""
+    navigator_sampler_share: float = 0.15
+    """Share of the run's tokens the Navigator and the Sampler agent may have spent for either to be asked
+    again: above it the Navigator's last guidance is reused (it is asked while it has written none) and
+    the exemplars are retrieval's first, as without a real choice. The Summarizer is not capped (its
+    abstracts are the memory). On small programs these two agents cost as much as the Generator's prompts,
+    and cheaper candidates buy more of them (docs/decisions/navigator-sampler-share.md). 1.0: no cap, as
+    in the paper."""
     summarize_invalid: bool = False
     """Ask the Summarizer about an invalid child too, as the paper does; off: its abstract is why it is
     invalid and the idea it tried, written without a call (it is read again only as a warning)."""

@@ -6,7 +6,9 @@ Eq. 5), then a step in it. With no step yet the agent is not asked (docs/decisio
 then, and after a reply unusable through the retries, there is no guidance, as when the Navigator is ablated.
 The agent is asked again only when it has something new to say (:func:`guidance_is_current`): its last
 guidance for the same parent stands until ``search.guidance_refresh_steps`` evaluated steps arrived or the
-best changed.
+best changed. Once the Navigator and the Sampler have spent ``search.navigator_sampler_share`` of the
+run's tokens, the worker's last guidance is reused whatever its parent
+(:func:`~contextevolve.loop.spending.share_spent`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import clip_to_sentence
 from contextevolve.loop.resources import memory_of, rng_for, task_of
+from contextevolve.loop.spending import share_spent
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.summarize import failure_prefix
 from contextevolve.prompts import navigator as prompt
@@ -150,7 +153,8 @@ def sample_steps(steps: list[Step], m: int, weights: dict[str, float], rng: rand
 def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Produce the directional guidance g for this iteration (empty when the Navigator is ablated).
 
-    The worker's last guidance is reused while it is current (:func:`guidance_is_current`).
+    The worker's last guidance is reused while it is current (:func:`guidance_is_current`), and whatever
+    its parent once the Navigator and the Sampler have spent their share of the run's tokens.
     """
     ctx = runtime.context
     if not ctx.ablations.navigator_enabled:
@@ -163,7 +167,7 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         return {"guidance": "", "trajectory_ids": []}
     evaluated, best = evaluated_steps(committed), memory.buffer.best_by(task.better)
     best_id = best.id if best else ""
-    if guidance_is_current(ctx, state, evaluated, best_id):
+    if guidance_is_current(ctx, state, evaluated, best_id) or (state.written_guidance and share_spent(ctx)):
         return {"guidance": state.written_guidance, "trajectory_ids": list(state.written_trajectory_ids)}
     steps = sample_steps(every_step, ctx.search.num_trajectories, ctx.search.category_weights,
                          rng_for(ctx, state.iteration, "navigate"))

@@ -4,7 +4,9 @@ Retrieval (``sampling_variant="informative"``, the paper's design): MMR over the
 programs, plus ``failed_candidates`` slots among failed, invalid and timed-out ones; ``top_score`` offers only
 the best-scoring programs (the ablated takeaway c). The agent picks ``num_exemplars``; an unusable reply falls
 back to the retrieval order. Without a real choice (fewer than k + ``search.sampler_choice`` candidates)
-the agent is not called: the first k in retrieval order are taken, at most ceil(k/2) of them failed programs.
+the agent is not called: the first k in retrieval order are taken, at most ceil(k/2) of them failed programs;
+so they are once the Navigator and the Sampler have spent ``search.navigator_sampler_share`` of the run's
+tokens.
 Why failed programs are offered, and capped: docs/decisions/failed-exemplars.md.
 """
 
@@ -19,6 +21,7 @@ from contextevolve.graph.state import WorkerState
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import parse_json_object
 from contextevolve.loop.resources import memory_of, task_of
+from contextevolve.loop.spending import share_spent
 from contextevolve.memory.store import RunMemory
 from contextevolve.memory.vectors import NO_EFFECT, Candidate
 from contextevolve.prompts import sampler as prompt
@@ -106,7 +109,8 @@ def sample(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     else:
         candidates = retrieve(memory, f"{parent.abstract}\n{state.guidance}", ctx, exclude)
     ids = [c.id for c in candidates]
-    if len(candidates) < k + ctx.search.sampler_choice:  # no real choice: retrieval's first k
+    if len(candidates) < k + ctx.search.sampler_choice or share_spent(ctx):
+        # no real choice, or the agent's share of the tokens spent: retrieval's first k
         return {"candidate_ids": ids, "exemplar_ids": first_in_order(candidates, k)}
     messages = prompt.messages(parent.abstract, state.guidance, [
         {"status": c.status, "score": c.combined_score, "abstract": c.abstract} for c in candidates], k,

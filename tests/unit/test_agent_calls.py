@@ -89,3 +89,51 @@ def test_without_a_choice_at_most_half_the_exemplars_are_failed(seeded, ctx, mod
     failed = [i for i in update["exemplar_ids"] if i in ("it00001", "it00002")]
     assert len(update["exemplar_ids"]) == 2 and len(failed) == 1 and "it00003" in update["exemplar_ids"]
     assert models["sampler"].seen == []
+
+
+def test_over_their_share_of_the_tokens_the_navigator_and_sampler_are_not_asked(seeded, ctx, models):
+    state, memory = seeded
+    for n in (1, 2, 3, 4):
+        add_child(memory, n, score=21.0 + n / 10)
+    state = replace(state, parent_id="it00000", iteration=5, guidance="try thresholds")
+    navigator, sampler = models["navigator"], models["sampler"]
+    navigator.messages = iter([reply(f"guidance {n}.") for n in range(1, 9)])
+    state = apply(state, run_node(navigate, state, ctx))  # the context agents have spent nothing yet
+    run_node(sample, state, ctx)  # four candidates: a real choice
+    assert state.guidance == "guidance 1." and len(navigator.seen) == 1 and len(sampler.seen) == 1
+    # a child whose Navigator call took 300 of its 1,000 tokens: over the default share (0.15)
+    memory.commit(ProgramRecord(
+        id=program_id(5), iteration=5, parent_id="it00000", status="ok", combined_score=20.0,
+        metrics={"max_kvpr": 19.0, "success_rate": 1.0}, abstract="child 5", source=INITIAL,
+        tokens={"navigator": {"prompt": 250, "completion": 50},
+                "generator": {"prompt": 600, "completion": 100}}))
+    other = replace(state, parent_id="it00001", iteration=6)  # another parent would ask the Navigator
+    update = run_node(navigate, other, ctx)
+    assert update["guidance"] == "guidance 1." and "iteration_usage" not in update
+    assert len(navigator.seen) == 1
+    chosen = run_node(sample, other, ctx)
+    assert len(sampler.seen) == 1 and chosen["exemplar_ids"] == chosen["candidate_ids"][:2]
+    # the paper's agents, one flag away: asked whatever they spent
+    paper = replace(ctx, navigator_sampler_share=1.0)
+    assert run_node(navigate, other, paper)["guidance"] == "guidance 2."
+    run_node(sample, other, paper)
+    assert len(navigator.seen) == 2 and len(sampler.seen) == 2
+
+
+def test_a_share_is_the_roles_tokens_over_all():
+    from contextevolve.roles import share_of
+    assert share_of({}, ("navigator",)) == 0.0
+    usage = {"navigator": {"prompt": 100, "completion": 0}, "sampler": {"prompt": 50},
+             "generator": {"prompt": 200, "completion": 50}, "repair": {"prompt": 100}}
+    assert share_of(usage, ("navigator", "sampler")) == 0.3
+
+
+def test_the_first_guidance_is_written_whatever_was_spent(seeded, ctx, models):
+    state, memory = seeded
+    memory.commit(ProgramRecord(
+        id=program_id(1), iteration=1, parent_id="it00000", status="ok", combined_score=20.0,
+        metrics={"max_kvpr": 19.0, "success_rate": 1.0}, abstract="child 1", source=INITIAL,
+        tokens={"navigator": {"prompt": 900}, "generator": {"prompt": 100}}))
+    models["navigator"].messages = iter([reply("guidance 1.")])
+    update = run_node(navigate, replace(state, parent_id="it00000", iteration=2), ctx)
+    assert update["guidance"] == "guidance 1."
