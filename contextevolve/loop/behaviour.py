@@ -46,7 +46,12 @@ def behavioural_twin(task: Task, child: ProgramRecord, parent: ProgramRecord,
     return ""
 
 
+def measured_effect(twin: ProgramRecord) -> str:
+    """What was measured of a behavioural twin of ``twin``: every result equals ``twin``'s."""
+    return (f"every result equals {twin.id}'s (score {twin.combined_score:.6g}), so the change did not alter "
+            f"what the program computes")
+
+
 def no_effect_reason(twin: ProgramRecord) -> str:
-    """What the agents are told about a behavioural twin of ``twin``: its change had no effect."""
-    return (f"no effect: every result equals {twin.id}'s (score {twin.combined_score:.6g}), so the change "
-            f"did not alter what the program computes")
+    """Why a behavioural twin of ``twin`` was asked again: ``no effect:`` and :func:`measured_effect`."""
+    return f"no effect: {measured_effect(twin)}"

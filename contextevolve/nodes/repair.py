@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
-from contextevolve.loop.behaviour import no_effect_reason
+from contextevolve.loop.behaviour import measured_effect, no_effect_reason
 from contextevolve.loop.composing import parent_text
 from contextevolve.loop.generation import REPLY_EXCERPT, Outcome, ask_generator, second_ask, twin_of
 from contextevolve.loop.policy import SearchPolicy, model_repairs, repair_due
@@ -150,16 +150,16 @@ def _ask_after_no_effect(ctx: RunContext, state: WorkerState, child: ProgramReco
     """
     task, memory = task_of(ctx), memory_of(ctx)
     twin = memory.buffer.require(child.behavioural_twin_of)
-    effect = no_effect_reason(twin)
     form = policy.second_form
-    messages = no_effect_messages(task.description, child.source, effect, policy.no_effect_mutation(),
+    mutation = policy.no_effect_mutation()
+    messages = no_effect_messages(task.description, child.source, measured_effect(twin), mutation,
                                   task.higher_is_better, form, change_line=policy.second_change_line)
     outcome = ask_generator(ctx, messages, policy.no_effect_ask(), policy, base=child.source, form=form,
                             from_hidden_view=True)
     # (the parent is committed, so comparing with the version and the committed programs covers it)
     new = (not outcome.failure and not outcome.unchanged and bool(outcome.source)
            and twin_of(memory, task, outcome, child) is None)
-    attempt = RepairAttempt(attempt=number, method="no_effect", status="ok", reason=effect,
+    attempt = RepairAttempt(attempt=number, method="no_effect", status="ok", reason=no_effect_reason(twin),
                             source=child.source, tokens=outcome.usage)
     changes: dict = {"attempts": [*child.attempts, attempt]}
     if new:

@@ -105,16 +105,15 @@ def no_effect_messages(task_description: str, version_source: str, effect: str, 
 
     A new conversation like :func:`reask_messages`, holding the version that had no effect (without its
     docstrings), what was measured (``effect``: that every result equals a stored program's, as
-    ``loop.behaviour.no_effect_reason`` words it, its leading ``no effect:`` not repeated) and one concrete
+    ``loop.behaviour.measured_effect`` words it) and one concrete
     ``mutation``, so that the next change alters what the program computes; with ``change_line`` the reply
     first names its edit in one line (:func:`with_change_line`).
     """
     ending = reply_ending(form, version_source, change_line)
-    measured = effect.removeprefix("no effect: ")
     return [SystemMessage(SYSTEM), HumanMessage(
         f"## Task\n{task_description}\n\n"
         f"## Current program\n```python\n{without_docstrings(version_source)}```\n\n"
-        f"## What your last change did\nIt ran correctly but had no effect: {measured}. Rewording, renaming, "
+        f"## What your last change did\nIt ran correctly but had no effect: {effect}. Rewording, renaming, "
         f"reordering independent statements or adding code whose result is never used does not change "
         f"what the program returns.\n\n"
         f"## Your job\nMake one concrete change to how this program computes its result: {mutation}. "

@@ -265,7 +265,7 @@ def test_no_effect_prompts_take_the_ask_after_a_behavioural_twin_with_its_versio
 
     task = get_task("model_placement")
     first = "## Task\nT\n\n## Current program (score {}; x {})\nAbstract: a\n```python\nX = 1\n```"
-    ask = no_effect_messages(task.description, BETTER_PROGRAM, "no effect: every result equals it00000's "
+    ask = no_effect_messages(task.description, BETTER_PROGRAM, "every result equals it00000's "
                              "(score 0)", "reverse the order", True, edit_form("full"))[-1].content
     stored = ask.replace("had no effect: ", "had no effect: no effect: ")  # as runs before the fix sent it
     rows = [row(first.format(0, 0), "renamed"), row(stored, "new code"), row(first.format(1, 1), "other")]
