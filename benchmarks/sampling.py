@@ -48,6 +48,8 @@ one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, ite
 (0: the stored request without its ``## Direction`` section, the Navigator's guidance: what the Generator is
 sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``) and ``nodoc`` (1: every
 ```python block of the request shown without its docstrings, :func:`program.docstrings.without_docstrings`)
+and ``refdoc`` (0: only the reference programs' blocks shown without their docstrings, the parent's kept: what
+a run sends by default since ``exemplar_docstrings``; the stored requests of runs before it hold them)
 and ``paragraph`` (1: the ``## Direction`` section holding what the Navigator would have said had it been
 asked with a stop at its first paragraph break, :func:`paragraph_guidance`; the replay then keeps only the
 iterations whose guidance that changes, and prints the Navigator tokens the stop would have saved there)
@@ -86,12 +88,14 @@ from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
-        "direction": int, "nodoc": int, "paragraph": int, "plan": int}
+        "direction": int, "nodoc": int, "refdoc": int, "paragraph": int, "plan": int}
 REASKS = ("fresh", "edits", "followup", "hole", "plan")
 FIRSTS = ("stored", "fresh", "guided", "hole")
 WHOLE = "Return the whole program. "
 """Where the whole-program form's reply format starts (``program.forms``): ``plan=1`` asks for the
 ``Change:`` line before it."""
+REFERENCES = "## Reference programs\n"
+"""The heading of the exemplars' part of a first Generator request (``prompts.generator.exemplars_part``)."""
 FIRST_ASK = re.compile(r"^## Current program \(score ", re.MULTILINE)
 """The heading of the parent in an iteration's first Generator request (``prompts.generator.parent_section``):
 second asks, repairs and the other agents show programs under other headings."""
@@ -374,6 +378,22 @@ def without_docstring_blocks(messages: list) -> list:
     return [*messages[:-1], HumanMessage(content)]
 
 
+def without_reference_docstrings(messages: list) -> list:
+    """``messages`` with the last one's ``## Reference programs`` part's ``python`` blocks without docstrings.
+
+    The part runs from its heading to the next ``## `` heading; a request without it is returned as it is.
+    """
+    content = messages[-1].content
+    start = content.find(REFERENCES)
+    if start < 0:
+        return messages
+    end = content.find("\n## ", start + len(REFERENCES))
+    end = len(content) if end < 0 else end
+    part = re.sub(r"```python\n(.*?)```", lambda m: f"```python\n{without_docstrings(m.group(1))}```",
+                  content[start:end], flags=re.S)
+    return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
+
+
 def with_change_first(messages: list) -> list:
     """``messages`` whose last one asks for the ``Change:`` line before the program (``plan=1``).
 
@@ -415,6 +435,8 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
         messages = with_direction(messages, paragraph_guidance(prompt))
     if values.get("nodoc"):
         messages = without_docstring_blocks(messages)
+    elif values.get("refdoc", 1) == 0:
+        messages = without_reference_docstrings(messages)
     if values.get("plan"):
         messages = with_change_first(messages)
     if values.get("mutation"):

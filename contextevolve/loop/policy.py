@@ -76,6 +76,7 @@ class SearchPolicy:
     Attributes:
         form: the run's edit form; second_form: the form of a second ask after a twin.
         shows_docstrings: programs are shown to the Generator with their docstrings.
+        exemplar_docstrings: with ``shows_docstrings``, the exemplars' code is shown with them too.
         stop_at_code_end: requests in a form that allows it stop where the reply's code block closes
             (:meth:`stop`).
         unguided_hotter: temperature added to the first ask when it has no guidance (0 with the
@@ -108,6 +109,7 @@ class SearchPolicy:
     second_ask_top_p: float | None = None
     second_ask_top_k: int | None = None
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
+    exemplar_docstrings: bool = True
 
     @classmethod
     def of(cls, ctx: RunContext, iteration: int, worker: int | None = 0) -> SearchPolicy:
@@ -121,7 +123,7 @@ class SearchPolicy:
                    repair_restart=search.repair_restart, behavioural_twins=search.behavioural_twins,
                    second_ask_kind=search.second_ask,
                    second_ask_top_p=search.second_ask_top_p, second_ask_top_k=search.second_ask_top_k,
-                   change_line=search.change_line,
+                   change_line=search.change_line, exemplar_docstrings=search.exemplar_docstrings,
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
 
@@ -145,6 +147,10 @@ class SearchPolicy:
     def shown(self, source: str) -> str:
         """``source`` as the Generator sees it (without docstrings unless :attr:`shows_docstrings`)."""
         return source if self.shows_docstrings else without_docstrings(source)
+
+    def shown_exemplar(self, source: str) -> str:
+        """An exemplar's ``source`` as the Generator sees it (without docstrings unless both are shown)."""
+        return self.shown(source) if self.exemplar_docstrings else without_docstrings(source)
 
     def first(self, guidance: str) -> Sampling:
         """The Generator's own request: seed ``seed + FIRST_ASK_SEED + iteration``, its temperature.

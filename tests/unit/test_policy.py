@@ -44,6 +44,11 @@ def test_which_view_of_a_program_each_form_shows():
     assert policy(edit_form="diff", docstrings_shown=False).shows_docstrings  # SEARCH parts must match
     assert not policy(edit_form="functions").shows_docstrings
     assert '"""' not in policy(edit_form="functions").shown('def f():\n    """Doc."""\n    return 1\n')
+    # the parent is shown with its docstrings, the exemplars (references) without, unless asked for
+    documented = 'def f():\n    """Doc."""\n    return 1\n'
+    assert '"""' in policy().shown(documented) and '"""' not in policy().shown_exemplar(documented)
+    assert '"""' in policy(exemplar_docstrings=True).shown_exemplar(documented)
+    assert '"""' not in policy(exemplar_docstrings=True, docstrings_shown=False).shown_exemplar(documented)
 
 
 def test_where_requests_stop():
