@@ -49,7 +49,8 @@ one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, ite
 sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``) and ``nodoc`` (1: every
 ```python block of the request shown without its docstrings, :func:`program.docstrings.without_docstrings`)
 and ``refdoc`` (0: only the reference programs' blocks shown without their docstrings, the parent's kept: what
-a run sends by default since ``exemplar_docstrings``; the stored requests of runs before it hold them)
+a run sends by default since ``exemplar_docstrings``; the stored requests of runs before it hold them; the
+replay then keeps only the requests it changes)
 and ``paragraph`` (1: the ``## Direction`` section holding what the Navigator would have said had it been
 asked with a stop at its first paragraph break, :func:`paragraph_guidance`; the replay then keeps only the
 iterations whose guidance that changes, and prints the Navigator tokens the stop would have saved there)
@@ -394,6 +395,12 @@ def without_reference_docstrings(messages: list) -> list:
     return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
 
 
+def refdoc_changes(prompt: dict) -> bool:
+    """Whether ``refdoc=0`` changes ``prompt``'s stored request (a reference program held docstrings)."""
+    messages = _messages(prompt["messages"])
+    return without_reference_docstrings(messages)[-1].content != messages[-1].content
+
+
 def with_change_first(messages: list) -> list:
     """``messages`` whose last one asks for the ``Change:`` line before the program (``plan=1``).
 
@@ -541,6 +548,11 @@ def main() -> int:
             print(f"{run_dir.name}: paragraph=1 changes the guidance of {len(kept)} of {len(asks)} "
                   f"iterations (replayed: those), saving ~{saved:.0f} Navigator completion tokens of "
                   f"{sum(p['navigator_completion'] for p in asks)}", flush=True)
+            asks = kept
+        if any(v.get("refdoc", 1) == 0 for v in configs.values()):
+            kept = [p for p in asks if refdoc_changes(p)]
+            print(f"{run_dir.name}: refdoc=0 changes {len(kept)} of {len(asks)} requests (replayed: those)",
+                  flush=True)
             asks = kept
         for n, prompt in enumerate(asks):
             for sample in range(args.samples):
