@@ -286,6 +286,9 @@ def ignored_settings(ctx: RunContext) -> list[str]:
     if _changed(search, "docstrings_shown") and form.hides_docstrings is not None:
         out.append(f"docstrings_shown is ignored with edit form {form.name!r}, which always shows programs "
                    + ("without" if form.hides_docstrings else "with") + " their docstrings")
+    if _changed(search, "exemplar_docstrings") and not form.shows_docstrings(search.docstrings_shown):
+        out.append("exemplar_docstrings is ignored where programs are shown without their docstrings "
+                   f"(edit form {form.name!r}, docstrings_shown {search.docstrings_shown})")
     if _changed(search, "stop_at_code_end") and not form.stops_at_code_end:
         out.append(f"stop_at_code_end is ignored with edit form {form.name!r}: its replies never stop at a "
                    "code end")

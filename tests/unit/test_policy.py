@@ -94,6 +94,9 @@ def test_a_changed_setting_the_others_make_ignored_is_named():
     for name in ("docstrings_shown", "stop_at_code_end", "unguided_hotter", "repair_restart",
                  "embedded_server_per_role"):
         assert name in said
+    assert "exemplar_docstrings is ignored" in ignored_settings(RunContext(exemplar_docstrings=True,
+                                                                           edit_form="functions"))[0]
+    assert ignored_settings(RunContext(exemplar_docstrings=True)) == []
     never = ignored_settings(RunContext(candidate_pool=3))  # k 2 + sampler_choice 2 > 3: never a choice
     assert len(never) == 1 and "Sampler agent is never asked" in never[0]
     assert ignored_settings(RunContext(candidate_pool=3, sampler_enabled=False)) == []
