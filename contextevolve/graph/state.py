@@ -65,6 +65,8 @@ class WorkerState:
     """The steps it was written from."""
     written_after: int = -1
     """Evaluated steps in the buffer when it was written (-1: none written yet)."""
+    written_copies: int = 0
+    """Copies of their parent (code twins) in the buffer when it was written: a copy since makes it stale."""
     written_parent_id: str = ""
     """The parent it was written for (the Navigator's prompt describes it)."""
     written_best_id: str = ""

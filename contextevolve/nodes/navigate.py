@@ -5,10 +5,12 @@ non-empty category drawn with probability proportional to ``RunContext.search.ca
 Eq. 5), then a step in it. With no step yet the agent is not asked (docs/decisions/first-navigator-call.md);
 then, and after a reply unusable through the retries, there is no guidance, as when the Navigator is ablated.
 The agent is asked again only when it has something new to say (:func:`guidance_is_current`): its last
-guidance for the same parent stands until ``search.guidance_refresh_steps`` evaluated steps arrived or the
-best changed. Once the Navigator and the Sampler have spent ``search.navigator_sampler_share`` of the
-run's tokens, the worker's last guidance is reused whatever its parent
-(:func:`~contextevolve.loop.spending.share_spent`).
+guidance for the same parent stands until ``search.guidance_refresh_steps`` evaluated steps arrived, the
+best changed, or a child copied its parent (a code twin: the guidance led to a copy, and reused it would
+lead the same prompt to the same copy). Once the Navigator and the Sampler have spent
+``search.navigator_sampler_share`` of the run's tokens, the worker's last guidance is reused whatever its
+parent (:func:`~contextevolve.loop.spending.share_spent`), but not after a copy: then there is none, and
+the Generator's unguided ask is the hotter one.
 """
 
 from __future__ import annotations
@@ -117,22 +119,29 @@ UNEVALUATED = frozenset({"twin", "edit", "endpoint", "evaluator"})
 """Failure kinds of children that never ran, whose steps say nothing about a direction of change."""
 
 
+def copies(records: list[ProgramRecord]) -> int:
+    """Children among ``records`` that copied a stored program (code twins: both asks wrote it back)."""
+    return sum(1 for r in records if r.failure_kind == "twin")
+
+
 def evaluated_steps(records: list[ProgramRecord]) -> int:
     """Children among ``records`` that ran (a score, an invalid output, a crash, a timeout, a pre-check)."""
     return sum(1 for r in records if r.parent_id is not None and r.failure_kind not in UNEVALUATED)
 
 
-def guidance_is_current(ctx: RunContext, state: WorkerState, evaluated: int, best_id: str) -> bool:
+def guidance_is_current(ctx: RunContext, state: WorkerState, evaluated: int, best_id: str,
+                        copied: int = 0) -> bool:
     """Whether the worker's last guidance still says all the Navigator would (so it is reused).
 
     It does while it was written for the same parent, fewer than ``search.guidance_refresh_steps``
-    evaluated steps arrived since, and the best program is the same; never with the setting 0 (the paper
-    asks every iteration) or when none was written.
+    evaluated steps arrived since, the best program is the same and no child copied its parent since
+    (``copied``: :func:`copies` now); never with the setting 0 (the paper asks every iteration) or when
+    none was written.
     """
     refresh = ctx.search.guidance_refresh_steps
     return (refresh > 0 and bool(state.written_guidance) and state.written_after >= 0
             and evaluated - state.written_after < refresh and best_id == state.written_best_id
-            and state.parent_id == state.written_parent_id)
+            and state.parent_id == state.written_parent_id and copied <= state.written_copies)
 
 
 def sample_steps(steps: list[Step], m: int, weights: dict[str, float], rng: random.Random) -> list[Step]:
@@ -154,7 +163,8 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Produce the directional guidance g for this iteration (empty when the Navigator is ablated).
 
     The worker's last guidance is reused while it is current (:func:`guidance_is_current`), and whatever
-    its parent once the Navigator and the Sampler have spent their share of the run's tokens.
+    its parent once the Navigator and the Sampler have spent their share of the run's tokens, unless a
+    child copied its parent since it was written (then the guidance is empty).
     """
     ctx = runtime.context
     if not ctx.ablations.navigator_enabled:
@@ -166,8 +176,12 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     if not every_step:
         return {"guidance": "", "trajectory_ids": []}
     evaluated, best = evaluated_steps(committed), memory.buffer.best_by(task.better)
-    best_id = best.id if best else ""
-    if guidance_is_current(ctx, state, evaluated, best_id) or (state.written_guidance and share_spent(ctx)):
+    best_id, copied = (best.id if best else ""), copies(committed)
+    if guidance_is_current(ctx, state, evaluated, best_id, copied):
+        return {"guidance": state.written_guidance, "trajectory_ids": list(state.written_trajectory_ids)}
+    if state.written_guidance and share_spent(ctx):
+        if copied > state.written_copies:  # it led to a copy: the unguided (hotter) ask instead
+            return {"guidance": "", "trajectory_ids": []}
         return {"guidance": state.written_guidance, "trajectory_ids": list(state.written_trajectory_ids)}
     steps = sample_steps(every_step, ctx.search.num_trajectories, ctx.search.category_weights,
                          rng_for(ctx, state.iteration, "navigate"))
@@ -194,4 +208,4 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     trajectory = [s.child.id for s in steps]
     return {"guidance": guidance, "trajectory_ids": trajectory, "iteration_usage": reply.usage,
             "written_guidance": guidance, "written_trajectory_ids": trajectory, "written_after": evaluated,
-            "written_best_id": best_id, "written_parent_id": parent.id}
+            "written_best_id": best_id, "written_parent_id": parent.id, "written_copies": copied}

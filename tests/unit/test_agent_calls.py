@@ -32,7 +32,7 @@ def test_the_navigator_is_asked_again_only_after_new_evaluated_steps_or_a_new_be
 
     state, first = ask(state)
     assert first["guidance"] == "guidance 1." and len(navigator.seen) == 1
-    add_child(memory, 2, kind="twin", status="failed")  # a copy never ran: nothing new
+    add_child(memory, 2, kind="edit", status="failed")  # an edit that did not apply never ran: nothing new
     add_child(memory, 3)  # one evaluated step since: fewer than guidance_refresh_steps (2)
     state, reused = ask(state)
     assert reused == {"guidance": "guidance 1.", "trajectory_ids": first["trajectory_ids"]}
@@ -137,3 +137,24 @@ def test_the_first_guidance_is_written_whatever_was_spent(seeded, ctx, models):
     models["navigator"].messages = iter([reply("guidance 1.")])
     update = run_node(navigate, replace(state, parent_id="it00000", iteration=2), ctx)
     assert update["guidance"] == "guidance 1."
+
+
+def test_a_copy_of_the_parent_makes_the_guidance_stale(seeded, ctx, models):
+    state, memory = seeded
+    add_child(memory, 1)
+    state = replace(state, parent_id="it00000", iteration=2)
+    navigator = models["navigator"]
+    navigator.messages = iter([reply(f"guidance {n}.") for n in range(1, 9)])
+    state = apply(state, run_node(navigate, state, ctx))
+    assert state.guidance == "guidance 1." and state.written_copies == 0
+    add_child(memory, 2, kind="twin", status="failed")  # both asks wrote the parent back
+    state = apply(state, run_node(navigate, state, ctx))  # the same prompt would copy again: asked anew
+    assert state.guidance == "guidance 2." and len(navigator.seen) == 2 and state.written_copies == 1
+    # over the Navigator's and Sampler's share of the tokens, a copy leaves the ask unguided (and hotter)
+    memory.commit(ProgramRecord(
+        id=program_id(3), iteration=3, parent_id="it00000", status="ok", combined_score=20.0,
+        metrics={"max_kvpr": 19.0, "success_rate": 1.0}, abstract="child 3", source=INITIAL,
+        tokens={"navigator": {"prompt": 900}, "generator": {"prompt": 100}}))
+    add_child(memory, 4, kind="twin", status="failed")
+    update = run_node(navigate, state, ctx)
+    assert update == {"guidance": "", "trajectory_ids": []} and len(navigator.seen) == 2
