@@ -179,10 +179,10 @@ class SearchSettings:
     docstrings_shown: bool = True
     """Show the Generator each program with its docstrings, in an edit form that leaves the choice (``full``);
     a rewrite from a view without them gets its parent's back (docs/decisions/search-settings.md)."""
-    exemplar_docstrings: bool = False
+    exemplar_docstrings: bool = True
     """Show the reference programs' (exemplars') code with its docstrings too, where the parent is shown with
-    them; off: without (they document the interface the parent's already do, and cost prompt tokens on
-    every ask: docs/decisions/exemplar-docstrings.md)."""
+    them; off: without, which saves prompt tokens but made the embedded model misuse the interfaces they
+    document (docs/decisions/exemplar-docstrings.md)."""
     unguided_hotter: float = 0.3
     """Temperature added to the Generator's first ask when the Navigator gave no guidance (ignored with the
     Navigator switched off, so that ablation changes one thing); 0: the Generator's own

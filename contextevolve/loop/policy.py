@@ -76,7 +76,8 @@ class SearchPolicy:
     Attributes:
         form: the run's edit form; second_form: the form of a second ask after a twin.
         shows_docstrings: programs are shown to the Generator with their docstrings.
-        exemplar_docstrings: with ``shows_docstrings``, the exemplars' code is shown with them too.
+        exemplar_docstrings: with ``shows_docstrings``, the exemplars' code is shown with them too (off: the
+            exemplars without docstrings).
         stop_at_code_end: requests in a form that allows it stop where the reply's code block closes
             (:meth:`stop`).
         unguided_hotter: temperature added to the first ask when it has no guidance (0 with the

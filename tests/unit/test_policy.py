@@ -44,11 +44,11 @@ def test_which_view_of_a_program_each_form_shows():
     assert policy(edit_form="diff", docstrings_shown=False).shows_docstrings  # SEARCH parts must match
     assert not policy(edit_form="functions").shows_docstrings
     assert '"""' not in policy(edit_form="functions").shown('def f():\n    """Doc."""\n    return 1\n')
-    # the parent is shown with its docstrings, the exemplars (references) without, unless asked for
+    # the exemplars (references) are shown as the parent is, or without docstrings when asked
     documented = 'def f():\n    """Doc."""\n    return 1\n'
-    assert '"""' in policy().shown(documented) and '"""' not in policy().shown_exemplar(documented)
-    assert '"""' in policy(exemplar_docstrings=True).shown_exemplar(documented)
-    assert '"""' not in policy(exemplar_docstrings=True, docstrings_shown=False).shown_exemplar(documented)
+    assert '"""' in policy().shown(documented) and '"""' in policy().shown_exemplar(documented)
+    assert '"""' not in policy(exemplar_docstrings=False).shown_exemplar(documented)
+    assert '"""' not in policy(docstrings_shown=False).shown_exemplar(documented)
 
 
 def test_where_requests_stop():
@@ -94,9 +94,9 @@ def test_a_changed_setting_the_others_make_ignored_is_named():
     for name in ("docstrings_shown", "stop_at_code_end", "unguided_hotter", "repair_restart",
                  "embedded_server_per_role"):
         assert name in said
-    assert "exemplar_docstrings is ignored" in ignored_settings(RunContext(exemplar_docstrings=True,
+    assert "exemplar_docstrings is ignored" in ignored_settings(RunContext(exemplar_docstrings=False,
                                                                            edit_form="functions"))[0]
-    assert ignored_settings(RunContext(exemplar_docstrings=True)) == []
+    assert ignored_settings(RunContext(exemplar_docstrings=False)) == []
     never = ignored_settings(RunContext(candidate_pool=3))  # k 2 + sampler_choice 2 > 3: never a choice
     assert len(never) == 1 and "Sampler agent is never asked" in never[0]
     assert ignored_settings(RunContext(candidate_pool=3, sampler_enabled=False)) == []
