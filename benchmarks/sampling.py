@@ -49,8 +49,7 @@ one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, ite
 sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``) and ``nodoc`` (1: every
 ```python block of the request shown without its docstrings, :func:`program.docstrings.without_docstrings`)
 and ``refdoc`` (0: only the reference programs' blocks shown without their docstrings, the parent's kept: what
-a run sends by default since ``exemplar_docstrings``; the stored requests of runs before it hold them; the
-replay then keeps only the requests it changes)
+a run sends with ``--no-exemplar-docstrings``; the replay then keeps only the requests it changes)
 and ``paragraph`` (1: the ``## Direction`` section holding what the Navigator would have said had it been
 asked with a stop at its first paragraph break, :func:`paragraph_guidance`; the replay then keeps only the
 iterations whose guidance that changes, and prints the Navigator tokens the stop would have saved there)
