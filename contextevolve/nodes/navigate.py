@@ -130,7 +130,7 @@ def evaluated_steps(records: list[ProgramRecord]) -> int:
 
 
 def guidance_is_current(ctx: RunContext, state: WorkerState, evaluated: int, best_id: str,
-                        copied: int = 0) -> bool:
+                        copied: int) -> bool:
     """Whether the worker's last guidance still says all the Navigator would (so it is reused).
 
     It does while it was written for the same parent, fewer than ``search.guidance_refresh_steps``
@@ -177,10 +177,9 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         return {"guidance": "", "trajectory_ids": []}
     evaluated, best = evaluated_steps(committed), memory.buffer.best_by(task.better)
     best_id, copied = (best.id if best else ""), copies(committed)
-    if guidance_is_current(ctx, state, evaluated, best_id, copied):
-        return {"guidance": state.written_guidance, "trajectory_ids": list(state.written_trajectory_ids)}
-    if state.written_guidance and share_spent(ctx):
-        if copied > state.written_copies:  # it led to a copy: the unguided (hotter) ask instead
+    current = guidance_is_current(ctx, state, evaluated, best_id, copied)
+    if current or (state.written_guidance and share_spent(ctx)):
+        if copied > state.written_copies:  # over the share after a copy: the unguided (hotter) ask
             return {"guidance": "", "trajectory_ids": []}
         return {"guidance": state.written_guidance, "trajectory_ids": list(state.written_trajectory_ids)}
     steps = sample_steps(every_step, ctx.search.num_trajectories, ctx.search.category_weights,
