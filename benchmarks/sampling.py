@@ -11,8 +11,8 @@ prompt by prompt, so a noisy machine slows them alike.
 Prints per configuration: replies, children built, twins of the parent, pre-check failures,
 valid children (``ok`` and not a twin), those with a score other than their parent's (*new score*: a
 behaviourally new child, as a score can tell) and better than it, prompt and completion tokens and
-seconds per reply, new scores per 10,000 tokens; writes every reply's outcome, edit form and text to
-``--out`` (JSON).
+seconds per reply, new scores per 10,000 tokens (the Navigator's included where it is asked again); writes
+every reply's outcome, edit form and text to ``--out`` (JSON).
 
 ``--reask`` replays the *second* ask instead: the one a run makes after the first version was a
 twin of its parent (stored re-asks only), with the run's seed and temperature for it, under one of
@@ -54,12 +54,18 @@ and ``paragraph`` (1: the ``## Direction`` section holding what the Navigator wo
 asked with a stop at its first paragraph break, :func:`paragraph_guidance`; the replay then keeps only the
 iterations whose guidance that changes, and prints the Navigator tokens the stop would have saved there)
 and ``plan`` (1: the stored whole-program request asks for one ``Change:`` line naming the edit before the
-program, :data:`prompts.generator.CHANGE_FIRST`; ``reask=plan`` is the second ask worded so).
+program, :data:`prompts.generator.CHANGE_FIRST`; ``reask=plan`` is the second ask worded so)
+and ``renav`` (1: the Navigator is asked again with its stored request, with the replay's seed, and the
+``## Direction`` section holds what it says) and ``changes`` (N: the same, its request showing up to N changed
+lines under each step, :func:`prompts.navigator.changes_text`: what a run sends with ``--step-changes N``).
+With either, the replay keeps only the iterations whose Navigator was asked and gave guidance, and prints
+the Navigator's tokens with the Generator's.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -78,17 +84,20 @@ from contextevolve.llm.parsing import clip_to_sentence
 from contextevolve.loop.generation import hole_form
 from contextevolve.loop.policy import NO_EFFECT_SEED, REASK_HOTTER
 from contextevolve.nodes.navigate import GUIDANCE_CHARS
+from contextevolve.program.changes import changed_lines
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.forms import EditForm, edit_form, edit_format
 from contextevolve.program.holes import choose, punched
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
 from contextevolve.prompts.generator import hole_messages, mutation_for, reask_messages, with_change_line
+from contextevolve.prompts.navigator import changes_text
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
-        "direction": int, "nodoc": int, "refdoc": int, "paragraph": int, "plan": int}
+        "direction": int, "nodoc": int, "refdoc": int, "paragraph": int, "plan": int, "renav": int,
+        "changes": int}
 REASKS = ("fresh", "edits", "followup", "hole", "plan")
 FIRSTS = ("stored", "fresh", "guided", "hole")
 WHOLE = "Return the whole program. "
@@ -185,6 +194,7 @@ def first_prompts(run_dir: Path) -> list[dict]:
              "parent": parent["source"], "parent_score": parent["combined_score"],
              "guidance": guidance.get(iteration, ""),
              "navigator_reply": navigator.get("reply", "") if navigator else "",
+             "navigator_messages": navigator.get("messages") if navigator else None, "run_dir": str(run_dir),
              "navigator_completion": (navigator.get("usage") or {}).get("navigator", {}).get("completion", 0)
              if navigator else 0}
             for iteration, n, row, parent, navigator in _generator_asks(run_dir) if n == 0]
@@ -369,6 +379,59 @@ def with_direction(messages: list, guidance: str) -> list:
     return [*messages[:-1], HumanMessage(content)]
 
 
+STEP_LINE = re.compile(r"^Step \d+ \[[^\]]+\] (\S+) -> (\S+): .*$", re.MULTILINE)
+"""A step's line in a stored Navigator request (``prompts.navigator.messages``): parent and child ids."""
+
+
+@functools.lru_cache(maxsize=64)
+def _sources(run_dir: str) -> dict[str, str]:
+    """Program id -> source of the run stored at ``run_dir``."""
+    lines = (Path(run_dir) / "programs.jsonl").read_text().splitlines()
+    return {r["id"]: r["source"] for r in map(json.loads, lines)}
+
+
+def with_step_changes(messages: list, run_dir: str, limit: int) -> list:
+    """A stored Navigator request whose every step shows up to ``limit`` of its child's changed lines."""
+    sources = _sources(run_dir)
+
+    def shown(match: re.Match) -> str:
+        parent, child = sources.get(match.group(1)), sources.get(match.group(2))
+        if parent is None or child is None:
+            return match.group(0)
+        return match.group(0) + changes_text(changed_lines(parent, child), limit)
+
+    return [*messages[:-1], HumanMessage(STEP_LINE.sub(shown, messages[-1].content))]
+
+
+def renav_wanted(values: dict) -> bool:
+    """Whether configuration ``values`` asks the Navigator again (``renav=1`` or ``changes=N``)."""
+    return bool(values.get("renav") or values.get("changes"))
+
+
+def renav_replayable(prompt: dict) -> bool:
+    """Whether ``prompt``'s iteration asked the Navigator, which gave the guidance its request holds."""
+    return bool(prompt.get("navigator_messages") and prompt.get("guidance"))
+
+
+def asked_guidance(values: dict, prompt: dict, seed: int, base_url: str | None, model: str | None) -> dict:
+    """The Navigator asked again for ``prompt``'s iteration under ``values``: its guidance and tokens.
+
+    Clipped as ``nodes/navigate.py`` clips it; empty when the reply is empty.
+    """
+    from contextevolve.llm.models import create_chat_model
+
+    messages = _messages(prompt["navigator_messages"])
+    if values.get("changes"):
+        messages = with_step_changes(messages, prompt["run_dir"], values["changes"])
+    ctx = RunContext(base_url=base_url, model=model, seed=seed)
+    reply = create_chat_model("navigator", ctx).invoke(messages)
+    usage = reply.usage_metadata or {}
+    truncated = reply.response_metadata.get("finish_reason") == "length"
+    return {"guidance": clip_to_sentence(str(reply.content), GUIDANCE_CHARS, truncated=truncated),
+            "navigator_prompt": usage.get("input_tokens", 0),
+            "navigator_completion": usage.get("output_tokens", 0)}
+
+
 def without_docstring_blocks(messages: list) -> list:
     """``messages`` with every fenced ``python`` block of the last one shown without its docstrings."""
     def strip(match: re.Match) -> str:
@@ -437,6 +500,8 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
         messages = first_messages(values["first"], prompt, task, sample, mode)
     if values.get("direction", 1) == 0:
         messages = without_direction(messages)
+    elif "asked_guidance" in prompt:
+        messages = with_direction(messages, prompt["asked_guidance"])
     elif values.get("paragraph") and paragraph_changes(prompt):
         messages = with_direction(messages, paragraph_guidance(prompt))
     if values.get("nodoc"):
@@ -489,14 +554,15 @@ def summary(rows: list[dict]) -> dict:
     """One configuration's figures over its replies ``rows``: outcomes counted, tokens, seconds per reply."""
     n = max(len(rows), 1)
     count = lambda outcome: sum(r["outcome"] == outcome for r in rows)  # noqa: E731
-    tokens = sum(r["completion"] + r.get("prompt", 0) for r in rows)
+    navigator = sum(r.get("navigator_prompt", 0) + r.get("navigator_completion", 0) for r in rows)
+    tokens = sum(r["completion"] + r.get("prompt", 0) for r in rows) + navigator
     new = sum(bool(r.get("new")) for r in rows)
     return {"replies": len(rows), "built": len(rows) - count("not built"), "twins": count("twin"),
             "pre-check": count("pre-check"), "valid": count("ok"), "new": new,
             "better": sum(bool(r.get("better")) for r in rows),
             "new/10k tokens": 1e4 * new / tokens if tokens else 0.0,
             "prompt/reply": sum(r.get("prompt", 0) for r in rows) / n,
-            "completion/reply": sum(r["completion"] for r in rows) / n,
+            "completion/reply": sum(r["completion"] for r in rows) / n, "navigator/reply": navigator / n,
             "s/reply": sum(r["seconds"] for r in rows) / n}
 
 
@@ -553,9 +619,15 @@ def main() -> int:
             print(f"{run_dir.name}: refdoc=0 changes {len(kept)} of {len(asks)} requests (replayed: those)",
                   flush=True)
             asks = kept
+        if any(renav_wanted(v) for v in configs.values()):
+            kept = [p for p in asks if renav_replayable(p)]
+            print(f"{run_dir.name}: the Navigator gave the guidance of {len(kept)} of {len(asks)} iterations "
+                  "(replayed: those)", flush=True)
+            asks = kept
         for n, prompt in enumerate(asks):
             for sample in range(args.samples):
                 for name, values in configs.items():
+                    navigator: dict = {}  # the Navigator's guidance and tokens, where asked again
                     if args.reask:
                         mode, seed, temperature, messages = reask_request(values, prompt, task, sample,
                                                                           settings.get("seed", 0))
@@ -563,7 +635,12 @@ def main() -> int:
                         mode, seed, temperature, messages = no_effect_request(values, prompt, sample,
                                                                               settings.get("seed", 0))
                     else:
-                        mode, seed, temperature, messages = first_request(values, prompt, task, sample, n,
+                        asked = prompt
+                        if renav_wanted(values):
+                            navigator = asked_guidance(values, prompt, 1000 * sample + n, args.base_url,
+                                                       args.model)
+                            asked = {**prompt, "asked_guidance": navigator["guidance"]}
+                        mode, seed, temperature, messages = first_request(values, asked, task, sample, n,
                                                                           first_mode)
                     ctx = RunContext(base_url=args.base_url, model=args.model, seed=seed,
                                      top_p=values.get("top_p"), top_k=values.get("top_k"),
@@ -576,7 +653,7 @@ def main() -> int:
                            "completion": (reply.usage_metadata or {}).get("output_tokens", 0),
                            "prompt": (reply.usage_metadata or {}).get("input_tokens", 0),
                            "seconds": seconds,
-                           "mode": getattr(mode, "name", mode), "reply": str(reply.content),
+                           "mode": getattr(mode, "name", mode), "reply": str(reply.content), **navigator,
                            **judge(task, mode, prompt, str(reply.content), truncated)}
                     results[name].append(row)
                     print(f"{name:>8} {row['run']} it{row['iteration']} s{sample}: {row['outcome']}"
@@ -584,13 +661,14 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"configs": configs, "results": results}, indent=2))
     print("\n| config | settings | replies | built | twins | pre-check | valid | new score | better "
-          "| prompt/reply | completion/reply | new / 10k tokens | s/reply |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| prompt/reply | completion/reply | Navigator/reply | new / 10k tokens | s/reply |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, rows in results.items():
         s = summary(rows)
         print(f"| {name} | {configs[name] or 'defaults'} | {s['replies']} | {s['built']} | {s['twins']} | "
               f"{s['pre-check']} | {s['valid']} | {s['new']} | {s['better']} | {s['prompt/reply']:.0f} | "
-              f"{s['completion/reply']:.0f} | {s['new/10k tokens']:.2f} | {s['s/reply']:.0f} |")
+              f"{s['completion/reply']:.0f} | {s['navigator/reply']:.0f} | {s['new/10k tokens']:.2f} | "
+              f"{s['s/reply']:.0f} |")
     names = list(results)
     for name in names[1:]:  # paired by prompt and sample against the first configuration
         pairs = list(zip(results[names[0]], results[name]))

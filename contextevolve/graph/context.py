@@ -304,6 +304,9 @@ class RunContext:
         if search.guidance_refresh_steps < 0 or search.sampler_choice < 1:
             problems.append("guidance_refresh_steps must be >= 0 (0: the Navigator is asked every iteration) "
                             "and sampler_choice >= 1 (1: the Sampler is asked whenever it has a choice)")
+        if search.step_changes < 0:
+            problems.append("step_changes must be >= 0 (0: the Navigator is shown no changed lines, "
+                            "as in the paper)")
         if not 0 < search.navigator_sampler_share <= 1:
             problems.append("navigator_sampler_share must be in (0, 1] (1: the Navigator and the Sampler are "
                             "asked whatever they spent, as in the paper)")

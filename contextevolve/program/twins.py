@@ -13,7 +13,8 @@ import functools
 import hashlib
 
 
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
+def strip_docstrings(tree: ast.AST) -> ast.AST:
+    """``tree`` with the docstring of its module, functions and classes taken out (in place; returned)."""
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
@@ -128,7 +129,7 @@ def _digest(source: str, entry: str | None, annotations: bool = True) -> str | N
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return None
-    tree = _strip_docstrings(tree)
+    tree = strip_docstrings(tree)
     if not annotations:
         tree = _FunctionAnnotations().visit(tree)
     if entry:

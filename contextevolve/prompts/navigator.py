@@ -19,25 +19,40 @@ IMPLEMENTATION = ("Give a concrete implementation plan in at most 4 numbered ste
                   "functions to change and exactly how, with specific code-level instructions.")
 
 
+def changes_text(lines: list[str], limit: int) -> str:
+    """The changed lines of a step, shown under its line: at most ``limit``, indented, then how many more.
+
+    ``lines`` are :func:`contextevolve.program.changes.changed_lines`'s (``- old`` / ``+ new``). Empty when
+    there are none or ``limit`` is 0.
+    """
+    if not lines or limit <= 0:
+        return ""
+    shown = "".join(f"\n    {line}" for line in lines[:limit])
+    more = len(lines) - limit
+    return shown + (f"\n    ({more} more changed lines)" if more > 0 else "")
+
+
 def _clip(text: str, limit: int = 320) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "..."
 
 
 def messages(task_description: str, metric_names: str, parent: dict, steps: list[dict],
-             programs: dict[str, dict], variant: str) -> list:
+             programs: dict[str, dict], variant: str, change_lines: int = 0) -> list:
     """Messages asking for guidance g (paper Eq. 5: m steps (z_p, z_c, Δs)).
 
     ``parent``: the current parent, a dict with ``id``, ``summary`` (its score or status) and
     ``abstract``. ``steps``: dicts with ``category``, ``parent`` and ``child`` (program ids) and ``delta``
-    (the change, signed so that + is better), in the order shown. ``programs``: id -> dict with
-    ``summary`` and ``abstract`` for every other program a step names. Each abstract is shown once and the
-    steps name programs by id (why: docs/architecture.md, *2. navigate*); the pairs the paper's Navigator
-    sees are unchanged.
+    (the change, signed so that + is better), in the order shown, and optionally ``changes``: the child's
+    changed lines, of which ``change_lines`` are shown under the step (:func:`changes_text`).
+    ``programs``: id -> dict with ``summary`` and ``abstract`` for every other program a step names. Each
+    abstract is shown once and the steps name programs by id (why: docs/architecture.md, *2. navigate*);
+    the pairs the paper's Navigator sees are unchanged.
     """
     listed = "\n".join(f"{pid} ({info['summary']}): {_clip(info['abstract'])}"
                        for pid, info in programs.items())
     lines = [f"Step {n} [{step['category']}] {step['parent']} -> {step['child']}: {step['delta']}"
+             + changes_text(step.get("changes", []), change_lines)
              for n, step in enumerate(steps, 1)]
     history = ("Other programs in the steps:\n" + listed + "\n\n" if listed else "") + (
         "Past steps (parent -> child):\n" + "\n".join(lines) if lines

@@ -175,6 +175,24 @@ def test_navigate_shows_each_abstract_once_and_no_deltas_for_failed_children(see
     assert "FAILED (failed)" not in prompt and prompt.count("Greedy placement") == 1
 
 
+def test_navigate_shows_each_steps_changed_lines_only_when_asked(seeded, ctx, models):
+    state, memory = seeded
+    changed = INITIAL.replace("return", "# a comment the change adds\n    return", 1)  # no statement changed
+    add_program(memory, 1, score=25.0, source=BETTER_PROGRAM)
+    add_program(memory, 2, parent="it00001", score=24.0, source=BETTER_PROGRAM + "\nLIMIT = 3\n")
+    add_program(memory, 3, score=20.0, source=changed)
+    state = replace(state, parent_id="it00001", iteration=4)
+    weights = {"improvement": 1.0, "mixed": 1.0, "decline": 1.0}
+    run_node(navigate, state, replace(ctx, num_trajectories=3, category_weights=weights))
+    assert "\n    + LIMIT = 3" not in models["navigator"].seen[-1][1].content  # the paper's Navigator
+    run_node(navigate, state, replace(ctx, num_trajectories=3, category_weights=weights, step_changes=6))
+    prompt = models["navigator"].seen[-1][1].content
+    step = next(line for line in prompt.split("Step ")[1:] if "it00001 -> it00002" in line)
+    assert step.rstrip().endswith("\n    + LIMIT = 3")  # the one statement it added, under its step
+    unchanged = next(line for line in prompt.split("Step ")[1:] if "it00000 -> it00003" in line)
+    assert "\n    " not in unchanged.split("\n\n")[0]  # a comment is no change of code
+
+
 def test_step_delta_text_names_the_failed_side():
     ok = ProgramRecord(id="a", iteration=1, status="ok", combined_score=3.0,
                        metrics={"max_kvpr": 2.0, "success_rate": 1.0})

@@ -296,3 +296,20 @@ def test_no_effect_prompts_take_the_ask_after_a_behavioural_twin_with_its_versio
     planned = bench.no_effect_request({"plan": 1}, found[0], sample=1, run_seed=5)[3]
     text = planned[-1].content
     assert text.count("`Change:`") == 1 and text.index("`Change:`") > text.index("## Your job")
+
+
+def test_changes_n_shows_each_steps_changed_lines_in_the_stored_navigator_request(tmp_path):
+    programs = [{"id": "it00000", "source": "def f(x):\n    return x\n"},
+                {"id": "it00001", "source": "def f(x):\n    # doubled\n    return 2 * x\n"}]
+    (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
+    stored = bench._messages([{"type": "human", "content": "Past steps (parent -> child):\n"
+                               "Step 1 [improvement] it00000 -> it00001: Δscore +1\n"
+                               "Step 2 [decline] it00001 -> it00009: the child failed, no metrics\n\n"
+                               "Give..."}])
+    shown = bench.with_step_changes(stored, str(tmp_path), 6)[-1].content
+    assert "it00001: Δscore +1\n    - return x\n    + return 2 * x\nStep 2" in shown
+    assert "it00009: the child failed, no metrics\n\nGive" in shown  # a program the run did not store
+    assert bench.renav_wanted({"changes": 6}) and bench.renav_wanted({"renav": 1})
+    assert not bench.renav_wanted({})
+    assert not bench.renav_replayable({"navigator_messages": None, "guidance": "g"})
+    assert not bench.renav_replayable({"navigator_messages": [{}], "guidance": ""})
