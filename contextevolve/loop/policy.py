@@ -296,6 +296,8 @@ def ignored_settings(ctx: RunContext) -> list[str]:
     if _changed(search, "unguided_hotter") and not ctx.ablations.navigator_enabled:
         out.append("unguided_hotter is ignored with the Navigator switched off (every ask is then unguided, "
                    "so that ablation changes one thing)")
+    if _changed(search, "step_changes") and not ctx.ablations.navigator_enabled:
+        out.append("step_changes is ignored with the Navigator switched off (no one reads the steps)")
     if _changed(search, "repair_restart") and search.repair_attempts == 0:
         out.append("repair_restart is ignored with repair_attempts 0 (no model repairs)")
     if search.candidate_pool < search.num_exemplars + search.sampler_choice and ctx.ablations.sampler_enabled:
