@@ -45,8 +45,11 @@ def changed_lines(parent: str, child: str) -> list[str]:
 
     Both are compared as :func:`code_lines`: printed back from their syntax trees when both parse (statements
     without comments, docstrings or layout), else as written; each hunk lists its removed lines, then its
-    added ones. Empty when the two run the same statements.
+    added ones. Empty when the two run the same statements, or when either source is empty: a child never
+    built, or a copy (code twin), is stored without its code, and "it deleted everything" would be false.
     """
+    if not parent.strip() or not child.strip():
+        return []
     parsed = _printed(parent) is not None and _printed(child) is not None
     old, new = code_lines(parent, parsed=parsed), code_lines(child, parsed=parsed)
     out: list[str] = []

@@ -40,3 +40,8 @@ def test_the_navigator_sees_at_most_the_limit_and_how_many_more():
     assert changes_text(lines, 2) == "\n    + x0 = 0\n    + x1 = 1\n    (3 more changed lines)"
     assert changes_text(lines, 5) == "".join(f"\n    + x{n} = {n}" for n in range(5))
     assert changes_text(lines, 0) == "" and changes_text([], 4) == ""
+
+
+def test_a_child_stored_without_its_code_shows_no_change():
+    """A copy (code twin) or a child never built is stored with an empty source: it deleted nothing."""
+    assert changed_lines(PARENT, "") == [] and changed_lines("", PARENT) == []
