@@ -78,7 +78,7 @@ from contextevolve.timing import LLMCall, add_seconds, llm_by_role, wall
 
 RESULT_FILE = "effectiveness.json"
 PAPER_AGENTS = {"behavioural_twins": False, "guidance_refresh_steps": 0, "sampler_choice": 1,
-                "summarize_invalid": True, "navigator_sampler_share": 1.0, "step_changes": 0}
+                "summarize_invalid": True, "navigator_sampler_share": 1.0}
 """The settings of ``--paper-agents``: every context agent asked as in the paper, no behavioural twins."""
 COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "new valid", "new valid/10k tok",
            "repairs ok/tried", "pre-check stops", "duplicates", "improvements", "initial", "best",

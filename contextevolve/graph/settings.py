@@ -150,11 +150,11 @@ class SearchSettings:
     """The Navigator is asked again once this many evaluated steps (children that ran) arrived since its
     guidance was written, or when the best program changed; until then its last guidance is reused (it
     has nothing new to say). 0: asked every iteration, as in the paper."""
-    step_changes: int = 6
+    step_changes: int = 0
     """Lines of code a step's child changed (taken out, put in; without comments or layout) shown to the
-    Navigator under that step, at most this many. A small model's abstracts often misname a change; the
-    lines are the step's own evidence (docs/decisions/step-changes.md). 0: none, as in the paper, whose
-    Navigator reads the steps through the programs' abstracts only."""
+    Navigator under that step, at most this many; 0: none, as in the paper, whose Navigator reads the steps
+    through the programs' abstracts only. Not the default: replayed, it changed no outcome measurably
+    (docs/decisions/step-changes.md)."""
     num_exemplars: int = 2
     """k: exemplars the Sampler hands to the Generator."""
     candidate_pool: int = 6

@@ -183,9 +183,9 @@ def test_navigate_shows_each_steps_changed_lines_only_when_asked(seeded, ctx, mo
     add_program(memory, 3, score=20.0, source=changed)
     state = replace(state, parent_id="it00001", iteration=4)
     weights = {"improvement": 1.0, "mixed": 1.0, "decline": 1.0}
-    run_node(navigate, state, replace(ctx, num_trajectories=3, category_weights=weights, step_changes=0))
-    assert "\n    + LIMIT = 3" not in models["navigator"].seen[-1][1].content  # the paper's Navigator
-    run_node(navigate, state, replace(ctx, num_trajectories=3, category_weights=weights))  # the default
+    run_node(navigate, state, replace(ctx, num_trajectories=3, category_weights=weights))
+    assert "\n    + LIMIT = 3" not in models["navigator"].seen[-1][1].content  # the default, the paper's
+    run_node(navigate, state, replace(ctx, num_trajectories=3, category_weights=weights, step_changes=6))
     prompt = models["navigator"].seen[-1][1].content
     step = next(line for line in prompt.split("Step ")[1:] if "it00001 -> it00002" in line)
     assert step.rstrip().endswith("\n    + LIMIT = 3")  # the one statement it added, under its step
