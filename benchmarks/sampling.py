@@ -60,6 +60,10 @@ and ``renav`` (1: the Navigator is asked again with its stored request, with the
 lines under each step, :func:`prompts.navigator.changes_text`: what a run sends with ``--step-changes N``).
 With either, the replay keeps only the iterations whose Navigator was asked and gave guidance, and prints
 the Navigator's tokens with the Generator's.
+
+The same request with the same seed does not always get the same reply from llama.cpp's server, so a
+difference of a few pairs may be noise: run a replay twice (or ``--samples 2``) and compare the spread
+(docs/results.md, *Showing the Navigator each step's changed lines*).
 """
 
 from __future__ import annotations

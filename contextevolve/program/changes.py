@@ -3,7 +3,8 @@
 The Navigator reads a step parent -> child through the programs' abstracts; a small model's abstract
 often misnames the change (an LFU child described as "keeps FIFO"), and the guidance written from it
 repeats an idea whose step it cannot recognise. The changed lines are the step's own evidence, read from
-the two programs (docs/decisions/step-changes.md).
+the two programs; shown to the Navigator only with ``search.step_changes`` set, since replayed they measured
+no gain (docs/decisions/step-changes.md).
 """
 
 from __future__ import annotations
