@@ -33,8 +33,12 @@ def code_lines(source: str, *, parsed: bool = True) -> list[str]:
     that differ only in layout, comments or docstrings give the same lines; a source that does not parse,
     or ``parsed=False``, gives its own lines.
     """
-    printed = (_printed(source) if parsed else None) or source
-    return [s for s in (line.strip() for line in printed.splitlines()) if s and not s.startswith("#")]
+    return _lines((_printed(source) if parsed else None) or source)
+
+
+def _lines(text: str) -> list[str]:
+    """``text``'s non-blank lines that are not comments, stripped."""
+    return [s for s in (line.strip() for line in text.splitlines()) if s and not s.startswith("#")]
 
 
 def _clip(line: str) -> str:
@@ -51,8 +55,10 @@ def changed_lines(parent: str, child: str) -> list[str]:
     """
     if not parent.strip() or not child.strip():
         return []
-    parsed = _printed(parent) is not None and _printed(child) is not None
-    old, new = code_lines(parent, parsed=parsed), code_lines(child, parsed=parsed)
+    old, new = _printed(parent), _printed(child)  # each source parsed once
+    if old is None or new is None:
+        old, new = parent, child
+    old, new = _lines(old), _lines(new)
     out: list[str] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
         if tag != "equal":
