@@ -8,9 +8,11 @@ pre-checked, and evaluated in full. No repair, no context agents: only the Gener
 version, which is where the embedded model's children fail. Configurations alternate
 prompt by prompt, so a noisy machine slows them alike.
 
-Prints per configuration: replies, children built, twins of the parent, pre-check failures,
-valid children (``ok`` and not a twin), those with a score other than their parent's (*new score*: a
-behaviourally new child, as a score can tell) and better than it, prompt and completion tokens and
+Prints per configuration: replies, children built, twins (of the parent; for a first ask also of any program
+stored before the iteration, as a run's twin check sees them), pre-check failures,
+valid children (``ok`` and not a twin), those with a score other than their parent's and, for a first ask,
+every stored valid program's (*new score*: a behaviourally new child, as a score can tell) and better than
+the parent, prompt and completion tokens and
 seconds per reply, new scores per 10,000 tokens (the Navigator's included where it is asked again); writes
 every reply's outcome, edit form and text to ``--out`` (JSON).
 
@@ -94,14 +96,15 @@ from contextevolve.program.forms import EditForm, edit_form, edit_format
 from contextevolve.program.holes import choose, punched
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import hole_messages, mutation_for, reask_messages, with_change_line
+from contextevolve.prompts.generator import (COPY_WARNING, hole_messages, mutation_for, reask_messages,
+                                             with_change_line)
 from contextevolve.prompts.navigator import changes_text
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
         "direction": int, "nodoc": int, "refdoc": int, "paragraph": int, "plan": int, "renav": int,
-        "changes": int}
+        "changes": int, "refcopy": int, "refcode": int}
 REASKS = ("fresh", "edits", "followup", "hole", "plan")
 FIRSTS = ("stored", "fresh", "guided", "hole")
 WHOLE = "Return the whole program. "
@@ -190,12 +193,18 @@ def first_prompts(run_dir: Path) -> list[dict]:
     """Per iteration of a one-worker run: its first Generator messages, parent source and score, and guidance.
 
     The guidance is the Navigator's of that iteration, with the Navigator reply it came from and that
-    reply's completion tokens (``""`` and 0 where the Navigator was not asked).
+    reply's completion tokens (``""`` and 0 where the Navigator was not asked); ``reply`` is the stored first
+    version, ``stored`` the code of every program stored before the iteration (a copy of one is a twin) and
+    ``stored_scores`` the scores of the valid ones among them (a reply scoring one of them is no new score).
     """
-    guidance = {r["iteration"]: r.get("guidance", "")
-                for r in map(json.loads, (run_dir / "programs.jsonl").read_text().splitlines())}
+    records = [json.loads(line) for line in (run_dir / "programs.jsonl").read_text().splitlines()]
+    guidance = {r["iteration"]: r.get("guidance", "") for r in records}
     return [{"run": run_dir.name, "iteration": iteration, "messages": row["messages"],
              "parent": parent["source"], "parent_score": parent["combined_score"],
+             "reply": row.get("reply", ""), "stored": [r["source"] for r in records
+                                                      if r["iteration"] < iteration and r["source"]],
+             "stored_scores": [r["combined_score"] for r in records
+                               if r["iteration"] < iteration and r.get("status") == "ok"],
              "guidance": guidance.get(iteration, ""),
              "navigator_reply": navigator.get("reply", "") if navigator else "",
              "navigator_messages": navigator.get("messages") if navigator else None, "run_dir": str(run_dir),
@@ -461,6 +470,52 @@ def without_reference_docstrings(messages: list) -> list:
     return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
 
 
+def _references(content: str) -> tuple[int, int]:
+    """Where the ``## Reference programs`` part of a request's text starts and ends (``(-1, -1)``: none)."""
+    start = content.find(REFERENCES)
+    if start < 0:
+        return -1, -1
+    end = content.find("\n## ", start + len(REFERENCES))
+    return start, len(content) if end < 0 else end
+
+
+def with_copy_warning(messages: list) -> list:
+    """``messages`` whose references part says a copy of one is worth nothing (``refcopy=1``), as a run sends it.
+
+    :data:`prompts.generator.COPY_WARNING` under the heading; a request without references is returned as it
+    is.
+    """
+    content = messages[-1].content
+    start, _ = _references(content)
+    if start < 0:
+        return messages
+    at = start + len(REFERENCES)
+    content = content[:at] + COPY_WARNING + "\n" + content[at:]
+    return [*messages[:-1], HumanMessage(content)]
+
+
+def without_reference_code(messages: list) -> list:
+    """``messages`` whose reference programs are shown by their abstracts only, without code (``refcode=0``)."""
+    content = messages[-1].content
+    start, end = _references(content)
+    if start < 0:
+        return messages
+    part = re.sub(r"```python\n.*?```\n?", "", content[start:end], flags=re.S)
+    return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
+
+
+def copied_stored(prompt: dict, task, mode: str) -> bool:
+    """Whether ``prompt``'s stored first version was the code of a program stored before it, not the parent."""
+    entry = task.job().entry
+    try:
+        child = edit_form(mode).build(prompt["parent"], prompt["reply"], truncated=False)
+    except EditError:
+        return False
+    code = normalized_code(child, entry)
+    return code != normalized_code(prompt["parent"], entry) and any(
+        code == normalized_code(source, entry) for source in prompt["stored"])
+
+
 def refdoc_changes(prompt: dict) -> bool:
     """Whether ``refdoc=0`` changes ``prompt``'s stored request (a reference program held docstrings)."""
     messages = _messages(prompt["messages"])
@@ -514,6 +569,10 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
         messages = without_reference_docstrings(messages)
     if values.get("plan"):
         messages = with_change_first(messages)
+    if values.get("refcopy"):
+        messages = with_copy_warning(messages)
+    if values.get("refcode", 1) == 0:
+        messages = without_reference_code(messages)
     if values.get("mutation"):
         step = named_step(mutation_for(sample, prompt["iteration"]))
         messages = [*messages[:-1], HumanMessage(f"{messages[-1].content} {step}")]
@@ -540,18 +599,21 @@ def judge(task, mode: str | EditForm, prompt: dict, text: str, truncated: bool) 
         child = form.build(prompt["parent"], text, truncated=truncated)
     except EditError as exc:
         return {"outcome": "twin" if exc.unchanged else "not built", "reason": str(exc)[:160]}
-    if normalized_code(child, entry) == normalized_code(prompt["parent"], entry):
+    code = normalized_code(child, entry)
+    if code == normalized_code(prompt["parent"], entry):
         return {"outcome": "twin", "reason": "same code as the parent"}
+    if any(code == normalized_code(source, entry) for source in prompt.get("stored", ())):
+        return {"outcome": "twin", "reason": "same code as a program stored before"}
     failed = precheck(task, child, SandboxLimits())
     if failed is not None:
         return {"outcome": "pre-check", "reason": failed.reason[:160]}
     result = task.evaluate(child)
     if result.status != "ok":
         return {"outcome": result.status, "reason": result.reason[:160]}
-    return {"outcome": "ok", "score": result.combined_score,
-            "better": task.better(result.combined_score, prompt["parent_score"]),
-            "new": (task.better(result.combined_score, prompt["parent_score"])
-                    or task.better(prompt["parent_score"], result.combined_score))}
+    score = result.combined_score
+    return {"outcome": "ok", "score": score, "better": task.better(score, prompt["parent_score"]),
+            "new": (task.better(score, prompt["parent_score"]) or task.better(prompt["parent_score"], score))
+            and score not in prompt.get("stored_scores", ())}
 
 
 def summary(rows: list[dict]) -> dict:
@@ -582,6 +644,9 @@ def main() -> int:
                         help="replay the second ask after a twin, not the first ask")
     parser.add_argument("--no-effect", action="store_true",
                         help="replay the ask after a behavioural twin, not the first ask")
+    parser.add_argument("--copies", action="store_true",
+                        help="replay only the first asks whose stored version copied a program stored before "
+                             "(a reference shown, mostly), not the parent")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--out", type=Path, default=Path("runs/sampling.json"))
@@ -594,6 +659,8 @@ def main() -> int:
                      "top_k and plan")
     if args.reask and any(v.get("first", "stored") != "stored" for v in configs.values()):
         parser.error("first= replaces the first ask; --reask replays the second")
+    if args.copies and (args.reask or args.no_effect):
+        parser.error("--copies picks first asks; --reask and --no-effect replay other asks")
     if args.reask and any(v.get("paragraph") for v in configs.values()):
         parser.error("paragraph= changes the first ask's guidance; --reask replays the second ask, "
                      "which has none")
@@ -622,6 +689,11 @@ def main() -> int:
             kept = [p for p in asks if refdoc_changes(p)]
             print(f"{run_dir.name}: refdoc=0 changes {len(kept)} of {len(asks)} requests (replayed: those)",
                   flush=True)
+            asks = kept
+        if args.copies:
+            kept = [p for p in asks if copied_stored(p, task, first_mode)]
+            print(f"{run_dir.name}: {len(kept)} of {len(asks)} first versions copied a stored program "
+                  "(replayed: those)", flush=True)
             asks = kept
         if any(renav_wanted(v) for v in configs.values()):
             kept = [p for p in asks if renav_replayable(p)]

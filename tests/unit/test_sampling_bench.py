@@ -44,6 +44,7 @@ def test_first_prompts_take_the_first_generator_ask_after_each_navigator_request
     found = bench.first_prompts(tmp_path)
     assert [p["messages"][0]["content"] for p in found] == ["first 1", "first 2"]
     assert [(p["parent"], p["parent_score"]) for p in found] == [("P0", 1.0), ("P1", 2.0)]
+    assert [p["stored"] for p in found] == [["P0"], ["P0", "P1"]]  # the programs stored before each
 
 
 def test_the_first_iteration_needs_no_navigator_request(tmp_path):
@@ -313,3 +314,40 @@ def test_changes_n_shows_each_steps_changed_lines_in_the_stored_navigator_reques
     assert not bench.renav_wanted({})
     assert not bench.renav_replayable({"navigator_messages": None, "guidance": "g"})
     assert not bench.renav_replayable({"navigator_messages": [{}], "guidance": ""})
+
+
+def test_refcopy_1_and_refcode_0_change_only_the_reference_programs_part():
+    from langchain_core.messages import HumanMessage
+
+    code = "def f():\n    return 1\n"
+    stored = [HumanMessage(f"## Current program\n```python\n{code}```\n\n## Reference programs\n"
+                           f"### Reference 1 (score 2)\nAbstract: A.\n```python\n{code}```\n\n## Your job\nJ")]
+    warned = bench.with_copy_warning(stored)[0].content
+    assert f"## Reference programs\n{bench.COPY_WARNING}\n### Reference 1" in warned
+    assert warned.replace(bench.COPY_WARNING + "\n", "") == stored[0].content
+    bare = bench.without_reference_code(stored)[0].content
+    assert bare.count("return 1") == 1 and bare.index("return 1") < bare.index("## Reference programs")
+    assert "Abstract: A." in bare and bare.endswith("## Your job\nJ")
+    alone = [HumanMessage(f"## Current program\n```python\n{code}```\n\n## Your job\nJ")]
+    assert bench.with_copy_warning(alone) == alone and bench.without_reference_code(alone) == alone
+    assert bench.parse_config("w=refcopy=1,refcode=0") == ("w", {"refcopy": 1, "refcode": 0})
+
+
+def test_a_reply_that_copies_a_program_stored_before_is_a_twin():
+    task = get_task("model_placement")
+    prompt = {"parent": INITIAL, "parent_score": task.evaluate(INITIAL).combined_score,
+              "stored": [INITIAL, BETTER_PROGRAM], "reply": fenced(BETTER_PROGRAM)}
+    judged = bench.judge(task, "full", prompt, fenced(BETTER_PROGRAM), False)
+    assert judged == {"outcome": "twin", "reason": "same code as a program stored before"}
+    assert bench.copied_stored(prompt, task, "full")
+    assert not bench.copied_stored({**prompt, "reply": fenced(INITIAL)}, task, "full")  # the parent: no
+    assert not bench.copied_stored({**prompt, "stored": [INITIAL]}, task, "full")
+
+
+def test_a_reply_scoring_what_a_stored_program_scored_has_no_new_score():
+    task = get_task("model_placement")
+    better = task.evaluate(BETTER_PROGRAM).combined_score
+    prompt = {"parent": INITIAL, "parent_score": task.evaluate(INITIAL).combined_score}
+    assert bench.judge(task, "full", prompt, fenced(BETTER_PROGRAM), False)["new"] is True
+    echo = bench.judge(task, "full", {**prompt, "stored_scores": [better]}, fenced(BETTER_PROGRAM), False)
+    assert echo["outcome"] == "ok" and echo["better"] is True and echo["new"] is False
