@@ -27,7 +27,7 @@ same follow-up asking for the whole program), and ``hole`` (what a run with ``--
 :func:`prompts.generator.hole_messages`: the program with one block removed, the function written anew).
 
 Usage:
-    python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N] [--reask]
+    python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N] [--reask] [--copies]
         --config base= --config qwen=top_p=0.8,top_k=20 [--config cool=temperature=0.5]
         [--base-url URL --model NAME] [--out FILE]
 
@@ -61,7 +61,11 @@ and ``renav`` (1: the Navigator is asked again with its stored request, with the
 ``## Direction`` section holds what it says) and ``changes`` (N: the same, its request showing up to N changed
 lines under each step, :func:`prompts.navigator.changes_text`: what a run sends with ``--step-changes N``).
 With either, the replay keeps only the iterations whose Navigator was asked and gave guidance, and prints
-the Navigator's tokens with the Generator's.
+the Navigator's tokens with the Generator's. ``refcopy`` (1: the reference programs' part of the stored request
+says they were evaluated already and a copy of one is worth nothing, :data:`COPY_WARNING`) and ``refcode``
+(0: the reference programs shown by their abstracts only, without code) are two tries against the first
+version copying a reference; ``--copies`` keeps only the first asks whose stored version was the code of a
+program stored before the iteration (not the parent's).
 
 The same request with the same seed does not always get the same reply from llama.cpp's server, so a
 difference of a few pairs may be noise: run a replay twice (or ``--samples 2``) and compare the spread
@@ -96,8 +100,7 @@ from contextevolve.program.forms import EditForm, edit_form, edit_format
 from contextevolve.program.holes import choose, punched
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import (COPY_WARNING, hole_messages, mutation_for, reask_messages,
-                                             with_change_line)
+from contextevolve.prompts.generator import hole_messages, mutation_for, reask_messages, with_change_line
 from contextevolve.prompts.navigator import changes_text
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
@@ -107,6 +110,10 @@ KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "re
         "changes": int, "refcopy": int, "refcode": int}
 REASKS = ("fresh", "edits", "followup", "hole", "plan")
 FIRSTS = ("stored", "fresh", "guided", "hole")
+COPY_WARNING = ("These programs were evaluated already: writing one of them again is worth nothing. Take ideas "
+                "from them, not their whole code.")
+"""What ``refcopy=1`` puts under the references' heading: a wording tried against the first version copying a
+reference program it was shown, and not adopted (docs/decisions/copy-warning.md)."""
 WHOLE = "Return the whole program. "
 """Where the whole-program form's reply format starts (``program.forms``): ``plan=1`` asks for the
 ``Change:`` line before it."""
@@ -480,10 +487,9 @@ def _references(content: str) -> tuple[int, int]:
 
 
 def with_copy_warning(messages: list) -> list:
-    """``messages`` whose references part says a copy of one is worth nothing (``refcopy=1``), as a run sends it.
+    """``messages`` whose references part says a copy of one is worth nothing (``refcopy=1``).
 
-    :data:`prompts.generator.COPY_WARNING` under the heading; a request without references is returned as it
-    is.
+    :data:`COPY_WARNING` under the heading; a request without references is returned as it is.
     """
     content = messages[-1].content
     start, _ = _references(content)

@@ -188,11 +188,6 @@ class SearchSettings:
     """Show the reference programs' (exemplars') code with its docstrings too, where the parent is shown with
     them; off: without, which saves prompt tokens but made the embedded model misuse the interfaces they
     document (docs/decisions/exemplar-docstrings.md)."""
-    copy_warning: bool = True
-    """Tell the Generator, above the reference programs shown with their code, that they were evaluated already
-    and a copy of one is worth nothing; off: they are shown without it, as before. The small model's first
-    version copied a reference it was shown in about one iteration in four without it
-    (docs/decisions/copy-warning.md)."""
     unguided_hotter: float = 0.3
     """Temperature added to the Generator's first ask when the Navigator gave no guidance (ignored with the
     Navigator switched off, so that ablation changes one thing); 0: the Generator's own

@@ -37,7 +37,7 @@ def _prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidance: s
     return prompt.generator_prompt(task.description, parent_text(policy, parent), guidance, sections,
                                    policy.form, task.higher_is_better, parent.source,
                                    exemplar_ids=[e.id for e in exemplars], code_ids=code_ids,
-                                   change_line=policy.first_change_line, copy_warning=policy.copy_warning)
+                                   change_line=policy.first_change_line)
 
 
 def build_prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidance: str,

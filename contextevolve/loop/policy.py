@@ -78,8 +78,6 @@ class SearchPolicy:
         shows_docstrings: programs are shown to the Generator with their docstrings.
         exemplar_docstrings: with ``shows_docstrings``, the exemplars' code is shown with them too (off: the
             exemplars without docstrings).
-        copy_warning: the references part says a copy of a reference is worth nothing
-            (:data:`~contextevolve.prompts.generator.COPY_WARNING`).
         stop_at_code_end: requests in a form that allows it stop where the reply's code block closes
             (:meth:`stop`).
         unguided_hotter: temperature added to the first ask when it has no guidance (0 with the
@@ -113,7 +111,6 @@ class SearchPolicy:
     second_ask_top_k: int | None = None
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
     exemplar_docstrings: bool = True
-    copy_warning: bool = True
 
     @classmethod
     def of(cls, ctx: RunContext, iteration: int, worker: int | None = 0) -> SearchPolicy:
@@ -128,7 +125,6 @@ class SearchPolicy:
                    second_ask_kind=search.second_ask,
                    second_ask_top_p=search.second_ask_top_p, second_ask_top_k=search.second_ask_top_k,
                    change_line=search.change_line, exemplar_docstrings=search.exemplar_docstrings,
-                   copy_warning=search.copy_warning,
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
 

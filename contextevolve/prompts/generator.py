@@ -155,20 +155,9 @@ def exemplar_section(n: int, ex: Exemplar) -> str:
     return f"{head}\nAbstract: {ex.abstract}\n{code}"
 
 
-COPY_WARNING = ("These programs were evaluated already: writing one of them again is worth nothing. Take ideas "
-                "from them, not their whole code.")
-"""What the references part says under its heading: without it the small model's first version was, in
-about one iteration in four, the code of a reference program it was shown (docs/decisions/copy-warning.md)."""
-
-
-def exemplars_part(sections: list[str], warning: bool = False) -> str:
-    """The prompt's part that shows the reference programs (rendered sections, in order); "" for none.
-
-    With ``warning`` :data:`COPY_WARNING` comes first, under the heading.
-    """
-    if not sections:
-        return ""
-    return "## Reference programs\n" + (COPY_WARNING + "\n" if warning else "") + "\n".join(sections)
+def exemplars_part(sections: list[str]) -> str:
+    """The prompt's part that shows the reference programs (rendered sections, in order); "" for none."""
+    return "## Reference programs\n" + "\n".join(sections) if sections else ""
 
 
 @dataclass(frozen=True)
@@ -193,9 +182,6 @@ class GeneratorPrompt:
     """Ids of the programs behind ``exemplars`` (what the child's record keeps)."""
     code_ids: tuple[str, ...] = ()
     """Those of them shown with their code (the others by abstract)."""
-    copy_warning: bool = False
-    """Say under the references' heading that a copy of one is worth nothing (:data:`COPY_WARNING`), when one
-    of them is shown with its code (one shown by its abstract alone cannot be copied)."""
 
     def text(self) -> str:
         """The user message: the parts that are not empty, joined by blank lines."""
@@ -203,7 +189,7 @@ class GeneratorPrompt:
         if self.guidance:
             parts.append(f"## Direction\n{self.guidance}")
         if self.exemplars:
-            parts.append(exemplars_part(list(self.exemplars), self.copy_warning and bool(self.code_ids)))
+            parts.append(exemplars_part(list(self.exemplars)))
         parts.append(f"## Your job\n{self.job}")
         return "\n\n".join(parts)
 
@@ -220,19 +206,16 @@ class GeneratorPrompt:
 def generator_prompt(task_description: str, parent: str, guidance: str, exemplars: list[str],
                      form: EditForm, higher_is_better: bool, parent_source: str,
                      exemplar_ids: list[str] | None = None,
-                     code_ids: list[str] | None = None, change_line: bool = False,
-                     copy_warning: bool = False) -> GeneratorPrompt:
+                     code_ids: list[str] | None = None, change_line: bool = False) -> GeneratorPrompt:
     """The Generator's prompt from rendered parts.
 
     ``form`` writes its job for ``parent_source``, the parent's program as it is (the diff form's
     example is made of its lines); with ``change_line`` the job asks for a ``Change:`` line before the
-    program (:func:`with_change_line`); with ``copy_warning`` the references part says a copy of one is
-    worth nothing (:data:`COPY_WARNING`).
+    program (:func:`with_change_line`).
     """
     job = form.job(goal_of(higher_is_better), parent_source)
     if change_line:
         job = with_change_line(job, form.reply_format(parent_source))
     return GeneratorPrompt(task=task_description, parent=parent, guidance=guidance,
                            exemplars=tuple(exemplars), job=job,
-                           exemplar_ids=tuple(exemplar_ids or ()), code_ids=tuple(code_ids or ()),
-                           copy_warning=copy_warning)
+                           exemplar_ids=tuple(exemplar_ids or ()), code_ids=tuple(code_ids or ()))

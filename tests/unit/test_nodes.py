@@ -453,25 +453,6 @@ def test_compose_shows_failed_exemplars_without_code(seeded, ctx):
             and update["exemplar_code_ids"] == ["it00001"])
 
 
-def test_the_generator_is_told_a_copy_of_a_reference_shown_with_its_code_is_worth_nothing(seeded, ctx):
-    from contextevolve.prompts.generator import COPY_WARNING
-
-    state, memory = seeded
-    add_program(memory, 1)
-    add_program(memory, 2, status="failed", score=0.0)
-
-    def text(exemplars: list[str], **settings) -> str:
-        at = replace(state, parent_id="it00000", exemplar_ids=exemplars)
-        run = replace(ctx, context_token_budget=10_000, **settings)
-        prompt = prompt_of(SearchPolicy.of(run, at.iteration, at.worker), TASK, memory,
-                           apply(at, run_node(compose, at, run)))
-        return prompt.text()
-
-    assert f"## Reference programs\n{COPY_WARNING}\n### Reference 1" in text(["it00001", "it00002"])
-    assert COPY_WARNING not in text(["it00002"])  # a failed reference is shown without code: nothing to copy
-    assert COPY_WARNING not in text(["it00001"], copy_warning=False)
-
-
 def test_lower_is_better_task_orients_rollout_prompts_and_failures():
     from contextevolve.prompts import generator as gen_prompt
     from contextevolve.prompts import sampler as sampler_prompt
