@@ -518,7 +518,7 @@ def copied_stored(prompt: dict, task, mode: str) -> bool:
     except EditError:
         return False
     code = normalized_code(child, entry)
-    return code != normalized_code(prompt["parent"], entry) and any(
+    return code is not None and code != normalized_code(prompt["parent"], entry) and any(
         code == normalized_code(source, entry) for source in prompt["stored"])
 
 
@@ -608,7 +608,7 @@ def judge(task, mode: str | EditForm, prompt: dict, text: str, truncated: bool) 
     code = normalized_code(child, entry)
     if code == normalized_code(prompt["parent"], entry):
         return {"outcome": "twin", "reason": "same code as the parent"}
-    if any(code == normalized_code(source, entry) for source in prompt.get("stored", ())):
+    if code is not None and any(code == normalized_code(source, entry) for source in prompt.get("stored", ())):
         return {"outcome": "twin", "reason": "same code as a program stored before"}
     failed = precheck(task, child, SandboxLimits())
     if failed is not None:

@@ -351,3 +351,11 @@ def test_a_reply_scoring_what_a_stored_program_scored_has_no_new_score():
     assert bench.judge(task, "full", prompt, fenced(BETTER_PROGRAM), False)["new"] is True
     echo = bench.judge(task, "full", {**prompt, "stored_scores": [better]}, fenced(BETTER_PROGRAM), False)
     assert echo["outcome"] == "ok" and echo["better"] is True and echo["new"] is False
+
+
+def test_an_unparseable_reply_is_no_copy_of_an_unparseable_stored_program():
+    task = get_task("model_placement")
+    prompt = {"parent": INITIAL, "parent_score": 1.0, "stored": ["def broken(:\n"],
+              "reply": fenced("def other(:\n")}
+    assert not bench.copied_stored(prompt, task, "full")
+    assert bench.judge(task, "full", prompt, fenced("def other(:\n"), False)["outcome"] != "twin"
