@@ -27,7 +27,7 @@ same follow-up asking for the whole program), and ``hole`` (what a run with ``--
 :func:`prompts.generator.hole_messages`: the program with one block removed, the function written anew).
 
 Usage:
-    python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N] [--reask] [--copies]
+    python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N] [--reask] [--copies only|none]
         --config base= --config qwen=top_p=0.8,top_k=20 [--config cool=temperature=0.5]
         [--base-url URL --model NAME] [--out FILE]
 
@@ -63,9 +63,10 @@ lines under each step, :func:`prompts.navigator.changes_text`: what a run sends 
 With either, the replay keeps only the iterations whose Navigator was asked and gave guidance, and prints
 the Navigator's tokens with the Generator's. ``refcopy`` (1: the reference programs' part of the stored request
 says they were evaluated already and a copy of one is worth nothing, :data:`COPY_WARNING`) and ``refcode``
-(0: the reference programs shown by their abstracts only, without code) are two tries against the first
-version copying a reference; ``--copies`` keeps only the first asks whose stored version was the code of a
-program stored before the iteration (not the parent's).
+(0: the reference programs shown by their abstracts only, without code; the replay then keeps only the
+requests it changes) are two tries against the first version copying a reference; ``--copies only`` keeps only
+the first asks whose stored version was the code of a program stored before the iteration (not the parent's),
+``--copies none`` only the others.
 
 The same request with the same seed does not always get the same reply from llama.cpp's server, so a
 difference of a few pairs may be noise: run a replay twice (or ``--samples 2``) and compare the spread
@@ -522,6 +523,12 @@ def copied_stored(prompt: dict, task, mode: str) -> bool:
         code == normalized_code(source, entry) for source in prompt["stored"])
 
 
+def refcode_changes(prompt: dict) -> bool:
+    """Whether ``refcode=0`` changes ``prompt``'s stored request (a reference program was shown with its code)."""
+    messages = _messages(prompt["messages"])
+    return without_reference_code(messages)[-1].content != messages[-1].content
+
+
 def refdoc_changes(prompt: dict) -> bool:
     """Whether ``refdoc=0`` changes ``prompt``'s stored request (a reference program held docstrings)."""
     messages = _messages(prompt["messages"])
@@ -650,9 +657,9 @@ def main() -> int:
                         help="replay the second ask after a twin, not the first ask")
     parser.add_argument("--no-effect", action="store_true",
                         help="replay the ask after a behavioural twin, not the first ask")
-    parser.add_argument("--copies", action="store_true",
+    parser.add_argument("--copies", choices=("only", "none"),
                         help="replay only the first asks whose stored version copied a program stored before "
-                             "(a reference shown, mostly), not the parent")
+                             "(a reference shown, mostly; not the parent), or only the others")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
     parser.add_argument("--out", type=Path, default=Path("runs/sampling.json"))
@@ -697,9 +704,15 @@ def main() -> int:
                   flush=True)
             asks = kept
         if args.copies:
-            kept = [p for p in asks if copied_stored(p, task, first_mode)]
-            print(f"{run_dir.name}: {len(kept)} of {len(asks)} first versions copied a stored program "
-                  "(replayed: those)", flush=True)
+            kept = [p for p in asks if copied_stored(p, task, first_mode) == (args.copies == "only")]
+            print(f"{run_dir.name}: {len(asks) - len(kept) if args.copies == 'none' else len(kept)} of "
+                  f"{len(asks)} first versions copied a stored program (replayed: "
+                  f"{'those' if args.copies == 'only' else 'the others'})", flush=True)
+            asks = kept
+        if any(v.get("refcode", 1) == 0 for v in configs.values()):
+            kept = [p for p in asks if refcode_changes(p)]
+            print(f"{run_dir.name}: refcode=0 changes {len(kept)} of {len(asks)} requests (replayed: those)",
+                  flush=True)
             asks = kept
         if any(renav_wanted(v) for v in configs.values()):
             kept = [p for p in asks if renav_replayable(p)]

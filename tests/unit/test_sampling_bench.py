@@ -330,6 +330,8 @@ def test_refcopy_1_and_refcode_0_change_only_the_reference_programs_part():
     assert "Abstract: A." in bare and bare.endswith("## Your job\nJ")
     alone = [HumanMessage(f"## Current program\n```python\n{code}```\n\n## Your job\nJ")]
     assert bench.with_copy_warning(alone) == alone and bench.without_reference_code(alone) == alone
+    assert bench.refcode_changes({"messages": [{"type": "human", "content": stored[0].content}]})
+    assert not bench.refcode_changes({"messages": [{"type": "human", "content": alone[0].content}]})
     assert bench.parse_config("w=refcopy=1,refcode=0") == ("w", {"refcopy": 1, "refcode": 0})
 
 
