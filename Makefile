@@ -8,7 +8,11 @@ ITERATIONS ?= 10
 # llama.cpp's own default, the native build.
 LLAMA_CMAKE_ARGS ?= $(or $(shell bash $(dir $(abspath $(lastword $(MAKEFILE_LIST))))scripts/llama_cmake_args.sh),\
   $(error scripts/llama_cmake_args.sh printed no CMake arguments; set LLAMA_CMAKE_ARGS))
-RUN_DIR ?= runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
+# Expanded once (`:=`): `?=` would run `date` again at each use, and `make run`'s `status` would look for
+# the run a second later than `run` wrote it.
+ifeq ($(origin RUN_DIR),undefined)
+RUN_DIR := runs/model_placement-$(shell date +%Y%m%d-%H%M%S)
+endif
 
 .PHONY: setup sandbox-tools report-tools native-server peers-shinka run test lint unit integration bench clean
 

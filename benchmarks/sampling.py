@@ -27,7 +27,8 @@ same follow-up asking for the whole program), and ``hole`` (what a run with ``--
 :func:`prompts.generator.hole_messages`: the program with one block removed, the function written anew).
 
 Usage:
-    python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N] [--reask] [--copies only|none]
+    python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N] [--reask]
+        [--copies only|none]
         --config base= --config qwen=top_p=0.8,top_k=20 [--config cool=temperature=0.5]
         [--base-url URL --model NAME] [--out FILE]
 
@@ -61,12 +62,12 @@ and ``renav`` (1: the Navigator is asked again with its stored request, with the
 ``## Direction`` section holds what it says) and ``changes`` (N: the same, its request showing up to N changed
 lines under each step, :func:`prompts.navigator.changes_text`: what a run sends with ``--step-changes N``).
 With either, the replay keeps only the iterations whose Navigator was asked and gave guidance, and prints
-the Navigator's tokens with the Generator's. ``refcopy`` (1: the reference programs' part of the stored request
-says they were evaluated already and a copy of one is worth nothing, :data:`COPY_WARNING`) and ``refcode``
-(0: the reference programs shown by their abstracts only, without code; the replay then keeps only the
-requests it changes) are two tries against the first version copying a reference; ``--copies only`` keeps only
-the first asks whose stored version was the code of a program stored before the iteration (not the parent's),
-``--copies none`` only the others.
+the Navigator's tokens with the Generator's. ``refcopy`` (1: the reference programs' part of the stored
+request says they were evaluated already and a copy of one is worth nothing, :data:`COPY_WARNING`) and
+``refcode`` (0: the reference programs shown by their abstracts only, without code; the replay then keeps
+only the requests it changes) are two tries against the first version copying a reference; ``--copies only``
+keeps only the first asks whose stored version was the code of a program stored before the iteration (not
+the parent's), ``--copies none`` only the others.
 
 The same request with the same seed does not always get the same reply from llama.cpp's server, so a
 difference of a few pairs may be noise: run a replay twice (or ``--samples 2``) and compare the spread
@@ -111,8 +112,8 @@ KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "re
         "changes": int, "refcopy": int, "refcode": int}
 REASKS = ("fresh", "edits", "followup", "hole", "plan")
 FIRSTS = ("stored", "fresh", "guided", "hole")
-COPY_WARNING = ("These programs were evaluated already: writing one of them again is worth nothing. Take ideas "
-                "from them, not their whole code.")
+COPY_WARNING = ("These programs were evaluated already: writing one of them again is worth nothing. "
+                "Take ideas from them, not their whole code.")
 """What ``refcopy=1`` puts under the references' heading: a wording tried against the first version copying a
 reference program it was shown, and not adopted (docs/decisions/copy-warning.md)."""
 WHOLE = "Return the whole program. "
@@ -502,7 +503,7 @@ def with_copy_warning(messages: list) -> list:
 
 
 def without_reference_code(messages: list) -> list:
-    """``messages`` whose reference programs are shown by their abstracts only, without code (``refcode=0``)."""
+    """``messages`` whose reference programs are shown by their abstracts only (``refcode=0``): no code."""
     content = messages[-1].content
     start, end = _references(content)
     if start < 0:
@@ -512,7 +513,7 @@ def without_reference_code(messages: list) -> list:
 
 
 def copied_stored(prompt: dict, task, mode: str) -> bool:
-    """Whether ``prompt``'s stored first version was the code of a program stored before it, not the parent."""
+    """Whether ``prompt``'s stored first version was the code of a program stored before (not the parent)."""
     entry = task.job().entry
     try:
         child = edit_form(mode).build(prompt["parent"], prompt["reply"], truncated=False)
@@ -524,7 +525,7 @@ def copied_stored(prompt: dict, task, mode: str) -> bool:
 
 
 def refcode_changes(prompt: dict) -> bool:
-    """Whether ``refcode=0`` changes ``prompt``'s stored request (a reference program was shown with its code)."""
+    """Whether ``refcode=0`` changes ``prompt``'s stored request (a reference was shown with its code)."""
     messages = _messages(prompt["messages"])
     return without_reference_code(messages)[-1].content != messages[-1].content
 
@@ -615,7 +616,8 @@ def judge(task, mode: str | EditForm, prompt: dict, text: str, truncated: bool) 
     code = normalized_code(child, entry)
     if code == normalized_code(prompt["parent"], entry):
         return {"outcome": "twin", "reason": "same code as the parent"}
-    if code is not None and any(code == normalized_code(source, entry) for source in prompt.get("stored", ())):
+    stored = prompt.get("stored", ())
+    if code is not None and any(code == normalized_code(source, entry) for source in stored):
         return {"outcome": "twin", "reason": "same code as a program stored before"}
     failed = precheck(task, child, SandboxLimits())
     if failed is not None:

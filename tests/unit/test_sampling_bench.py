@@ -321,7 +321,8 @@ def test_refcopy_1_and_refcode_0_change_only_the_reference_programs_part():
 
     code = "def f():\n    return 1\n"
     stored = [HumanMessage(f"## Current program\n```python\n{code}```\n\n## Reference programs\n"
-                           f"### Reference 1 (score 2)\nAbstract: A.\n```python\n{code}```\n\n## Your job\nJ")]
+                           f"### Reference 1 (score 2)\nAbstract: A.\n```python\n{code}```\n\n"
+                           "## Your job\nJ")]
     warned = bench.with_copy_warning(stored)[0].content
     assert f"## Reference programs\n{bench.COPY_WARNING}\n### Reference 1" in warned
     assert warned.replace(bench.COPY_WARNING + "\n", "") == stored[0].content
