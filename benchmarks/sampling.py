@@ -631,6 +631,13 @@ def judge(task, mode: str | EditForm, prompt: dict, text: str, truncated: bool) 
             and score not in prompt.get("stored_scores", ())}
 
 
+def kept_asks(run: str, asks: list[dict], keep, says: str) -> list[dict]:
+    """The ``asks`` for which ``keep(ask)`` holds; prints ``says`` (``{kept}``, ``{of}``: the two counts)."""
+    kept = [p for p in asks if keep(p)]
+    print(f"{run}: {says.format(kept=len(kept), of=len(asks))} (replayed: those)", flush=True)
+    return kept
+
+
 def summary(rows: list[dict]) -> dict:
     """One configuration's figures over its replies ``rows``: outcomes counted, tokens, seconds per reply."""
     n = max(len(rows), 1)
@@ -701,26 +708,17 @@ def main() -> int:
                   f"{sum(p['navigator_completion'] for p in asks)}", flush=True)
             asks = kept
         if any(v.get("refdoc", 1) == 0 for v in configs.values()):
-            kept = [p for p in asks if refdoc_changes(p)]
-            print(f"{run_dir.name}: refdoc=0 changes {len(kept)} of {len(asks)} requests (replayed: those)",
-                  flush=True)
-            asks = kept
+            asks = kept_asks(run_dir.name, asks, refdoc_changes, "refdoc=0 changes {kept} of {of} requests")
         if args.copies:
-            kept = [p for p in asks if copied_stored(p, task, first_mode) == (args.copies == "only")]
-            print(f"{run_dir.name}: {len(asks) - len(kept) if args.copies == 'none' else len(kept)} of "
-                  f"{len(asks)} first versions copied a stored program (replayed: "
-                  f"{'those' if args.copies == 'only' else 'the others'})", flush=True)
-            asks = kept
+            copies = args.copies == "only"
+            asks = kept_asks(run_dir.name, asks, lambda p: copied_stored(p, task, first_mode) == copies,
+                             "{kept} of {of} first versions "
+                             + ("copied a stored program" if copies else "copied no stored program"))
         if any(v.get("refcode", 1) == 0 for v in configs.values()):
-            kept = [p for p in asks if refcode_changes(p)]
-            print(f"{run_dir.name}: refcode=0 changes {len(kept)} of {len(asks)} requests (replayed: those)",
-                  flush=True)
-            asks = kept
+            asks = kept_asks(run_dir.name, asks, refcode_changes, "refcode=0 changes {kept} of {of} requests")
         if any(renav_wanted(v) for v in configs.values()):
-            kept = [p for p in asks if renav_replayable(p)]
-            print(f"{run_dir.name}: the Navigator gave the guidance of {len(kept)} of {len(asks)} iterations "
-                  "(replayed: those)", flush=True)
-            asks = kept
+            asks = kept_asks(run_dir.name, asks, renav_replayable,
+                             "the Navigator gave the guidance of {kept} of {of} iterations")
         for n, prompt in enumerate(asks):
             for sample in range(args.samples):
                 for name, values in configs.items():

@@ -362,3 +362,8 @@ def test_an_unparseable_reply_is_no_copy_of_an_unparseable_stored_program():
               "reply": fenced("def other(:\n")}
     assert not bench.copied_stored(prompt, task, "full")
     assert bench.judge(task, "full", prompt, fenced("def other(:\n"), False)["outcome"] != "twin"
+
+
+def test_kept_asks_filters_and_says_how_many(capsys):
+    kept = bench.kept_asks("r", [{"n": 1}, {"n": 2}, {"n": 3}], lambda p: p["n"] > 1, "{kept} of {of} odd")
+    assert kept == [{"n": 2}, {"n": 3}] and capsys.readouterr().out == "r: 2 of 3 odd (replayed: those)\n"
