@@ -67,7 +67,8 @@ request says they were evaluated already and a copy of one is worth nothing, :da
 ``refcode`` (0: the reference programs shown by their abstracts only, without code; the replay then keeps
 only the requests it changes) are two tries against the first version copying a reference; ``--copies only``
 keeps only the first asks whose stored version was the code of a program stored before the iteration (not
-the parent's), ``--copies none`` only the others.
+the parent's), ``--copies none`` only the others. With ``--reask``, ``mutations`` (``run`` or ``several``,
+:data:`MUTATION_LISTS`) picks the list the second ask's mutation comes from.
 
 The same request with the same seed does not always get the same reply from llama.cpp's server, so a
 difference of a few pairs may be noise: run a replay twice (or ``--samples 2``) and compare the spread
@@ -102,15 +103,28 @@ from contextevolve.program.forms import EditForm, edit_form, edit_format
 from contextevolve.program.holes import choose, punched
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import hole_messages, mutation_for, reask_messages, with_change_line
+from contextevolve.prompts.generator import (
+    MUTATIONS,
+    hole_messages,
+    mutation_for,
+    reask_messages,
+    with_change_line,
+)
 from contextevolve.prompts.navigator import changes_text
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
         "direction": int, "nodoc": int, "refdoc": int, "paragraph": int, "plan": int, "renav": int,
-        "changes": int, "refcopy": int, "refcode": int}
+        "changes": int, "refcopy": int, "refcode": int, "mutations": str}
 REASKS = ("fresh", "edits", "followup", "hole", "plan")
+MUTATION_LISTS = {"run": MUTATIONS, "several": (*MUTATIONS[:3], (
+    "build several candidate solutions (for example from different orders) and keep the best one"),
+    *MUTATIONS[4:])}
+"""The second ask's mutation lists ``mutations=`` picks: ``run`` the one a run names, ``several`` the one
+runs named before 2026-12-06, whose fourth entry built several solutions and kept the best instead of
+changing what the program decides by (docs/decisions/second-ask-mutations.md). The replay then keeps only
+the asks whose mutation the lists' choice changes."""
 FIRSTS = ("stored", "fresh", "guided", "hole")
 COPY_WARNING = ("These programs were evaluated already: writing one of them again is worth nothing. "
                 "Take ideas from them, not their whole code.")
@@ -155,6 +169,8 @@ def parse_config(text: str) -> tuple[str, dict]:
         raise SystemExit(f"--config {text!r}: first must be one of {', '.join(FIRSTS)}")
     if values.get("first", "stored") != "stored" and values.get("mutation"):
         raise SystemExit(f"--config {text!r}: first= already names the change; drop mutation=1")
+    if values.get("mutations", "run") not in MUTATION_LISTS:
+        raise SystemExit(f"--config {text!r}: mutations must be one of {', '.join(MUTATION_LISTS)}")
     return name, values
 
 
@@ -281,13 +297,20 @@ def no_effect_request(values: dict, prompt: dict, sample: int, run_seed: int) ->
     return "full", seed, _temperature(values) + REASK_HOTTER, messages
 
 
-def reask(kind: str, prompt: dict, task, seed: int) -> tuple[str | EditForm, list]:
+def reask_mutation(values: dict, prompt: dict, seed: int) -> str:
+    """The mutation a second ask under ``values`` names for ``prompt`` (``seed``: its sample's)."""
+    return mutation_for(seed, prompt["iteration"] - 1, MUTATION_LISTS[values.get("mutations", "run")])
+
+
+def reask(kind: str, prompt: dict, task, seed: int,
+          mutation: str | None = None) -> tuple[str | EditForm, list]:
     """Edit form (its name, or the form itself) and messages of a second ask of ``kind`` for a stored twin.
 
     ``kind`` is one of :data:`REASKS`; ``hole`` shows the parent with the hole a run would choose
-    (``SearchPolicy.hole``), ``fresh`` when the parent has none.
+    (``SearchPolicy.hole``), ``fresh`` when the parent has none; the others name ``mutation`` (by default
+    the one a run names: :func:`reask_mutation` of the run's list).
     """
-    mutation = mutation_for(seed, prompt["iteration"] - 1)
+    mutation = mutation or reask_mutation({}, prompt, seed)
     if kind == "hole":
         shown = without_docstrings(prompt["parent"])
         hole = choose(shown, seed + prompt["iteration"] - 1)
@@ -601,7 +624,8 @@ def reask_request(values: dict, prompt: dict, task, sample: int,
     :data:`REASK_HOTTER` hotter than the first ask.
     """
     seed = run_seed + 1000 * sample
-    mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed)
+    mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed,
+                           reask_mutation(values, prompt, seed))
     return mode, seed + prompt["iteration"], _temperature(values) + REASK_HOTTER, messages
 
 
@@ -721,6 +745,10 @@ def main() -> int:
                              "the Navigator gave the guidance of {kept} of {of} iterations")
         for n, prompt in enumerate(asks):
             for sample in range(args.samples):
+                named = {reask_mutation(v, prompt, settings.get("seed", 0) + 1000 * sample)
+                         for v in configs.values()}
+                if args.reask and len(named) == 1 and any("mutations" in v for v in configs.values()):
+                    continue  # every list names the same mutation here: the same request in every arm
                 for name, values in configs.items():
                     navigator: dict = {}  # the Navigator's guidance and tokens, where asked again
                     if args.reask:

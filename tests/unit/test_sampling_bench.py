@@ -367,3 +367,19 @@ def test_an_unparseable_reply_is_no_copy_of_an_unparseable_stored_program():
 def test_kept_asks_filters_and_says_how_many(capsys):
     kept = bench.kept_asks("r", [{"n": 1}, {"n": 2}, {"n": 3}], lambda p: p["n"] > 1, "{kept} of {of} odd")
     assert kept == [{"n": 2}, {"n": 3}] and capsys.readouterr().out == "r: 2 of 3 odd (replayed: those)\n"
+
+
+def test_mutations_several_names_another_mutation_only_where_its_list_differs():
+    prompt = {"iteration": 1, "parent": INITIAL, "parent_score": 1.0}
+    run, several = {"reask": "plan"}, {"reask": "plan", "mutations": "several"}
+    named = {seed: (bench.reask_mutation(run, prompt, seed), bench.reask_mutation(several, prompt, seed))
+             for seed in range(len(bench.MUTATIONS))}
+    differ = [seed for seed, (a, b) in named.items() if a != b]
+    assert len(differ) == 1 and "another of the values" in named[differ[0]][0]
+    task = get_task("model_placement")
+    _, messages = bench.reask("plan", prompt, task, differ[0], named[differ[0]][1])
+    assert "build several candidate solutions" in messages[-1].content
+    _, default = bench.reask("plan", prompt, task, differ[0])  # a run's list by default
+    assert "another of the values the program reads" in default[-1].content
+    with pytest.raises(SystemExit, match="mutations must be one of"):
+        bench.parse_config("x=mutations=wide")
