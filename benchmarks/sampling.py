@@ -297,6 +297,11 @@ def no_effect_request(values: dict, prompt: dict, sample: int, run_seed: int) ->
     return "full", seed, _temperature(values) + REASK_HOTTER, messages
 
 
+def reask_seed(run_seed: int, sample: int) -> int:
+    """The seed of sample ``sample`` of a run's second asks, before the iteration is added."""
+    return run_seed + 1000 * sample
+
+
 def reask_mutation(values: dict, prompt: dict, seed: int) -> str:
     """The mutation a second ask under ``values`` names for ``prompt`` (``seed``: its sample's)."""
     return mutation_for(seed, prompt["iteration"] - 1, MUTATION_LISTS[values.get("mutations", "run")])
@@ -623,7 +628,7 @@ def reask_request(values: dict, prompt: dict, task, sample: int,
     As ``loop.policy.SearchPolicy.second_ask`` samples it: the run's seed plus the iteration,
     :data:`REASK_HOTTER` hotter than the first ask.
     """
-    seed = run_seed + 1000 * sample
+    seed = reask_seed(run_seed, sample)
     mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed,
                            reask_mutation(values, prompt, seed))
     return mode, seed + prompt["iteration"], _temperature(values) + REASK_HOTTER, messages
@@ -713,6 +718,7 @@ def main() -> int:
     from contextevolve.llm.models import create_chat_model
 
     results: dict[str, list[dict]] = {name: [] for name in configs}
+    lists_compared = args.reask and any("mutations" in v for v in configs.values())
     for run_dir in args.runs:
         # older runs' names in today's (``lanes`` before workers, ``generation_mode`` before ``edit_form``)
         settings = flat_settings(upgraded(json.loads((run_dir / "run.json").read_text())))
@@ -721,6 +727,7 @@ def main() -> int:
             parser.error(f"{run_dir}: its {workers} workers' requests interleave in its transcript, which is "
                          "read iteration after iteration: replay runs of one worker")
         task = get_task(settings["task"])
+        run_seed = settings.get("seed", 0)
         first_mode = settings.get("edit_form") or settings.get("generation_mode") or "full"
         asks = (reask_prompts(run_dir) if args.reask else no_effect_prompts(run_dir) if args.no_effect
                 else first_prompts(run_dir))[:args.limit]
@@ -745,9 +752,8 @@ def main() -> int:
                              "the Navigator gave the guidance of {kept} of {of} iterations")
         for n, prompt in enumerate(asks):
             for sample in range(args.samples):
-                named = {reask_mutation(v, prompt, settings.get("seed", 0) + 1000 * sample)
-                         for v in configs.values()}
-                if args.reask and len(named) == 1 and any("mutations" in v for v in configs.values()):
+                if lists_compared and len({reask_mutation(v, prompt, reask_seed(run_seed, sample))
+                                           for v in configs.values()}) == 1:
                     continue  # every list names the same mutation here: the same request in every arm
                 for name, values in configs.items():
                     navigator: dict = {}  # the Navigator's guidance and tokens, where asked again
