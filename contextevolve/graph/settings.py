@@ -128,8 +128,9 @@ class SearchSettings:
 
     __pydantic_config__ = SCHEMA_CONFIG
 
-    parent_selection: Literal["tournament", "best", "random"] = "tournament"
-    """How select_parent picks c_p among ok programs."""
+    parent_selection: Literal["tournament", "best", "random", "pareto"] = "tournament"
+    """How select_parent picks c_p among ok programs; ``pareto``: among those best on some metric and
+    dominated by none, weighted by how many metrics each is best on (a tournament while there is one)."""
     tournament_size: int = 3
     """Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``)."""
     stale_after: int = 2

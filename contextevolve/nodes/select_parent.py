@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
 from contextevolve.loop.resources import memory_of, rng_for, task_of
 from contextevolve.memory.records import ProgramRecord, program_id
+from contextevolve.tasks.base import MetricSpec
 
 
 def stale_parents(records: list[ProgramRecord], after: int) -> set[str]:
@@ -29,15 +32,64 @@ def stale_parents(records: list[ProgramRecord], after: int) -> set[str]:
     return {parent for parent, twins in kinds.items() if len(twins) >= after and all(twins[-after:])}
 
 
+def pareto_front(records: list[ProgramRecord], metrics: list[MetricSpec]) -> dict[str, int]:
+    """The programs best on some metric and dominated by none, each with the number of metrics it is best on.
+
+    Per metric of ``metrics`` (each in its own direction), the programs of ``records`` with the best value
+    are found; of their union, a program that another one matches or beats on every metric and beats on one
+    is dropped (dominated). The count is how many metrics' best values a program holds, the weight
+    GEPA's candidate selection draws by (Agrawal et al. 2025, "GEPA: Reflective Prompt Evolution Can
+    Outperform Reinforcement Learning", Algorithm 2, there over per-instance scores). A program that lacks
+    a metric (an evaluator of one's own may return other names on other runs) is worse on it than any
+    program that has it. Returns ids in ``records``' order; empty without records
+    or metrics.
+    """
+    if not records or not metrics:
+        return {}
+
+    def value(record: ProgramRecord, spec: MetricSpec) -> float:
+        number = record.metrics.get(spec.name)
+        if number is None:
+            return float("-inf")
+        return number if spec.higher_is_better else -number
+
+    wins: dict[str, int] = {}
+    for spec in metrics:
+        best = max(value(r, spec) for r in records)
+        for record in records:
+            if value(record, spec) == best:
+                wins[record.id] = wins.get(record.id, 0) + 1
+    leaders = [r for r in records if r.id in wins]
+
+    def dominated(record: ProgramRecord) -> bool:
+        mine = [value(record, spec) for spec in metrics]
+        for other in leaders:
+            theirs = [value(other, spec) for spec in metrics]
+            if all(t >= m for t, m in zip(theirs, mine)) and theirs != mine:
+                return True
+        return False
+
+    return {r.id: wins[r.id] for r in leaders if not dominated(r)}
+
+
+def weighted_pick(front: dict[str, int], rng: random.Random) -> str:
+    """One id of ``front`` drawn with probability proportional to its count (at least one entry)."""
+    ids = list(front)
+    return rng.choices(ids, weights=[front[i] for i in ids], k=1)[0]
+
+
 def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Choose the parent among committed ``ok`` programs that are not behavioural twins.
 
     Strategies (``RunContext.search.parent_selection``): ``best`` (earliest on ties); ``random``
     (uniform); ``tournament`` (best of ``tournament_size`` drawn uniformly: pressure towards good
-    programs, room for others). A stale parent (:func:`stale_parents`, after ``search.stale_after`` twins
-    in a row) is left out while another ok program is left (why: docs/decisions/search-settings.md). Falls
-    back to the initial program if nothing is ok. The RNG is seeded by the child's iteration, so parallel
-    workers draw independently and replays draw the same.
+    programs, room for others); ``pareto``: drawn from :func:`pareto_front` over the task's metrics,
+    weighted by the metrics each program is best on, so that a child that traded one metric for another
+    stays a parent (a tournament while the front holds one program: no trade-off to exploit). A stale
+    parent (:func:`stale_parents`, after ``search.stale_after`` twins in a row) is left out while another
+    ok program is left (why: docs/decisions/search-settings.md). Falls back to the initial program if
+    nothing is ok. The RNG is seeded by the child's iteration, so parallel workers draw independently and
+    replays draw the same.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -57,6 +109,9 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         parent = max(pool, key=fitness)  # the first maximum: the earliest
     elif ctx.search.parent_selection == "random":
         parent = rng.choice(pool)
+    elif ctx.search.parent_selection == "pareto" and len(front := pareto_front(pool, task.metrics)) > 1:
+        picked = weighted_pick(front, rng)
+        parent = next(r for r in pool if r.id == picked)
     else:
         entrants = rng.sample(pool, min(ctx.search.tournament_size, len(pool)))
         parent = max(entrants, key=fitness)

@@ -20,10 +20,11 @@ from contextevolve.nodes.generate import generate
 from contextevolve.nodes.initialize import initialize
 from contextevolve.nodes.navigate import Step, navigate, rollout, sample_steps
 from contextevolve.nodes.sample import STOP_AFTER_PICKS, sample
-from contextevolve.nodes.select_parent import select_parent, stale_parents
+from contextevolve.nodes.select_parent import pareto_front, select_parent, stale_parents
 from contextevolve.nodes.summarize import finish_abstract, summarize
 from contextevolve.nodes.update_buffer import update_buffer
 from contextevolve.program.forms import edit_form
+from contextevolve.tasks.base import MetricSpec
 from contextevolve.tasks.registry import get_task
 from contextevolve.workers import commit_report
 from tests.conftest import apply, composed, run_node
@@ -75,6 +76,49 @@ def test_select_parent_picks_only_ok_programs(seeded, ctx, strategy):
         assert picks == {"it00001"}
     # deterministic per (seed, iteration): replaying an iteration picks the same parent
     assert run_node(select_parent, state, ctx) == run_node(select_parent, state, ctx)
+
+
+def test_pareto_front_keeps_every_metric_s_leader_that_nothing_dominates():
+    specs = [MetricSpec(name="zipf"), MetricSpec(name="scan"),
+             MetricSpec(name="misses", higher_is_better=False)]
+
+    def program(pid, zipf, scan, misses):
+        return ProgramRecord(id=pid, iteration=0, status="ok", metrics={"zipf": zipf, "scan": scan,
+                                                                         "misses": misses})
+    recency = program("recency", 0.39, 0.26, 5.0)      # fewest misses only
+    frequency = program("frequency", 0.40, 0.42, 9.0)  # best zipf and scan
+    tied = program("tied", 0.40, 0.30, 9.0)            # shares the best zipf, but frequency dominates it
+    middle = program("middle", 0.35, 0.30, 6.0)        # best on nothing
+    assert pareto_front([recency, frequency, tied, middle], specs) == {"recency": 1, "frequency": 2}
+    # equal on every metric: neither dominates the other, both hold every best value
+    assert pareto_front([recency, program("copy", 0.39, 0.26, 5.0)], specs) == {"recency": 3, "copy": 3}
+    # a program without a metric is worse on it than every program with it
+    assert pareto_front([program("a", 0.1, 0.1, 1.0), ProgramRecord(id="b", iteration=1, status="ok",
+                                                                     metrics={"zipf": 0.2})], specs) \
+        == {"a": 2, "b": 1}
+    assert pareto_front([ProgramRecord(id="c", iteration=1, status="ok", metrics={"misses": 0.0}),
+                         program("d", 0.0, 0.0, 3.0)], specs) == {"c": 1, "d": 2}
+    assert pareto_front([], specs) == {} and pareto_front([recency], []) == {}
+
+
+def test_select_parent_pareto_draws_from_the_front_and_is_a_tournament_with_one_leader(seeded, ctx):
+    state, memory = seeded
+    for n, score in ((1, 25.0), (2, 23.0), (3, 22.5)):
+        add_program(memory, n, score=score)  # success_rate 1.0 everywhere: it00001 alone leads
+    pareto = replace(ctx, parent_selection="pareto", tournament_size=3)
+    tournament = replace(ctx, parent_selection="tournament", tournament_size=3)
+    iterations = range(4, 40)
+    one_leader = [run_node(select_parent, replace(state, iteration=i), pareto)["parent_id"]
+                  for i in iterations]
+    assert one_leader == [run_node(select_parent, replace(state, iteration=i), tournament)["parent_id"]
+                          for i in iterations]
+    assert len(set(one_leader)) > 1  # the tournament's room for others
+    # a child that traded success for pressure joins the front; the rest are dominated
+    memory.commit(ProgramRecord(id=program_id(4), iteration=4, parent_id="it00001", status="ok",
+                                combined_score=24.0, metrics={"max_kvpr": 30.0, "success_rate": 0.5},
+                                abstract="risky", source=INITIAL))
+    picks = [run_node(select_parent, replace(state, iteration=i), pareto)["parent_id"] for i in range(5, 45)]
+    assert set(picks) == {"it00001", "it00004"}
 
 
 def add_twin(memory, n, parent):
