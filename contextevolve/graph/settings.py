@@ -128,11 +128,14 @@ class SearchSettings:
 
     __pydantic_config__ = SCHEMA_CONFIG
 
-    parent_selection: Literal["tournament", "best", "random", "pareto"] = "tournament"
-    """How select_parent picks c_p among ok programs; ``pareto``: among those best on some metric and
-    dominated by none, weighted by how many metrics each is best on (a tournament while there is one)."""
+    parent_selection: Literal["pareto", "tournament", "best", "random"] = "pareto"
+    """How select_parent picks c_p among ok programs. ``pareto``: among those best on some metric and
+    dominated by none, weighted by how many metrics each is best on, so a child that traded one metric for
+    another stays a parent; a tournament while one program leads every metric
+    (docs/decisions/pareto-parents.md). ``tournament``: best of ``tournament_size``, as before."""
     tournament_size: int = 3
-    """Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``)."""
+    """Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``, and
+    ``"pareto"`` while one program leads every metric)."""
     stale_after: int = 2
     """A parent whose last ``stale_after`` children were all twins (copies of a stored program, or
     behavioural twins) is left out of parent selection while another ok program is left; 0: never

@@ -168,7 +168,7 @@ def test_run_flags_and_run_settings_agree():
                   "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
                   "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1",
-                  "--workers", "2",
+                  "--workers", "2", "--parent-selection", "pareto",
                   "--llm-concurrency", "3", "--no-summarize-behind", "--eval-workers", "2",
                   "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
                   "--disable", "navigator", "--disable", "sampler", "--eval-cpu", "2",

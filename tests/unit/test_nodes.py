@@ -64,7 +64,7 @@ def test_initialize_is_idempotent(seeded_run, ctx, models):
     assert apply(state, again) == state and memory.buffer.spent()[0] == 340
 
 
-@pytest.mark.parametrize("strategy", ["best", "tournament", "random"])
+@pytest.mark.parametrize("strategy", ["best", "tournament", "random", "pareto"])
 def test_select_parent_picks_only_ok_programs(seeded, ctx, strategy):
     state, memory = seeded
     add_program(memory, 1, score=25.0)
@@ -141,7 +141,7 @@ def test_stale_parents_are_those_whose_last_children_were_all_twins(seeded):
     assert stale_parents(records, 0) == set()
 
 
-@pytest.mark.parametrize("strategy", ["best", "tournament", "random"])
+@pytest.mark.parametrize("strategy", ["best", "tournament", "random", "pareto"])
 def test_select_parent_leaves_a_stale_parent_out_while_another_is_left(seeded, ctx, strategy):
     state, memory = seeded
     add_program(memory, 1, score=25.0)  # the best, and the tournament's pick whenever drawn
