@@ -41,8 +41,7 @@ def pareto_front(records: list[ProgramRecord], metrics: list[MetricSpec]) -> dic
     GEPA's candidate selection draws by (Agrawal et al. 2025, "GEPA: Reflective Prompt Evolution Can
     Outperform Reinforcement Learning", Algorithm 2, there over per-instance scores). A program that lacks
     a metric (an evaluator of one's own may return other names on other runs) is worse on it than any
-    program that has it. Returns ids in ``records``' order; empty without records
-    or metrics.
+    program that has it. Returns ids in ``records``' order; empty without records or metrics.
     """
     if not records or not metrics:
         return {}
