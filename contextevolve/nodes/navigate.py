@@ -102,7 +102,7 @@ def rollout(records: list[ProgramRecord], task: Task) -> list[Step]:
         deltas = {}
         for spec in task.metrics:
             delta = child.metrics.get(spec.name, 0.0) - parent.metrics.get(spec.name, 0.0)
-            deltas[spec.name] = delta if spec.higher_is_better else -delta
+            deltas[spec.name] = spec.oriented(delta)
         if child.status == "ok" and child.behavioural_twin_of:
             category = "no_effect"
         elif (child.status == "ok") != (parent.status == "ok"):

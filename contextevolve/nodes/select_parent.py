@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import random
+import math
 
 from langgraph.runtime import Runtime
 
@@ -45,36 +45,17 @@ def pareto_front(records: list[ProgramRecord], metrics: list[MetricSpec]) -> dic
     """
     if not records or not metrics:
         return {}
+    vectors = {r.id: [-math.inf if (v := r.metrics.get(s.name)) is None else s.oriented(v) for s in metrics]
+               for r in records}
+    best = [max(column) for column in zip(*vectors.values())]
+    wins = {pid: sum(v == b for v, b in zip(vector, best)) for pid, vector in vectors.items()}
+    leaders = {pid: vectors[pid] for pid, count in wins.items() if count}
 
-    def value(record: ProgramRecord, spec: MetricSpec) -> float:
-        number = record.metrics.get(spec.name)
-        if number is None:
-            return float("-inf")
-        return number if spec.higher_is_better else -number
+    def dominated(mine: list[float]) -> bool:
+        return any(theirs != mine and all(t >= m for t, m in zip(theirs, mine))
+                   for theirs in leaders.values())
 
-    wins: dict[str, int] = {}
-    for spec in metrics:
-        best = max(value(r, spec) for r in records)
-        for record in records:
-            if value(record, spec) == best:
-                wins[record.id] = wins.get(record.id, 0) + 1
-    leaders = [r for r in records if r.id in wins]
-
-    def dominated(record: ProgramRecord) -> bool:
-        mine = [value(record, spec) for spec in metrics]
-        for other in leaders:
-            theirs = [value(other, spec) for spec in metrics]
-            if all(t >= m for t, m in zip(theirs, mine)) and theirs != mine:
-                return True
-        return False
-
-    return {r.id: wins[r.id] for r in leaders if not dominated(r)}
-
-
-def weighted_pick(front: dict[str, int], rng: random.Random) -> str:
-    """One id of ``front`` drawn with probability proportional to its count (at least one entry)."""
-    ids = list(front)
-    return rng.choices(ids, weights=[front[i] for i in ids], k=1)[0]
+    return {pid: wins[pid] for pid, vector in leaders.items() if not dominated(vector)}
 
 
 def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
@@ -109,7 +90,7 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     elif ctx.search.parent_selection == "random":
         parent = rng.choice(pool)
     elif ctx.search.parent_selection == "pareto" and len(front := pareto_front(pool, task.metrics)) > 1:
-        picked = weighted_pick(front, rng)
+        picked = rng.choices(list(front), weights=list(front.values()))[0]  # weighted by metrics led
         parent = next(r for r in pool if r.id == picked)
     else:
         entrants = rng.sample(pool, min(ctx.search.tournament_size, len(pool)))

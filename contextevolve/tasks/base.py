@@ -86,6 +86,10 @@ class MetricSpec(BaseModel):
     worst: float = 0.0
     """Value recorded for a program that produced no valid output (the metric's worst end)."""
 
+    def oriented(self, value: float) -> float:
+        """``value`` (or a difference of two values) signed so that larger is better."""
+        return value if self.higher_is_better else -value
+
 
 class Task(ABC):
     """A problem ContextEvolve can evolve a program for.
