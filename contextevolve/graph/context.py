@@ -299,6 +299,8 @@ class RunContext:
             problems.append("second_ask_top_k must be >= 0 (0: no top-k cut)")
         if search.stale_after < 0:
             problems.append("stale_after must be >= 0 (0: a parent is never left out for its twins)")
+        if search.stale_rest < 0:
+            problems.append("stale_rest must be >= 0 (iterations a stale parent is left out for)")
         if search.num_exemplars < 0 or search.num_trajectories < 0:
             problems.append("num_exemplars and num_trajectories must be >= 0")
         if search.guidance_refresh_steps < 0 or search.sampler_choice < 1:

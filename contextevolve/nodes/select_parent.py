@@ -13,23 +13,32 @@ from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.tasks.base import MetricSpec
 
 
-def stale_parents(records: list[ProgramRecord], after: int) -> set[str]:
-    """Ids of the programs whose last ``after`` children were all twins.
+def stale_parents(records: list[ProgramRecord], after: int, now: int | None = None,
+                  rest: int = 0) -> set[str]:
+    """Ids of the programs whose last ``after`` children were all twins, while they rest.
 
     The children are taken in ``records``' order, the buffer's iteration order; a twin means the model
     wrote the program, or another buffered one, back each time (a code twin), or wrote one that behaved as
-    a stored one (a behavioural twin).
+    a stored one (a behavioural twin). A stale program rests for ``rest`` iterations after its last child:
+    it is in the set while ``now - last child's iteration <= rest``, then out of it until its next child,
+    which, if a twin again, makes it stale at once (so a parent the model only copies gets one child in
+    ``rest + 1`` iterations). ``now`` is the iteration being chosen for; ``now=None``: stale for good, as
+    with a rest longer than the run.
 
     ``after`` <= 0 gives the empty set. A program with fewer than ``after`` children is never stale.
     """
     if after <= 0:
         return set()
-    kinds: dict[str, list[str]] = {}
+    kinds: dict[str, list[bool]] = {}
+    last: dict[str, int] = {}
     for record in records:
         if record.parent_id is not None:
             kinds.setdefault(record.parent_id, []).append(
                 record.failure_kind == "twin" or bool(record.behavioural_twin_of))
-    return {parent for parent, twins in kinds.items() if len(twins) >= after and all(twins[-after:])}
+            last[record.parent_id] = record.iteration
+    return {parent for parent, twins in kinds.items()
+            if len(twins) >= after and all(twins[-after:])
+            and (now is None or now - last[parent] <= rest)}
 
 
 def pareto_front(records: list[ProgramRecord], metrics: list[MetricSpec]) -> dict[str, int]:
@@ -66,16 +75,16 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     programs, room for others); ``pareto``: drawn from :func:`pareto_front` over the task's metrics,
     weighted by the metrics each program is best on, so that a child that traded one metric for another
     stays a parent (a tournament while the front holds one program: no trade-off to exploit). A stale
-    parent (:func:`stale_parents`, after ``search.stale_after`` twins in a row) is left out while another
-    ok program is left (why: docs/decisions/search-settings.md). Falls back to the initial program if
-    nothing is ok. The RNG is seeded by the child's iteration, so parallel workers draw independently and
-    replays draw the same.
+    parent (:func:`stale_parents`, after ``search.stale_after`` twins in a row) is left out for
+    ``search.stale_rest`` iterations while another ok program is left (why:
+    docs/decisions/search-settings.md). Falls back to the initial program if nothing is ok. The RNG is
+    seeded by the child's iteration, so parallel workers draw independently and replays draw the same.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     committed = memory.buffer.committed()
     pool = [r for r in committed if r.useful]
-    stale = stale_parents(committed, ctx.search.stale_after)
+    stale = stale_parents(committed, ctx.search.stale_after, state.iteration, ctx.search.stale_rest)
     pool = [r for r in pool if r.id not in stale] or pool
     rng = rng_for(ctx, state.iteration, "parent")
     sign = 1 if task.higher_is_better else -1
