@@ -22,8 +22,8 @@ def stale_parents(records: list[ProgramRecord], after: int, now: int | None = No
     a stored one (a behavioural twin). A stale program rests for ``rest`` iterations after its last child:
     it is in the set while ``now - last child's iteration <= rest``, then out of it until its next child,
     which, if a twin again, makes it stale at once (so a parent the model only copies gets one child in
-    ``rest + 1`` iterations). ``now`` is the iteration being chosen for; ``now=None``: stale for good, as
-    with a rest longer than the run.
+    ``rest + 1`` iterations). ``now`` is the iteration of the child a parent is chosen for; ``now=None``:
+    stale for good, as with a rest longer than the run.
 
     ``after`` <= 0 gives the empty set. A program with fewer than ``after`` children is never stale.
     """
@@ -84,7 +84,8 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     task, memory = task_of(ctx), memory_of(ctx)
     committed = memory.buffer.committed()
     pool = [r for r in committed if r.useful]
-    stale = stale_parents(committed, ctx.search.stale_after, state.iteration, ctx.search.stale_rest)
+    child = state.iteration + 1
+    stale = stale_parents(committed, ctx.search.stale_after, child, ctx.search.stale_rest)
     pool = [r for r in pool if r.id not in stale] or pool
     rng = rng_for(ctx, state.iteration, "parent")
     sign = 1 if task.higher_is_better else -1

@@ -139,6 +139,10 @@ def test_stale_parents_are_those_whose_last_children_were_all_twins(seeded):
     assert stale_parents(records, 1) == {"it00001"}
     assert stale_parents(records, 3) == set()  # it00001 has only two children
     assert stale_parents(records, 0) == set()
+    # it00001's last child is iteration 5: it rests through iteration 5 + rest, then may be drawn again
+    assert stale_parents(records, 2, now=9, rest=4) == {"it00001"}
+    assert stale_parents(records, 2, now=10, rest=4) == set()
+    assert stale_parents(records, 2, now=6, rest=0) == set()  # no rest: never left out
 
 
 @pytest.mark.parametrize("strategy", ["best", "tournament", "random", "pareto"])
@@ -147,9 +151,16 @@ def test_select_parent_leaves_a_stale_parent_out_while_another_is_left(seeded, c
     add_program(memory, 1, score=25.0)  # the best, and the tournament's pick whenever drawn
     add_twin(memory, 2, "it00001")
     add_twin(memory, 3, "it00001")
-    ctx = replace(ctx, parent_selection=strategy, tournament_size=3)
+    rested = replace(ctx, parent_selection=strategy, tournament_size=3)  # the default rest: 4 iterations
+    ctx = replace(rested, stale_rest=100)  # longer than the run: left out for good
     picks = {run_node(select_parent, replace(state, iteration=i), ctx)["parent_id"] for i in range(4, 30)}
     assert picks == {"it00000"}
+    # with the default rest, it00001 (last child at iteration 3) is out for children 4-7 (the state's
+    # iteration is the one before its child's), and back from child 8
+    picks = {run_node(select_parent, replace(state, iteration=i), rested)["parent_id"] for i in range(3, 7)}
+    assert picks == {"it00000"}
+    picks = [run_node(select_parent, replace(state, iteration=i), rested)["parent_id"] for i in range(7, 30)]
+    assert "it00001" in picks and (strategy != "best" or set(picks) == {"it00001"})
     never = replace(ctx, stale_after=0)  # switched off: it00001 is picked again
     picks = {run_node(select_parent, replace(state, iteration=i), never)["parent_id"] for i in range(4, 30)}
     assert "it00001" in picks
