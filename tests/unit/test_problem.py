@@ -385,3 +385,23 @@ def test_a_failing_initial_program_is_flagged_when_the_run_starts(tmp_path, caps
     assert code == 0
     assert ("warning: the initial program is not ok (failed: the evaluator failed: RuntimeError: "
             "the evaluator broke on purpose)") in err
+
+
+def test_a_duration_metric_improves_downwards_on_the_pareto_front(tmp_path):
+    from contextevolve.memory.records import ProgramRecord
+    from contextevolve.nodes.select_parent import pareto_front
+
+    task = get_task(ProblemSource.read(make_problem(tmp_path / "gain")).stage(tmp_path / "staged"))
+    task.observe({"combined_score": 0.5, "sum_radii": 2.0, "eval_time": 1.5, "step_ms": 3.0})
+    assert {m.name: m.higher_is_better for m in task.metrics} == {
+        "combined_score": True, "sum_radii": True, "eval_time": False, "step_ms": False}
+
+    def program(pid, score, seconds):
+        return ProgramRecord(id=pid, iteration=0, status="ok", combined_score=score, source="",
+                             metrics={"combined_score": score, "sum_radii": 4 * score, "eval_time": seconds,
+                                      "step_ms": seconds})
+
+    # the slow, worse program is on no front; a faster, worse one trades score for time
+    assert pareto_front([program("fast", 0.9, 1.0), program("slow", 0.5, 9.0)], task.metrics) == {"fast": 4}
+    assert pareto_front([program("best", 0.9, 5.0), program("quick", 0.5, 1.0)], task.metrics) == {
+        "best": 2, "quick": 2}

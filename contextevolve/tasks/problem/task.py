@@ -12,6 +12,7 @@ it returns none, the end of what it printed in the sandbox.
 from __future__ import annotations
 
 import math
+import re
 import threading
 from functools import cached_property
 from pathlib import Path
@@ -35,6 +36,11 @@ IMPORT_MARGIN_S = 30.0
 PRINTED_CHARS = 1000
 """Characters kept of the end of what the evaluator (and the program) printed, the feedback of a child
 whose evaluator returned no artifacts."""
+TIME_METRIC = re.compile(r"(^|_)(time|seconds|secs|latency|duration|runtime|elapsed)$|_m?s$", re.IGNORECASE)
+"""Metric names that measure a duration (``eval_time``, ``latency``, ``solve_seconds``, ``step_ms``): such
+a metric improves downwards whatever the score's direction. OpenEvolve's examples return an ``eval_time``
+beside the score; taken in the score's direction, the slowest program would count as best on it, on the
+metrics' Pareto front that parents are drawn from and in the Navigator's per-metric steps."""
 VALIDITY_METRICS = ("validity", "valid", "is_valid")
 """Metric names by which an OpenEvolve-style evaluator says a program broke the problem's rules: 0 makes
 the child ``invalid``."""
@@ -44,7 +50,7 @@ class ProblemTask(Task):
     """A staged problem folder (:mod:`contextevolve.tasks.problem.source`) as a task.
 
     ``metrics`` lists the numeric metrics seen so far (the evaluator decides them), each taken to
-    improve in the score's direction.
+    improve in the score's direction, except durations (:data:`TIME_METRIC`), which improve downwards.
     """
 
     higher_is_better = True
@@ -67,8 +73,9 @@ class ProblemTask(Task):
 
     @property
     def metrics(self) -> list[MetricSpec]:  # type: ignore[override]
-        """The numeric metrics seen so far, in order, each improving in the score's direction."""
-        return [MetricSpec(name=n, higher_is_better=self.higher_is_better) for n in list(self._seen)]
+        """The numeric metrics seen so far, in order: durations improve downwards, the rest as the score."""
+        return [MetricSpec(name=n, higher_is_better=self.higher_is_better and not TIME_METRIC.search(n))
+                for n in list(self._seen)]
 
     def observe(self, metrics: dict[str, float]) -> None:
         """Note a stored evaluation's metric names (a fresh process learns them from the run's programs)."""
