@@ -138,13 +138,13 @@ class SearchSettings:
     ``"pareto"`` while one program leads every metric)."""
     stale_after: int = 2
     """A parent whose last ``stale_after`` children were all twins (copies of a stored program, or
-    behavioural twins) is left out of parent selection while another ok program is left; 0: never
-    (docs/decisions/search-settings.md)."""
+    behavioural twins) is left out of parent selection for ``stale_rest`` iterations while another ok
+    program is left; 0: never (docs/decisions/search-settings.md)."""
     stale_rest: int = 4
     """Iterations a stale parent is left out for, counted from its last child; then it may be drawn again,
-    and one more twin makes it stale again. Without a rest, a run whose good programs all went stale
-    spends its remaining iterations on the poor ones; a rest at least the run's iterations leaves a stale
-    parent out for good, as before the rest existed (docs/decisions/search-settings.md)."""
+    and one more twin makes it stale again; 0: not left out. Without a rest, a run whose good programs all
+    went stale spends its remaining iterations on the poor ones; a rest at least the run's iterations
+    leaves a stale parent out for good, as before the rest existed (docs/decisions/search-settings.md)."""
     behavioural_twins: bool = True
     """A valid child whose results equal a stored program's (its outputs, or every metric to the bit) is a
     behavioural twin: never a parent, no Summarizer call, a "no effect" step for the Navigator, and the
