@@ -160,7 +160,7 @@ def test_run_flags_and_run_settings_agree():
                   "--time-budget", "1.5", "--edit-form", "diff",
                   "--repair-attempts", "1", "--no-import-fixes", "--no-repair-restart",
                   "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop",
-                  "--no-server-per-role", "--stale-after", "3", "--no-behavioural-twins",
+                  "--no-server-per-role", "--stale-after", "3", "--stale-rest", "2", "--no-behavioural-twins",
                   "--guidance-refresh-steps", "0", "--sampler-choice", "1", "--summarize-invalid",
                   "--navigator-sampler-share", "0.5", "--no-exemplar-docstrings", "--step-changes", "6",
                   "--second-ask", "hole", "--change-line", "every_ask", "--second-ask-top-p", "0.95",
