@@ -235,6 +235,12 @@ def main() -> int:
     parser.add_argument("--stale-after", type=int, default=None,
                         help="leave out of parent selection a parent whose last N children were twins; "
                              "0: never (SearchSettings.stale_after; default: RunContext's)")
+    parser.add_argument("--stale-rest", type=int, default=None,
+                        help="iterations a stale parent is left out for (SearchSettings.stale_rest; default: "
+                             "RunContext's; a rest longer than the run: for good, as before the rest)")
+    parser.add_argument("--parent-selection", choices=("pareto", "tournament", "best", "random"),
+                        default=None, help="how the parent is picked (SearchSettings.parent_selection; "
+                                           "default: RunContext's)")
     parser.add_argument("--unguided-hotter", type=float, default=None,
                         help="temperature added to a first ask without guidance; 0: none "
                              "(SearchSettings.unguided_hotter; default: RunContext's)")
@@ -309,6 +315,8 @@ def main() -> int:
         "-nodoc" if args.no_docstrings_shown else "", f"-workers{args.workers}" if args.workers != 1 else "",
         f"-{args.server}" if args.server else "", "-nospec" if args.no_speculative else "",
         f"-stale{args.stale_after}" if args.stale_after is not None else "",
+        f"-rest{args.stale_rest}" if args.stale_rest is not None else "",
+        f"-{args.parent_selection}" if args.parent_selection else "",
         f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "",
         f"-{args.second_ask}" if args.second_ask else "",
         f"-change{args.change_line}" if args.change_line else "",
@@ -324,7 +332,9 @@ def main() -> int:
         if node == "initialize":  # every worker starts with it; the first to finish finds c_0 committed
             marks.setdefault("start", time.perf_counter())
 
-    search = {k: v for k, v in (("stale_after", args.stale_after), ("unguided_hotter", args.unguided_hotter),
+    search = {k: v for k, v in (("stale_after", args.stale_after), ("stale_rest", args.stale_rest),
+                                ("parent_selection", args.parent_selection),
+                                ("unguided_hotter", args.unguided_hotter),
                                 ("second_ask", args.second_ask), ("change_line", args.change_line),
                                 ("second_ask_top_p", args.second_ask_top_p),
                                 ("second_ask_top_k", args.second_ask_top_k)) if v is not None}
@@ -343,6 +353,7 @@ def main() -> int:
               "stop_at_code_end": not args.no_stop, "docstrings_shown": not args.no_docstrings_shown,
               "import_fixes": settings.get("import_fixes"),
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
+              "stale_rest": settings.get("stale_rest"), "parent_selection": settings.get("parent_selection"),
               "second_ask": settings.get("second_ask", "mutation"),
               "change_line": settings.get("change_line", "none"),
               "second_ask_top_p": settings.get("second_ask_top_p"),

@@ -73,10 +73,13 @@ def _arguments(monkeypatch, tmp_path, argv) -> dict:
     ([], {}),
     (["--stale-after", "0", "--unguided-hotter", "0"], {"stale_after": 0, "unguided_hotter": 0.0}),
     (["--second-ask", "hole"], {"second_ask": "hole"}),
+    (["--stale-rest", "100", "--parent-selection", "tournament"],
+     {"stale_rest": 100, "parent_selection": "tournament"}),
 ])
 def test_the_newer_search_switches_reach_the_run_only_when_given(monkeypatch, tmp_path, argv, expected):
     seen = _arguments(monkeypatch, tmp_path, argv)
-    assert {k: seen[k] for k in ("stale_after", "unguided_hotter", "second_ask") if k in seen} == expected
+    names = ("stale_after", "unguided_hotter", "second_ask", "stale_rest", "parent_selection")
+    assert {k: seen[k] for k in names if k in seen} == expected
 
 
 def test_paper_agents_switch_off_every_new_part(monkeypatch, tmp_path):
