@@ -63,10 +63,12 @@ import statistics
 import subprocess
 import sys
 import time
+import typing
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from contextevolve.graph.settings import SearchSettings
 from contextevolve.llm import serving
 from contextevolve.loop.behaviour import same_results
 from contextevolve.memory.records import ProgramRecord
@@ -77,6 +79,14 @@ from contextevolve.tasks.registry import get_task
 from contextevolve.timing import LLMCall, add_seconds, llm_by_role, wall
 
 RESULT_FILE = "effectiveness.json"
+SEARCH_TYPES = typing.get_type_hints(SearchSettings)
+
+
+def choices(setting: str) -> tuple[str, ...]:
+    """The values a ``Literal`` search setting takes (the flag's choices come from its declaration)."""
+    return typing.get_args(SEARCH_TYPES[setting])
+
+
 PAPER_AGENTS = {"behavioural_twins": False, "guidance_refresh_steps": 0, "sampler_choice": 1,
                 "summarize_invalid": True, "navigator_sampler_share": 1.0}
 """The settings of ``--paper-agents``: every context agent asked as in the paper, no behavioural twins."""
@@ -238,16 +248,16 @@ def main() -> int:
     parser.add_argument("--stale-rest", type=int, default=None,
                         help="iterations a stale parent is left out for (SearchSettings.stale_rest; default: "
                              "RunContext's; a rest longer than the run: for good, as before the rest)")
-    parser.add_argument("--parent-selection", choices=("pareto", "tournament", "best", "random"),
+    parser.add_argument("--parent-selection", choices=choices("parent_selection"),
                         default=None, help="how the parent is picked (SearchSettings.parent_selection; "
                                            "default: RunContext's)")
     parser.add_argument("--unguided-hotter", type=float, default=None,
                         help="temperature added to a first ask without guidance; 0: none "
                              "(SearchSettings.unguided_hotter; default: RunContext's)")
-    parser.add_argument("--second-ask", choices=("mutation", "hole"), default=None,
+    parser.add_argument("--second-ask", choices=choices("second_ask"), default=None,
                         help="how the Generator is asked again after a code twin (SearchSettings.second_ask; "
                              "default: RunContext's)")
-    parser.add_argument("--change-line", choices=("none", "second_ask", "every_ask"), default=None,
+    parser.add_argument("--change-line", choices=choices("change_line"), default=None,
                         help="which asks want a 'Change:' line before the program "
                              "(SearchSettings.change_line; "
                              "default: RunContext's)")
@@ -257,6 +267,9 @@ def main() -> int:
     parser.add_argument("--second-ask-top-k", type=int, default=None,
                         help="top-k of the second ask after a code twin (SearchSettings.second_ask_top_k; "
                              "default: RunContext's)")
+    parser.add_argument("--mutation", action="append", default=[], metavar="TEXT",
+                        help="a change an ask after a twin may name; repeated, the list that replaces the "
+                             "built-in one (SearchSettings.mutations)")
     parser.add_argument("--paper-agents", action="store_true",
                         help="Navigator every iteration, Sampler whenever it can choose, Summarizer for "
                              "invalid children, no behavioural twins")
@@ -294,7 +307,7 @@ def main() -> int:
         return 0
 
     from contextevolve.api import evolve
-    from contextevolve.graph.context import SearchSettings, flat_settings, upgraded
+    from contextevolve.graph.context import flat_settings, upgraded
     from contextevolve.graph.settings import DEFAULT_MAX_TOKENS
 
     caps = {role: int(n) for role, _, n in (pair.partition("=") for pair in args.max_tokens)}
@@ -322,6 +335,7 @@ def main() -> int:
         f"-change{args.change_line}" if args.change_line else "",
         f"-p{args.second_ask_top_p:g}" if args.second_ask_top_p is not None else "",
         f"-k{args.second_ask_top_k}" if args.second_ask_top_k is not None else "",
+        f"-mutations{len(args.mutation)}" if args.mutation else "",
         "-paperagents" if args.paper_agents else ""])
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
@@ -337,7 +351,8 @@ def main() -> int:
                                 ("unguided_hotter", args.unguided_hotter),
                                 ("second_ask", args.second_ask), ("change_line", args.change_line),
                                 ("second_ask_top_p", args.second_ask_top_p),
-                                ("second_ask_top_k", args.second_ask_top_k)) if v is not None}
+                                ("second_ask_top_k", args.second_ask_top_k),
+                                ("mutations", tuple(args.mutation) or None)) if v is not None}
     if args.paper_agents:
         search.update(PAPER_AGENTS)
     # an explicit --repair-attempts 0 is the paper's loop: no import is added without a model either

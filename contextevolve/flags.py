@@ -3,9 +3,10 @@
 Every run setting (a flat name of :func:`contextevolve.graph.context.flat_setting_names`) is declared once, as
 a field with its type, default and docstring (:mod:`contextevolve.graph.settings`,
 :class:`~contextevolve.graph.context.RunContext`, :class:`~contextevolve.evaluation.limits.SandboxLimits`);
-its flag is derived from that field here (:func:`flag_name`, :func:`add_setting_flags`). Four flags are
+its flag is derived from that field here (:func:`flag_name`, :func:`add_setting_flags`). Five flags are
 declared by hand: ``--role-model ROLE=MODEL`` (``models``), ``--price MODEL=INPUT,OUTPUT`` (``prices``),
-``--disable AGENT`` (the three ``*_enabled`` ablations) and ``--time-budget MINUTES`` (``time_budget_s``).
+``--disable AGENT`` (the three ``*_enabled`` ablations), ``--time-budget MINUTES`` (``time_budget_s``) and
+``--mutation TEXT`` (``mutations``, repeated once per entry).
 A flag's value lands in ``args.<flat name>``; None means "not given" (run.json's value or the default).
 """
 
@@ -29,7 +30,8 @@ API_ONLY_SETTINGS = frozenset({
     "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
 })
 """Run settings without a ``run`` flag (set them from Python, or in ``langgraph dev``'s context)."""
-BY_HAND = frozenset({"models", "prices", "time_budget_s", *(f"{agent}_enabled" for agent in CONTEXT_AGENTS)})
+BY_HAND = frozenset({"models", "prices", "time_budget_s", "mutations",
+                     *(f"{agent}_enabled" for agent in CONTEXT_AGENTS)})
 """Settings whose flag is declared by hand (see the module docstring)."""
 LIMIT_SETTINGS = ("eval_cpu_s", "eval_memory_mb", "eval_max_processes", "eval_output_kb", "eval_files_mb",
                   "eval_allow_network")
@@ -160,6 +162,10 @@ def add_run_flags(parser: argparse.ArgumentParser) -> None:
                         help="stop claiming iterations after this many minutes of the run")
     parser.add_argument("--disable", action="append", choices=list(CONTEXT_AGENTS),
                         help="ablate an agent (repeatable)")
+    parser.add_argument("--mutation", action="append", default=[], metavar="TEXT",
+                        help="a concrete change an ask after a twin may name, completing \"Make one concrete "
+                             "change to how this program computes its result: TEXT\"; repeated, the list "
+                             "that replaces the built-in one")
     add_limit_flags(parser)
 
 
@@ -220,7 +226,8 @@ def run_settings(args: argparse.Namespace) -> dict:
     settings = {name: getattr(args, name) for name in flag_settings() if name not in LIMIT_SETTINGS}
     settings.update(limit_settings(args), models=_role_models(args.role_model) or None,
                     prices=parse_prices(args.price) or None,
-                    time_budget_s=args.time_budget * 60 if args.time_budget is not None else None)
+                    time_budget_s=args.time_budget * 60 if args.time_budget is not None else None,
+                    mutations=tuple(args.mutation) or None)
     for agent in CONTEXT_AGENTS:
         settings[f"{agent}_enabled"] = False if agent in (args.disable or []) else None
     return settings

@@ -301,6 +301,10 @@ class RunContext:
             problems.append("stale_after must be >= 0 (0: a parent is never left out for its twins)")
         if search.stale_rest < 0:
             problems.append("stale_rest must be >= 0 (iterations a stale parent is left out for)")
+        if isinstance(search.mutations, str) or not search.mutations or any(
+                not isinstance(m, str) or not m.strip() for m in search.mutations):
+            problems.append("mutations must name at least one change, and none may be empty (each completes "
+                            "\"Make one concrete change to how this program computes its result: ...\")")
         if search.num_exemplars < 0 or search.num_trajectories < 0:
             problems.append("num_exemplars and num_trajectories must be >= 0")
         if search.guidance_refresh_steps < 0 or search.sampler_choice < 1:

@@ -16,6 +16,7 @@ from pydantic import ConfigDict
 
 from contextevolve.agents import AGENTS
 from contextevolve.program.forms import EditFormName
+from contextevolve.prompts.generator import MUTATIONS
 from contextevolve.roles import Role
 
 DEFAULT_MAX_TOKENS: dict[str, int] = {a.name: a.max_tokens for a in AGENTS}
@@ -221,6 +222,11 @@ class SearchSettings:
     cut at all it still mostly copies (docs/decisions/change-line.md)."""
     second_ask_top_k: int | None = None
     """Top-k of the second ask after a code twin, 0 for no cut (default: the run's ``llm.top_k``)."""
+    mutations: tuple[str, ...] = MUTATIONS
+    """The concrete changes an ask after a twin names, one per ask, in turn by seed and iteration: each is
+    a clause that completes "Make one concrete change to how this program computes its result: ...". The
+    default list suits the built-in tasks and one-line policies; a problem of another kind may name its own
+    (docs/decisions/second-ask-mutations.md)."""
     stop_at_code_end: bool = True
     """End the Generator's (and repair's) completion where its code block closes, in an edit form whose reply
     is one block: the prose a small model writes after its code is never read."""

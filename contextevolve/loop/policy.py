@@ -21,7 +21,7 @@ from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.fixes import missing_import
 from contextevolve.program.forms import EditForm, edit_form
 from contextevolve.program.holes import Hole, choose
-from contextevolve.prompts.generator import mutation_for
+from contextevolve.prompts.generator import MUTATIONS, mutation_for
 from contextevolve.roles import TokenUsage
 
 Strategy = Literal["import", "model", "restart", "no_effect"]
@@ -90,6 +90,7 @@ class SearchPolicy:
             ``every_ask``; :func:`~contextevolve.prompts.generator.with_change_line`).
         second_ask_top_p, second_ask_top_k: the nucleus and top-k cuts of a second ask after a code twin
             (None: the run's).
+        mutations: the concrete changes an ask after a twin names (:meth:`mutation`).
         seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before
             the child (the child is ``iteration + 1``).
     """
@@ -111,6 +112,7 @@ class SearchPolicy:
     second_ask_top_k: int | None = None
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
     exemplar_docstrings: bool = True
+    mutations: tuple[str, ...] = MUTATIONS
 
     @classmethod
     def of(cls, ctx: RunContext, iteration: int, worker: int | None = 0) -> SearchPolicy:
@@ -125,6 +127,7 @@ class SearchPolicy:
                    second_ask_kind=search.second_ask,
                    second_ask_top_p=search.second_ask_top_p, second_ask_top_k=search.second_ask_top_k,
                    change_line=search.change_line, exemplar_docstrings=search.exemplar_docstrings,
+                   mutations=tuple(search.mutations),
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
 
@@ -195,14 +198,14 @@ class SearchPolicy:
 
     def no_effect_mutation(self) -> str:
         """The change the ask after a behavioural twin names: not the second ask's, nor a restart's."""
-        return mutation_for(self.seed + 2, self.iteration)
+        return mutation_for(self.seed + 2, self.iteration, self.mutations)
 
     def mutation(self, *, after_restart: bool = False) -> str:
         """The concrete change a second ask names (:func:`~contextevolve.prompts.generator.mutation_for`).
 
         A restart's second ask names another than the Generator's own.
         """
-        return mutation_for(self.seed + int(after_restart), self.iteration)
+        return mutation_for(self.seed + int(after_restart), self.iteration, self.mutations)
 
     def hole(self, source: str, *, after_restart: bool = False) -> Hole | None:
         """The hole a second ask of the ``hole`` kind shows in ``source`` (its docstring-free view).

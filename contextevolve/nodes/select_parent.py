@@ -13,8 +13,8 @@ from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.tasks.base import MetricSpec
 
 
-def stale_parents(records: list[ProgramRecord], after: int, now: int | None = None,
-                  rest: int = 0) -> set[str]:
+def stale_parents(records: list[ProgramRecord], after: int, *, now: int | None = None,
+                  rest: int | None = None) -> set[str]:
     """Ids of the programs whose last ``after`` children were all twins, while they rest.
 
     The children are taken in ``records``' order, the buffer's iteration order; a twin means the model
@@ -22,8 +22,8 @@ def stale_parents(records: list[ProgramRecord], after: int, now: int | None = No
     a stored one (a behavioural twin). A stale program rests for ``rest`` iterations after its last child:
     it is in the set while ``now - last child's iteration <= rest``, then out of it until its next child,
     which, if a twin again, makes it stale at once (so a parent the model only copies gets one child in
-    ``rest + 1`` iterations). ``now`` is the iteration of the child a parent is chosen for; ``now=None``:
-    stale for good, as with a rest longer than the run.
+    ``rest + 1`` iterations). ``now`` is the iteration of the child a parent is chosen for; ``now`` or
+    ``rest`` None: stale for good, as with a rest longer than the run.
 
     ``after`` <= 0 gives the empty set. A program with fewer than ``after`` children is never stale.
     """
@@ -38,7 +38,7 @@ def stale_parents(records: list[ProgramRecord], after: int, now: int | None = No
             last[record.parent_id] = record.iteration
     return {parent for parent, twins in kinds.items()
             if len(twins) >= after and all(twins[-after:])
-            and (now is None or now - last[parent] <= rest)}
+            and (now is None or rest is None or now - last[parent] <= rest)}
 
 
 def pareto_front(records: list[ProgramRecord], metrics: list[MetricSpec]) -> dict[str, int]:
@@ -85,7 +85,7 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     committed = memory.buffer.committed()
     pool = [r for r in committed if r.useful]
     child = state.iteration + 1
-    stale = stale_parents(committed, ctx.search.stale_after, child, ctx.search.stale_rest)
+    stale = stale_parents(committed, ctx.search.stale_after, now=child, rest=ctx.search.stale_rest)
     pool = [r for r in pool if r.id not in stale] or pool
     rng = rng_for(ctx, state.iteration, "parent")
     sign = 1 if task.higher_is_better else -1

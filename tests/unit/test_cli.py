@@ -173,13 +173,15 @@ def test_run_flags_and_run_settings_agree():
                   "--executor", "ray", "--ray-address", "auto", "--disable", "summarizer",
                   "--disable", "navigator", "--disable", "sampler", "--eval-cpu", "2",
                   "--eval-memory-mb", "512", "--eval-max-processes", "8",
-                  "--eval-output-kb", "8", "--eval-files-mb", "8", "--eval-allow-network"]
+                  "--eval-output-kb", "8", "--eval-files-mb", "8", "--eval-allow-network",
+                  "--mutation", "swap two items", "--mutation", "change a constant"]
     settings = run_settings(build_parser().parse_args(everything))
     check_setting_names(settings)  # raises on a key that is not a RunContext field
     assert all(value is not None for value in settings.values())  # each flag reached its field
     assert set(settings) | API_ONLY_SETTINGS == flat_setting_names()
     assert not set(settings) & API_ONLY_SETTINGS
     assert RunContext(**settings).time_budget_s == 90  # and the values are valid (minutes become seconds)
+    assert RunContext(**settings).search.mutations == ("swap two items", "change a constant")
     assert (RunContext(**settings).parallelism.workers, RunContext(**settings).llm_slots,
             RunContext(**settings).eval_slots) == (2, 3, 2)
     with pytest.raises(SystemExit):  # the flag of rounds of lanes is gone: --workers replaced it

@@ -75,11 +75,18 @@ def _arguments(monkeypatch, tmp_path, argv) -> dict:
     (["--second-ask", "hole"], {"second_ask": "hole"}),
     (["--stale-rest", "100", "--parent-selection", "tournament"],
      {"stale_rest": 100, "parent_selection": "tournament"}),
+    (["--mutation", "reverse the order", "--mutation", "change a constant"],
+     {"mutations": ("reverse the order", "change a constant")}),
 ])
 def test_the_newer_search_switches_reach_the_run_only_when_given(monkeypatch, tmp_path, argv, expected):
     seen = _arguments(monkeypatch, tmp_path, argv)
-    names = ("stale_after", "unguided_hotter", "second_ask", "stale_rest", "parent_selection")
+    names = ("stale_after", "unguided_hotter", "second_ask", "stale_rest", "parent_selection", "mutations")
     assert {k: seen[k] for k in names if k in seen} == expected
+
+
+def test_the_literal_switches_offer_their_settings_values():
+    assert bench.choices("parent_selection") == ("pareto", "tournament", "best", "random")
+    assert bench.choices("change_line") == ("none", "second_ask", "every_ask")
 
 
 def test_paper_agents_switch_off_every_new_part(monkeypatch, tmp_path):

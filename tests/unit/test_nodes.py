@@ -143,6 +143,7 @@ def test_stale_parents_are_those_whose_last_children_were_all_twins(seeded):
     assert stale_parents(records, 2, now=9, rest=4) == {"it00001"}
     assert stale_parents(records, 2, now=10, rest=4) == set()
     assert stale_parents(records, 2, now=6, rest=0) == set()  # no rest: never left out
+    assert stale_parents(records, 2, now=100) == {"it00001"}  # no rest given: for good
 
 
 @pytest.mark.parametrize("strategy", ["best", "tournament", "random", "pareto"])

@@ -242,6 +242,19 @@ def test_a_copy_of_a_working_parent_with_type_hints_is_a_twin(tmp_path, monkeypa
     assert records[1]["status"] == "ok" and records[1]["source"] == BETTER_PROGRAM
 
 
+def test_a_run_names_its_own_mutations_in_the_second_ask(tmp_path):
+    """``mutations`` replaces the built-in list: the second ask after a copy names one of the run's own."""
+    copy = INITIAL.replace("# Greedy: most demanding", "# A new comment\n    # Greedy: most demanding")
+    generator = scripted(reply(fenced(copy), 900, 400), reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
+    own = ("place the largest model on the emptiest GPU last", "sort the GPUs by their free memory")
+    _, records, _ = run(tmp_path, generator, mutations=own)
+    reask = generator.seen[1][-1].content
+    assert mutation_for(0, 0, own) in reask and not any(m in reask for m in MUTATIONS)
+    assert records[1]["status"] == "ok"
+    with pytest.raises(ValueError, match="mutations must name at least one change"):
+        run(tmp_path / "empty", generator, mutations=())
+
+
 def test_the_named_mutation_varies_with_seed_and_iteration():
     named = {mutation_for(seed, iteration) for seed in range(3) for iteration in range(len(MUTATIONS))}
     assert named == set(MUTATIONS) and mutation_for(4, 2) == mutation_for(4, 2)
