@@ -60,7 +60,7 @@ and ``plan`` (1: the stored whole-program request asks for one ``Change:`` line 
 program, :data:`prompts.generator.CHANGE_FIRST`; ``reask=plan`` is the second ask worded so)
 and ``renav`` (1: the Navigator is asked again with its stored request, with the replay's seed, and the
 ``## Direction`` section holds what it says) and ``changes`` (N: the same, its request showing up to N changed
-lines under each step, :func:`prompts.navigator.changes_text`: what a run sends with ``--step-changes N``).
+lines under each step, :func:`program.changes.changes_text`: what a run sends with ``--step-changes N``).
 With either, the replay keeps only the iterations whose Navigator was asked and gave guidance, and prints
 the Navigator's tokens with the Generator's. ``refcopy`` (1: the reference programs' part of the stored
 request says they were evaluated already and a copy of one is worth nothing, :data:`COPY_WARNING`) and
@@ -97,7 +97,7 @@ from contextevolve.llm.parsing import clip_to_sentence
 from contextevolve.loop.generation import hole_form
 from contextevolve.loop.policy import NO_EFFECT_SEED, REASK_HOTTER
 from contextevolve.nodes.navigate import GUIDANCE_CHARS
-from contextevolve.program.changes import changed_lines
+from contextevolve.program.changes import changed_lines, changes_text
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.forms import EditForm, edit_form, edit_format
 from contextevolve.program.holes import choose, punched
@@ -110,7 +110,6 @@ from contextevolve.prompts.generator import (
     reask_messages,
     with_change_line,
 )
-from contextevolve.prompts.navigator import changes_text
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 

@@ -14,12 +14,18 @@ A configuration is ``NAME=`` (the stored request, byte for byte, with today's ca
 * ``nodoc``: 1 shows the program without its docstrings (:func:`program.docstrings.without_docstrings`). A run
   now always does (``nodes.summarize.abstract_for``), so ``prompt=current,nodoc=1`` is what a run sends
   today; in transcripts recorded since then the programs have no docstrings left to drop;
-* ``cap``: the completion-token cap (default: today's ``DEFAULT_MAX_TOKENS["summarizer"]``).
+* ``cap``: the completion-token cap (default: today's ``DEFAULT_MAX_TOKENS["summarizer"]``);
+* ``changes``: N shows, after a child's code, up to N of the lines it changed in its parent's code
+  (:func:`program.changes.changed_lines`, the parent found in the run's ``programs.jsonl``), as a run with
+  ``search.summary_changes = N`` does; 0 shows none. Without it, ``prompt=current`` shows the lines the
+  stored request showed.
 
 Prints per configuration: requests, prompt and completion tokens and seconds per request, replies cut at the
 cap, replies that began with the parent's abstract (their first sentence is one of the parent abstract's),
-words per abstract, and replies the endpoint garbled (empty or unreadable: counted, not timed); writes every
-reply to ``--out`` (JSON) as it comes.
+abstracts whose "Changed:" sentence is the parent abstract's word for word (a child described as its
+parent), those whose "Changed:" sentence names a word of the lines the child put in that its parent's code
+lacks (:func:`names_a_change`), words per abstract, and replies the endpoint garbled (empty or unreadable:
+counted, not timed); writes every reply to ``--out`` (JSON) as it comes.
 
 Usage:
     python benchmarks/summarizer_replay.py RUN_DIR [RUN_DIR ...] --config old= --config new=prompt=current
@@ -47,14 +53,16 @@ from contextevolve.llm import transcript
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import sentences
 from contextevolve.nodes.summarize import finish_abstract
+from contextevolve.program.changes import changed_lines, changes_text
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.prompts import summarizer
 
-KEYS = {"prompt": str, "nodoc": int, "cap": int}
+KEYS = {"prompt": str, "nodoc": int, "cap": int, "changes": int}
 PROMPTS = ("stored", "current")
 REQUEST = re.compile(
     r"Task: (?P<title>.*?)\.\n\n(?:Parent abstract: (?P<parent>.*?)\n\nNew program:|Program:)\n```python\n"
-    r"(?P<code>.*?)```\n\n(?:Evaluator's feedback on it:\n(?P<feedback>.*?)\n\n)?(?P<instruction>[^\n]*)\Z",
+    r"(?P<code>.*?)```\n\n(?:Lines it changed[^\n]*(?P<changes>\n.*?)\n\n)?"
+    r"(?:Evaluator's feedback on it:\n(?P<feedback>.*?)\n\n)?(?P<instruction>[^\n]*)\Z",
     re.S)
 """The parts of a stored Summarizer request (the layout of ``prompts.summarizer.messages``)."""
 
@@ -71,17 +79,29 @@ def parse_config(text: str) -> tuple[str, dict]:
     return name, values
 
 
+def _parents(run_dir: Path) -> dict[str, str]:
+    """A child's code as its Summarizer request shows it (no docstrings) -> its parent's source, for a run."""
+    path = run_dir / "programs.jsonl"
+    if not path.exists():
+        return {}
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    sources = {r["id"]: r.get("source", "") for r in records}
+    return {without_docstrings(r["source"]): sources.get(r.get("parent_id") or "", "")
+            for r in records if r.get("source") and r.get("parent_id")}
+
+
 def summarizer_requests(run_dir: Path) -> list[dict]:
     """The first-attempt Summarizer requests of a run, each with its parts and its stored ``messages``.
 
-    The parts are ``title``, ``parent`` (the parent's abstract, or None), ``code``, ``feedback`` and
-    ``novel_only``.
+    The parts are ``title``, ``parent`` (the parent's abstract, or None), ``code``, ``feedback``,
+    ``novel_only``, ``changes`` (the changed lines it showed, as rendered) and ``parent_code`` (the
+    parent's source where the run's ``programs.jsonl`` has it, else "").
 
     Raises:
         FileNotFoundError: the run has no transcript.
         ValueError: a request is not laid out as ``prompts.summarizer.messages`` lays one out (names the run).
     """
-    requests = []
+    requests, parents = [], _parents(run_dir)
     for row in transcript.read(run_dir):
         if row["role"] != "summarizer" or row["attempt"] != 1:
             continue
@@ -90,16 +110,23 @@ def summarizer_requests(run_dir: Path) -> list[dict]:
             raise ValueError(f"{run_dir}: a Summarizer request this benchmark cannot read")
         requests.append({"run": run_dir.name, "messages": row["messages"], "title": match["title"],
                          "parent": match["parent"], "code": match["code"],
-                         "feedback": match["feedback"] or "", "novel_only": "ONLY" in match["instruction"]})
+                         "feedback": match["feedback"] or "", "novel_only": "ONLY" in match["instruction"],
+                         "changes": match["changes"] or "",
+                         "parent_code": parents.get(match["code"], "") if match["parent"] else ""})
     return requests
 
 
 def messages_for(request: dict, values: dict) -> list:
     """The request under configuration ``values`` (stored bytes, or rendered again; docstrings optional)."""
-    if values.get("prompt", "stored") == "current":
+    if values.get("prompt", "stored") == "current" or "changes" in values:
         code = without_docstrings(request["code"]) if values.get("nodoc") else request["code"]
         novelty = "novel_only" if request["novel_only"] else "inherited"
-        return summarizer.messages(request["title"], code, request["parent"], novelty, request["feedback"])
+        changes = request["changes"]  # as stored, unless the configuration says how many
+        if "changes" in values:
+            lines = changed_lines(request["parent_code"], request["code"]) if request["parent_code"] else []
+            changes = changes_text(lines, values["changes"])
+        return summarizer.messages(request["title"], code, request["parent"], novelty, request["feedback"],
+                                   changes)
     stored = convert_to_messages(request["messages"])
     if values.get("nodoc"):
         text = stored[-1].content.replace(request["code"], without_docstrings(request["code"]), 1)
@@ -132,6 +159,32 @@ def echoes(text: str, parent: str | None) -> bool:
     return bool(parent and first and first[0] in sentences(parent))
 
 
+def changed_sentence(text: str) -> str:
+    """The "Changed:" sentence of an abstract ("" when it has none)."""
+    return next((s for s in sentences(text) if s.startswith("Changed:")), "")
+
+
+def copies_changed(abstract: str, parent: str | None) -> bool:
+    """Whether ``abstract``'s "Changed:" sentence is the parent abstract's, word for word."""
+    mine = changed_sentence(abstract)
+    return bool(parent and mine and mine == changed_sentence(parent))
+
+
+WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
+
+
+def names_a_change(abstract: str, parent_code: str, child_code: str) -> bool:
+    """Whether ``abstract``'s "Changed:" sentence names a word the child added and its parent lacks.
+
+    A word is an identifier of 4+ characters, in any case, ``_`` read as a space: a coarse sign that the
+    sentence describes the child's own change rather than its parent.
+    """
+    added = " ".join(line[2:] for line in changed_lines(parent_code, child_code) if line.startswith("+ "))
+    new = {w.lower() for w in WORD.findall(added)} - {w.lower() for w in WORD.findall(parent_code)}
+    said = changed_sentence(abstract).lower().replace("_", " ")
+    return any(w.replace("_", " ") in said for w in new)
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else 0.0
 
@@ -162,6 +215,9 @@ def main() -> int:
             out = ask(messages_for(request, values), seed=n, cap=cap)
             out["abstract"] = finish_abstract(out["text"], request["parent"], out["truncated"])
             out["echo"] = echoes(out["text"], request["parent"])
+            out["copies_changed"] = copies_changed(out["abstract"], request["parent"])
+            out["names_change"] = bool(request["parent_code"]) and names_a_change(
+                out["abstract"], request["parent_code"], request["code"])
             row[name] = out
             args.out.write_text(json.dumps([*rows, row], indent=2))  # what was measured survives a crash
             print(f"{request['run']} #{n} {name}: {out['prompt']}+{out['completion']} tokens "
@@ -169,9 +225,9 @@ def main() -> int:
                   f"{' cut' if out['truncated'] else ''}: {out['abstract']!r}", flush=True)
         rows.append(row)
     print("\n| configuration | requests | prompt tokens / request | completion tokens / request (median) | "
-          "s / request (median) | cut at the cap | began with the parent's abstract | words / abstract | "
-          "garbled |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "s / request (median) | cut at the cap | began with the parent's abstract | \"Changed:\" the "
+          "parent's | \"Changed:\" names an added word | words / abstract | garbled |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in configs:
         got = [r[name] for r in rows]
         n = max(len(got), 1)
@@ -180,7 +236,9 @@ def main() -> int:
               f"{sum(g['completion'] for g in got) / n:.0f} "
               f"({_median([g['completion'] for g in got]):.0f}) | "
               f"{sum(seconds) / n:.1f} ({_median(seconds):.1f}) | {sum(g['truncated'] for g in got)} | "
-              f"{sum(g['echo'] for g in got)} | {sum(len(g['abstract'].split()) for g in got) / n:.0f} | "
+              f"{sum(g['echo'] for g in got)} | {sum(g['copies_changed'] for g in got)} | "
+              f"{sum(g['names_change'] for g in got)} | "
+              f"{sum(len(g['abstract'].split()) for g in got) / n:.0f} | "
               f"{sum('garbled' in g for g in got)} |")
     return 0
 

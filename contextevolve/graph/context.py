@@ -310,6 +310,9 @@ class RunContext:
         if search.guidance_refresh_steps < 0 or search.sampler_choice < 1:
             problems.append("guidance_refresh_steps must be >= 0 (0: the Navigator is asked every iteration) "
                             "and sampler_choice >= 1 (1: the Sampler is asked whenever it has a choice)")
+        if search.summary_changes < 0:
+            problems.append("summary_changes must be >= 0 (0: the Summarizer is shown no changed lines, "
+                            "as in the paper)")
         if search.step_changes < 0:
             problems.append("step_changes must be >= 0 (0: the Navigator is shown no changed lines, "
                             "as in the paper)")

@@ -165,6 +165,11 @@ class SearchSettings:
     Navigator under that step, at most this many; 0: none, as in the paper, whose Navigator reads the steps
     through the programs' abstracts only. Not the default: replayed, it changed no outcome measurably
     (docs/decisions/step-changes.md)."""
+    summary_changes: int = 12
+    """Lines of code a child changed in its parent's (taken out, put in; without comments or layout) shown to
+    the Summarizer after the child's code, at most this many; 0: none, as in the paper, whose Summarizer
+    reads the parent's abstract and the child's code only. Without them the embedded model's "Changed:"
+    sentence often repeats the parent's (docs/decisions/summarizer-changes.md)."""
     num_exemplars: int = 2
     """k: exemplars the Sampler hands to the Generator."""
     candidate_pool: int = 6

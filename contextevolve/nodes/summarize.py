@@ -18,6 +18,7 @@ from contextevolve.llm.parsing import clip_to_sentence, ends_sentence, sentences
 from contextevolve.loop.behind import hand_over
 from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.memory.records import ProgramRecord
+from contextevolve.program.changes import changed_lines, changes_text
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.prompts import summarizer as prompt
 from contextevolve.roles import TokenUsage
@@ -37,13 +38,14 @@ EMPTY_ABSTRACT = "(the summarizer returned nothing)"
 
 
 def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str | None,
-                 diagnostics: str = "") -> tuple[str, TokenUsage]:
+                 diagnostics: str = "", parent_source: str = "") -> tuple[str, TokenUsage]:
     """The abstract of ``source`` and the tokens it cost (``{}`` when no LLM call was made).
 
     The program's ``diagnostics`` are shown to the Summarizer only where the task asks
-    (:attr:`Task.abstract_feedback`). The Summarizer is shown the program without its docstrings: they
-    restate the task's contract, which every abstract would otherwise repeat, and they cost prompt
-    tokens (the replay: docs/decisions/summarizer-abstracts.md).
+    (:attr:`Task.abstract_feedback`); with ``parent_source``, up to ``search.summary_changes`` of the lines
+    ``source`` changed in it (:func:`~contextevolve.program.changes.changed_lines`). The Summarizer is
+    shown the program without its docstrings: they restate the task's contract, which every abstract would
+    otherwise repeat, and they cost prompt tokens (the replay: docs/decisions/summarizer-abstracts.md).
 
     Raises:
         contextevolve.llm.faults.EndpointUnavailable: the summarizer's endpoint is down.
@@ -51,9 +53,11 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
     if not ctx.ablations.summarizer_enabled:
         return source[:RAW_ABSTRACT_CHARS], {}
     try:
+        changes = changed_lines(parent_source, source) if parent_source and ctx.search.summary_changes else []
         messages = prompt.messages(task.title, without_docstrings(source), parent_abstract,
                                    ctx.ablations.summary_variant,
-                                   diagnostics if task.abstract_feedback else "")
+                                   diagnostics if task.abstract_feedback else "",
+                                   changes_text(changes, ctx.search.summary_changes))
         reply = call_role("summarizer", messages, ctx)
     except MalformedReply as exc:
         return EMPTY_ABSTRACT, exc.usage
@@ -134,7 +138,8 @@ def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
         abstract = no_effect_abstract(child, memory.buffer.require(child.behavioural_twin_of))
     else:
         parent = memory.buffer.require(child.parent_id)
-        abstract, usage = abstract_for(ctx, task, child.source, parent.abstract, child.diagnostics)
+        abstract, usage = abstract_for(ctx, task, child.source, parent.abstract, child.diagnostics,
+                                       parent.source)
     abstract += repair_note(child)
     memory.buffer.update(child.id, abstract=abstract)
     return usage

@@ -4,7 +4,8 @@ The Navigator reads a step parent -> child through the programs' abstracts; a sm
 often misnames the change (an LFU child described as "keeps FIFO"), and the guidance written from it
 repeats an idea whose step it cannot recognise. The changed lines are the step's own evidence, read from
 the two programs; shown to the Navigator only with ``search.step_changes`` set, since replayed they measured
-no gain (docs/decisions/step-changes.md).
+no gain (docs/decisions/step-changes.md), and to the Summarizer with ``search.summary_changes``, whose
+"Changed:" sentence they ground (docs/decisions/summarizer-changes.md).
 """
 
 from __future__ import annotations
@@ -64,3 +65,18 @@ def changed_lines(parent: str, child: str) -> list[str]:
         if tag != "equal":
             out += [f"- {_clip(line)}" for line in old[i1:i2]] + [f"+ {_clip(line)}" for line in new[j1:j2]]
     return out
+
+
+def changes_text(lines: list[str], limit: int) -> str:
+    """Changed lines as a prompt shows them: at most ``limit``, one indented line each, then how many more.
+
+    The Navigator shows them under a step's line, the Summarizer under the new program.
+
+    ``lines`` are :func:`changed_lines`'s (``- old`` / ``+ new``). Empty when
+    there are none or ``limit`` is 0.
+    """
+    if not lines or limit <= 0:
+        return ""
+    shown = "".join(f"\n    {line}" for line in lines[:limit])
+    more = len(lines) - limit
+    return shown + (f"\n    ({more} more changed lines)" if more > 0 else "")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
+from contextevolve.program.changes import changes_text
+
 SYSTEM = ("You are the Navigator of an evolutionary search over programs. From past parent->child steps and "
           "how each changed the metrics, you infer which directions of change help and which hurt.")
 
@@ -19,19 +21,6 @@ IMPLEMENTATION = ("Give a concrete implementation plan in at most 4 numbered ste
                   "functions to change and exactly how, with specific code-level instructions.")
 
 
-def changes_text(lines: list[str], limit: int) -> str:
-    """The changed lines of a step, shown under its line: at most ``limit``, indented, then how many more.
-
-    ``lines`` are :func:`contextevolve.program.changes.changed_lines`'s (``- old`` / ``+ new``). Empty when
-    there are none or ``limit`` is 0.
-    """
-    if not lines or limit <= 0:
-        return ""
-    shown = "".join(f"\n    {line}" for line in lines[:limit])
-    more = len(lines) - limit
-    return shown + (f"\n    ({more} more changed lines)" if more > 0 else "")
-
-
 def _clip(text: str, limit: int = 320) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit] + "..."
@@ -44,7 +33,8 @@ def messages(task_description: str, metric_names: str, parent: dict, steps: list
     ``parent``: the current parent, a dict with ``id``, ``summary`` (its score or status) and
     ``abstract``. ``steps``: dicts with ``category``, ``parent`` and ``child`` (program ids) and ``delta``
     (the change, signed so that + is better), in the order shown, and optionally ``changes``: the child's
-    changed lines, of which ``change_lines`` are shown under the step (:func:`changes_text`).
+    changed lines, of which ``change_lines`` are shown under the step
+    (:func:`~contextevolve.program.changes.changes_text`).
     ``programs``: id -> dict with ``summary`` and ``abstract`` for every other program a step names. Each
     abstract is shown once and the steps name programs by id (why: docs/architecture.md, *2. navigate*);
     the pairs the paper's Navigator sees are unchanged.

@@ -26,14 +26,22 @@ FEEDBACK_CHARS = 400
 """Characters of the evaluator's feedback shown (when the task asks for it)."""
 
 
+CHANGES_HEAD = "Lines it changed in the parent's code (- taken out, + put in):"
+"""The heading of the changed lines a child's request shows after its code."""
+
+
 def messages(task_title: str, child_code: str, parent_abstract: str | None, variant: str,
-             feedback: str = "") -> list:
+             feedback: str = "", changes: str = "") -> list:
     """Messages asking for z_c, the abstract of ``child_code``.
 
     ``parent_abstract=None`` abstracts the initial program; ``feedback`` (the evaluator's diagnostics of
-    the program, capped at :data:`FEEDBACK_CHARS`) follows the code when given.
+    the program, capped at :data:`FEEDBACK_CHARS`) follows the code when given; ``changes`` (the child's
+    changed lines as :func:`~contextevolve.program.changes.changes_text` renders them) follows the code of
+    a child, under :data:`CHANGES_HEAD`, when given.
     """
     shown = f"Evaluator's feedback on it:\n{feedback[:FEEDBACK_CHARS]}\n\n" if feedback.strip() else ""
+    if changes.strip() and parent_abstract is not None:
+        shown = f"{CHANGES_HEAD}{changes}\n\n{shown}"
     if parent_abstract is None:
         user = f"Task: {task_title}.\n\nProgram:\n```python\n{child_code}```\n\n{shown}{INITIAL}"
     else:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from contextevolve.program.changes import LINE_CHARS, changed_lines, code_lines
-from contextevolve.prompts.navigator import changes_text
+from contextevolve.program.changes import LINE_CHARS, changed_lines, changes_text, code_lines
 
 PARENT = '''def choose_victim(cache, stats, now):
     """Return the key to evict."""

@@ -438,6 +438,27 @@ def test_summary_variants(seeded, ctx, models):
     assert memory.buffer.require("it00001").abstract == BETTER_PROGRAM[:1500]
 
 
+def test_the_summarizer_is_shown_the_lines_a_child_changed(seeded, ctx, models):
+    """The child's request shows its changed lines after its code, at most ``summary_changes``; 0: none."""
+    from contextevolve.program.changes import changed_lines
+    from contextevolve.prompts.summarizer import CHANGES_HEAD
+
+    state, memory = seeded
+    add_program(memory, 1, source=BETTER_PROGRAM)
+    state = replace(state, child_id="it00001")
+    lines = changed_lines(memory.buffer.require("it00000").source, BETTER_PROGRAM)
+    assert len(lines) == 2
+    run_node(summarize, state, ctx)
+    shown = models["summarizer"].seen[-1][1].content
+    assert CHANGES_HEAD in shown and all(f"\n    {line}" in shown for line in lines)
+    assert shown.index(CHANGES_HEAD) > shown.index("New program:")
+    run_node(summarize, state, replace(ctx, summary_changes=1))
+    shown = models["summarizer"].seen[-1][1].content
+    assert f"\n    {lines[0]}\n    (1 more changed lines)" in shown and lines[1] not in shown
+    run_node(summarize, state, replace(ctx, summary_changes=0))
+    assert CHANGES_HEAD not in models["summarizer"].seen[-1][1].content
+
+
 def test_an_abstract_drops_the_parent_abstract_its_reply_begins_with(seeded, ctx):
     state, memory = seeded
     add_program(memory, 1, source=BETTER_PROGRAM, abstract="Greedy by demand. Picks the least loaded GPU.")

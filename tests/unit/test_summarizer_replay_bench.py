@@ -50,8 +50,9 @@ def test_requests_are_read_into_their_parts_and_rendered_again(tmp_path):
     ("T", 'S = """\n```\n\nnot a fence\n"""\n', "P.", "line one\n\nline three\n"),
     ("T", CODE, "P.", "max_kvpr 3.2\n\n"),
 ])
-def test_hard_layouts_are_read_back(tmp_path, title, code, parent, feedback):
-    sent = summarizer.messages(title, code, parent, "inherited", feedback)
+@pytest.mark.parametrize("changes", ["", "\n    - return None\n    + return {}\n    (2 more changed lines)"])
+def test_hard_layouts_are_read_back(tmp_path, title, code, parent, feedback, changes):
+    sent = summarizer.messages(title, code, parent, "inherited", feedback, changes)
     [request] = bench.summarizer_requests(_transcript(tmp_path, (sent, 1)))
     assert bench.messages_for(request, {"prompt": "current"}) == sent
     assert request["parent"] == parent and request["title"] == title
@@ -69,6 +70,27 @@ def test_what_it_refuses(tmp_path):
         with pytest.raises(ValueError, match=message):
             bench.parse_config(text)
     assert bench.parse_config("new=prompt=current,cap=120") == ("new", {"prompt": "current", "cap": 120})
+
+
+def test_changed_lines_come_from_the_parent_in_the_runs_programs(tmp_path):
+    parent = "def place(n):\n    return None\n"
+    records = [{"id": "it00000", "source": parent}, {"id": "it00001", "parent_id": "it00000", "source": CODE}]
+    (tmp_path / "programs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    sent = summarizer.messages("T", "def place(n):\n    return {}\n", "Returns nothing.", "inherited")
+    [request] = bench.summarizer_requests(_transcript(tmp_path, (sent, 1)))
+    assert request["parent_code"] == parent  # matched by the code shown, without its docstrings
+    shown = bench.messages_for(request, {"changes": 12})[-1].content
+    assert f"{summarizer.CHANGES_HEAD}\n    - return None\n    + return {{}}\n" in shown
+    assert bench.messages_for(request, {"changes": 0}) == sent == bench.messages_for(request, {})
+
+
+def test_what_an_abstract_is_judged_on():
+    assert bench.copies_changed("Changed: packs by size. Kept: heap.", "Changed: packs by size. Kept: sort.")
+    assert not bench.copies_changed("Changed: sorts by rate. Kept: heap.", "Changed: packs by size.")
+    assert not bench.copies_changed("Packs by size.", "Packs by size.")  # no Changed sentence: no copy of it
+    parent, child = "def f(s):\n    return min(s)\n", "def f(s):\n    return min(s, key=last_access)\n"
+    assert bench.names_a_change("Changed: evicts by last access. Kept: min.", parent, child)
+    assert not bench.names_a_change("Changed: evicts the minimum. Kept: min.", parent, child)
 
 
 def test_echo_is_a_first_sentence_taken_from_the_parent():
