@@ -79,4 +79,4 @@ def changes_text(lines: list[str], limit: int) -> str:
         return ""
     shown = "".join(f"\n    {line}" for line in lines[:limit])
     more = len(lines) - limit
-    return shown + (f"\n    ({more} more changed lines)" if more > 0 else "")
+    return shown + (f"\n    ({more} more changed line{'s' if more > 1 else ''})" if more > 0 else "")

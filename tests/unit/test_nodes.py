@@ -454,7 +454,7 @@ def test_the_summarizer_is_shown_the_lines_a_child_changed(seeded, ctx, models):
     assert shown.index(CHANGES_HEAD) > shown.index("New program:")
     run_node(summarize, state, replace(ctx, summary_changes=1))
     shown = models["summarizer"].seen[-1][1].content
-    assert f"\n    {lines[0]}\n    (1 more changed lines)" in shown and lines[1] not in shown
+    assert f"\n    {lines[0]}\n    (1 more changed line)" in shown and lines[1] not in shown
     run_node(summarize, state, replace(ctx, summary_changes=0))
     assert CHANGES_HEAD not in models["summarizer"].seen[-1][1].content
 
