@@ -165,11 +165,12 @@ class SearchSettings:
     Navigator under that step, at most this many; 0: none, as in the paper, whose Navigator reads the steps
     through the programs' abstracts only. Not the default: replayed, it changed no outcome measurably
     (docs/decisions/step-changes.md)."""
-    summary_changes: int = 12
+    summary_changes: int = 0
     """Lines of code a child changed in its parent's (taken out, put in; without comments or layout) shown to
     the Summarizer after the child's code, at most this many; 0: none, as in the paper, whose Summarizer
-    reads the parent's abstract and the child's code only. Without them the embedded model's "Changed:"
-    sentence often repeats the parent's (docs/decisions/summarizer-changes.md)."""
+    reads the parent's abstract and the child's code only. Not the default: replayed, the lines did not
+    stop the embedded model from repeating its parent's "Changed:" sentence, which is replaced by the
+    changed lines in any case (docs/decisions/summarizer-abstracts.md)."""
     num_exemplars: int = 2
     """k: exemplars the Sampler hands to the Generator."""
     candidate_pool: int = 6
@@ -248,6 +249,14 @@ class SearchSettings:
     prechecks: bool = True
     """Check that a child compiles, has the entry function's signature and survives a smoke run on one
     small case before its full evaluation (a failure goes straight to repair)."""
+
+    def __post_init__(self) -> None:
+        """Read ``mutations`` given as a list (run.json, a Python caller) as a tuple.
+
+        A string stays one, and ``RunContext`` names the problem.
+        """
+        if not isinstance(self.mutations, str | tuple):
+            self.mutations = tuple(self.mutations)
 
 
 @dataclass(kw_only=True)

@@ -43,7 +43,8 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
 
     The program's ``diagnostics`` are shown to the Summarizer only where the task asks
     (:attr:`Task.abstract_feedback`); with ``parent_source``, up to ``search.summary_changes`` of the lines
-    ``source`` changed in it (:func:`~contextevolve.program.changes.changed_lines`). The Summarizer is
+    ``source`` changed in it (:func:`~contextevolve.program.changes.changed_lines`), which also replace a
+    "Changed:" sentence copied from the parent's abstract (:func:`with_measured_change`). The Summarizer is
     shown the program without its docstrings: they restate the task's contract, which every abstract would
     otherwise repeat, and they cost prompt tokens (the replay: docs/decisions/summarizer-abstracts.md).
 
@@ -53,7 +54,7 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
     if not ctx.ablations.summarizer_enabled:
         return source[:RAW_ABSTRACT_CHARS], {}
     try:
-        changes = changed_lines(parent_source, source) if parent_source and ctx.search.summary_changes else []
+        changes = changed_lines(parent_source, source) if parent_source else []
         messages = prompt.messages(task.title, without_docstrings(source), parent_abstract,
                                    ctx.ablations.summary_variant,
                                    diagnostics if task.abstract_feedback else "",
@@ -61,30 +62,61 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
         reply = call_role("summarizer", messages, ctx)
     except MalformedReply as exc:
         return EMPTY_ABSTRACT, exc.usage
-    return finish_abstract(reply.text, parent_abstract, reply.truncated) or EMPTY_ABSTRACT, reply.usage
+    abstract = finish_abstract(reply.text, parent_abstract, reply.truncated)
+    return with_measured_change(abstract, parent_abstract, changes) or EMPTY_ABSTRACT, reply.usage
 
 
 def finish_abstract(reply: str, parent_abstract: str | None, truncated: bool = False) -> str:
     """The abstract a Summarizer ``reply`` gives ("" for an empty one).
 
     The sentences the reply begins with that repeat the parent's abstract word for word are dropped,
-    except those the prompt asks for by their first word ("Changed: nothing." repeated is news), and only
-    when a whole sentence is left after them; then a reply longer than :data:`ABSTRACT_CHARS`, or cut off
-    at the cap (``truncated``), ends at its last whole sentence (:func:`clip_to_sentence`). Why:
-    docs/decisions/summarizer-abstracts.md.
+    except those the prompt asks for by their first word ("Changed: nothing." repeated is news) unless a
+    "Changed:" sentence of its own follows them (the reply copied the parent's whole abstract, then wrote
+    the child's), and only when a whole sentence is left after them; then a reply longer than
+    :data:`ABSTRACT_CHARS`, or cut off at the cap (``truncated``), ends at its last whole sentence
+    (:func:`clip_to_sentence`). Why: docs/decisions/summarizer-abstracts.md.
     """
     said = sentences(reply)
     inherited = set(sentences(parent_abstract or ""))
     start = 0
-    while (start < len(said) and said[start] in inherited
-           and not said[start].startswith(prompt.FORM_WORDS)):
+    while start < len(said) and said[start] in inherited:
         start += 1
+    if not any(s.startswith(prompt.FORM_WORDS[0]) for s in said[start:]):  # no change of its own follows
+        start = 0
+        while (start < len(said) and said[start] in inherited
+               and not said[start].startswith(prompt.FORM_WORDS)):
+            start += 1
     rest = said[start:]
     if truncated and rest and not ends_sentence(rest[-1]):
         rest = rest[:-1]
     if start and rest:
         reply = " ".join(said[start:])
     return clip_to_sentence(reply, ABSTRACT_CHARS, truncated=truncated)
+
+
+def changed_sentence(abstract: str) -> str:
+    """The first sentence of ``abstract`` that begins "Changed:" ("" when none does)."""
+    return next((s for s in sentences(abstract) if s.startswith(prompt.FORM_WORDS[0])), "")
+
+
+def with_measured_change(abstract: str, parent_abstract: str | None, lines: list[str]) -> str:
+    """``abstract`` whose "Changed:" part, when it is the parent abstract's word for word, says ``lines``.
+
+    A child's abstract whose "Changed:" sentence repeats its parent's describes the parent's change as the
+    child's; that sentence, and the parent's sentences right after it up to "Kept:", give way to what the
+    lines the child changed (:func:`~contextevolve.program.changes.changed_lines`) say it did, in
+    :func:`~contextevolve.prompts.summarizer.measured_change`'s words. ``abstract`` unchanged when its
+    "Changed:" sentence is its own, or there are no lines.
+    """
+    mine = changed_sentence(abstract)
+    if not lines or not mine or mine != changed_sentence(parent_abstract or ""):
+        return abstract
+    said, inherited = sentences(abstract), set(sentences(parent_abstract or ""))
+    start = said.index(mine)
+    end = start + 1
+    while end < len(said) and said[end] in inherited and not said[end].startswith(prompt.FORM_WORDS[1]):
+        end += 1
+    return " ".join([*said[:start], prompt.measured_change(lines), *said[end:]])
 
 
 def failure_prefix(status: str) -> str:

@@ -4,8 +4,9 @@ The Navigator reads a step parent -> child through the programs' abstracts; a sm
 often misnames the change (an LFU child described as "keeps FIFO"), and the guidance written from it
 repeats an idea whose step it cannot recognise. The changed lines are the step's own evidence, read from
 the two programs; shown to the Navigator only with ``search.step_changes`` set, since replayed they measured
-no gain (docs/decisions/step-changes.md), and to the Summarizer with ``search.summary_changes``, whose
-"Changed:" sentence they ground (docs/decisions/summarizer-changes.md).
+no gain (docs/decisions/step-changes.md), and to the Summarizer with ``search.summary_changes`` (replayed:
+no gain either). A child's abstract whose "Changed:" sentence the Summarizer copied from its parent's says
+them instead (``nodes.summarize.with_measured_change``; docs/decisions/summarizer-abstracts.md).
 """
 
 from __future__ import annotations

@@ -26,6 +26,36 @@ FEEDBACK_CHARS = 400
 """Characters of the evaluator's feedback shown (when the task asks for it)."""
 
 
+MEASURED_LINES = 4
+"""Lines taken out, and lines put in, that :func:`measured_change` names at most (each side)."""
+MEASURED_CHARS = 80
+"""Characters of one line :func:`measured_change` names (longer ones are cut, with ``...``)."""
+
+
+def measured_change(lines: list[str]) -> str:
+    """A "Changed:" sentence written from a child's changed lines (``- old`` / ``+ new``), without a model.
+
+    What a child's abstract says when the Summarizer repeated its parent's change: the code the child took
+    out and put in, at most :data:`MEASURED_LINES` lines each, each cut at :data:`MEASURED_CHARS`; a line
+    on both sides (moved, such as an import) is no change.
+    """
+    taken, put = ({line[2:] for line in lines if line.startswith(side)} for side in ("- ", "+ "))
+
+    def quoted(side: str) -> str:
+        picked = [line[2:] for line in lines if line.startswith(side) and line[2:] not in taken & put]
+        shown = [f"`{t if len(t) <= MEASURED_CHARS else t[:MEASURED_CHARS] + '...'}`"
+                 for t in picked[:MEASURED_LINES]]
+        more = len(picked) - len(shown)
+        return "; ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+    out, into = quoted("- "), quoted("+ ")
+    if not out and not into:
+        return "Changed: its code moves lines of its parent's."
+    if out and into:
+        return f"Changed: its code puts in {into} where its parent had {out}."
+    return f"Changed: its code adds {into}." if into else f"Changed: its code takes out {out}."
+
+
 CHANGES_HEAD = "Lines it changed in the parent's code (- taken out, + put in):"
 """The heading of the changed lines a child's request shows after its code."""
 

@@ -448,14 +448,14 @@ def test_the_summarizer_is_shown_the_lines_a_child_changed(seeded, ctx, models):
     state = replace(state, child_id="it00001")
     lines = changed_lines(memory.buffer.require("it00000").source, BETTER_PROGRAM)
     assert len(lines) == 2
-    run_node(summarize, state, ctx)
+    run_node(summarize, state, replace(ctx, summary_changes=12))
     shown = models["summarizer"].seen[-1][1].content
     assert CHANGES_HEAD in shown and all(f"\n    {line}" in shown for line in lines)
     assert shown.index(CHANGES_HEAD) > shown.index("New program:")
     run_node(summarize, state, replace(ctx, summary_changes=1))
     shown = models["summarizer"].seen[-1][1].content
     assert f"\n    {lines[0]}\n    (1 more changed line)" in shown and lines[1] not in shown
-    run_node(summarize, state, replace(ctx, summary_changes=0))
+    run_node(summarize, state, ctx)  # the default: none, as in the paper
     assert CHANGES_HEAD not in models["summarizer"].seen[-1][1].content
 
 
@@ -474,6 +474,41 @@ def test_an_abstract_drops_the_parent_abstract_its_reply_begins_with(seeded, ctx
     assert "Changed:" in shown and "Kept:" in shown
 
 
+def test_a_change_copied_from_the_parent_abstract_gives_way_to_the_changed_lines(seeded, ctx):
+    """The Summarizer wrote its parent's abstract back: the "Changed:" part says the child's own lines."""
+    from contextevolve.program.changes import changed_lines
+    from contextevolve.prompts.summarizer import measured_change
+
+    state, memory = seeded
+    parent_abstract = "Changed: sorts by demand. It packs greedily. Kept: a heap of GPUs."
+    add_program(memory, 1, source=INITIAL, abstract=parent_abstract)
+    add_program(memory, 2, parent="it00001", source=BETTER_PROGRAM)
+    summarizer = scripted(reply(parent_abstract, 300, 40))
+    with use_chat_models(summarizer=summarizer):
+        run_node(summarize, replace(state, child_id="it00002"), ctx)
+    abstract = memory.buffer.require("it00002").abstract
+    [old, new] = changed_lines(INITIAL, BETTER_PROGRAM)
+    assert abstract == f"{measured_change([old, new])} Kept: a heap of GPUs."
+    assert f"`{new[2:40]}" in abstract and f"where its parent had `{old[2:]}`" in abstract
+    own = "Changed: divides by the free memory left. Kept: a heap of GPUs."
+    with use_chat_models(summarizer=scripted(reply(own, 300, 40))):
+        run_node(summarize, replace(state, child_id="it00002"), ctx)
+    assert memory.buffer.require("it00002").abstract == own  # a change of its own is kept
+
+
+def test_the_measured_change_names_the_lines_taken_out_and_put_in():
+    from contextevolve.prompts.summarizer import MEASURED_CHARS, measured_change
+
+    assert (measured_change(["- a = 1", "+ a = 2"])
+            == "Changed: its code puts in `a = 2` where its parent had `a = 1`.")
+    assert (measured_change(["+ import heapq", "- import heapq", "+ x = 1"])
+            == "Changed: its code adds `x = 1`.")  # a moved line is no change
+    assert measured_change(["- y = 0"]) == "Changed: its code takes out `y = 0`."
+    assert measured_change(["- z", "+ z"]) == "Changed: its code moves lines of its parent's."
+    many = measured_change([f"+ v{n} = {'x' * 100}" for n in range(6)])
+    assert many.count("`") == 8 and "and 2 more" in many and f"{'x' * (MEASURED_CHARS - 5)}..." in many
+
+
 @pytest.mark.parametrize("text, parent, truncated, expected", [
     ("A. B. C.", "A. B.", False, "C."),                        # the copied sentences go
     ("A. B.", "A. B.", False, "A. B."),                        # a reply that is only a copy is kept
@@ -483,6 +518,10 @@ def test_an_abstract_drops_the_parent_abstract_its_reply_begins_with(seeded, ctx
     ("A. New idea. Then", "A.", True, "New idea."),            # cut at the cap: ends on a sentence
     ("A. B. New idea cut", "A. B.", True, "A. B."),            # no whole sentence left: nothing dropped
     ("Changed: nothing. Kept: X, Y.", "Changed: nothing. Kept: X.", False, "Changed: nothing. Kept: X, Y."),
+    # the parent's whole abstract, then the child's own: the copy goes, "Changed:" and "Kept:" with it
+    ("Changed: heap. Kept: dict. Changed: by rate. Kept: heap.", "Changed: heap. Kept: dict.", False,
+     "Changed: by rate. Kept: heap."),
+    ("Changed: heap. Kept: dict.", "Changed: heap. Kept: dict.", False, "Changed: heap. Kept: dict."),
     ("Sorts (e.g. by size). Packs.", "Sorts (e.g. by demand). Heap.", False, "Sorts (e.g. by size). Packs."),
     ("New idea.", None, False, "New idea."),                   # the initial program has no parent
     ("", "A.", False, ""),
