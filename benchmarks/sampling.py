@@ -47,7 +47,7 @@ temperature for it; the reply is judged against that version and its score, and 
 A configuration is ``NAME=`` (the defaults: for the embedded model its recommended top_p 0.8 and
 top_k 20; ``top_p=0.95,top_k=40`` are llama-cpp-python's server defaults) or ``NAME=key=value,...`` with keys
 ``temperature`` (the Generator's), ``top_p``, ``top_k`` and ``mutation`` (1: the request also names
-one mutation, :func:`named_step` of ``prompts.generator.mutation_for(sample, iteration)``) and ``direction``
+one mutation, :func:`named_step` of ``program.mutations.mutation_for(sample, iteration)``) and ``direction``
 (0: the stored request without its ``## Direction`` section, the Navigator's guidance: what the Generator is
 sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``) and ``nodoc`` (1: every
 ```python block of the request shown without its docstrings, :func:`program.docstrings.without_docstrings`)
@@ -101,15 +101,10 @@ from contextevolve.program.changes import changed_lines, changes_text
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.forms import EditForm, edit_form, edit_format
 from contextevolve.program.holes import choose, punched
+from contextevolve.program.mutations import MUTATIONS, mutation_for
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import (
-    MUTATIONS,
-    hole_messages,
-    mutation_for,
-    reask_messages,
-    with_change_line,
-)
+from contextevolve.prompts.generator import hole_messages, reask_messages, with_change_line
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 

@@ -16,7 +16,7 @@ from pydantic import ConfigDict
 
 from contextevolve.agents import AGENTS
 from contextevolve.program.forms import EditFormName
-from contextevolve.prompts.generator import MUTATIONS
+from contextevolve.program.mutations import MUTATIONS
 from contextevolve.roles import Role
 
 DEFAULT_MAX_TOKENS: dict[str, int] = {a.name: a.max_tokens for a in AGENTS}

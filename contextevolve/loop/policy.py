@@ -21,7 +21,7 @@ from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.fixes import missing_import
 from contextevolve.program.forms import EditForm, edit_form
 from contextevolve.program.holes import Hole, choose
-from contextevolve.prompts.generator import MUTATIONS, mutation_for
+from contextevolve.program.mutations import MUTATIONS, mutation_for
 from contextevolve.roles import TokenUsage
 
 Strategy = Literal["import", "model", "restart", "no_effect"]
@@ -201,7 +201,7 @@ class SearchPolicy:
         return mutation_for(self.seed + 2, self.iteration, self.mutations)
 
     def mutation(self, *, after_restart: bool = False) -> str:
-        """The concrete change a second ask names (:func:`~contextevolve.prompts.generator.mutation_for`).
+        """The concrete change a second ask names (:func:`~contextevolve.program.mutations.mutation_for`).
 
         A restart's second ask names another than the Generator's own.
         """

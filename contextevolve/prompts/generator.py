@@ -15,27 +15,6 @@ SYSTEM = "You are an expert systems programmer improving a program in an evoluti
 with the task description first in the user message, every such request starts with the same tokens,
 which a server reuses from the request just before instead of reading them again (a repair or second
 ask right after its Generator request)."""
-MUTATIONS: tuple[str, ...] = (
-    "change the order in which the items are considered (sort them by another key, or reverse the order)",
-    "change the rule that picks among candidates that are equally good (the tie-break)",
-    "after the solution is built, add a pass that moves or swaps single items while that improves the score",
-    "base the decision on another of the values the program reads from its inputs, or on a formula that "
-    "combines two of them",
-    "change the quantity the greedy choice minimises or maximises to take one more factor into account",
-    "change a numeric constant, limit or threshold the algorithm uses",
-)
-"""Generic, behaviour-changing edits named in the second ask after a twin: a small model told only
-"change the algorithm" mostly rewrites docstrings, while one named mutation gives it a concrete edit to
-make (docs/decisions/second-ask.md). Each applies to any of the five tasks and to a one-line policy such as
-the cache-eviction example's (rank the keys by one field), which is why the fourth names what the program
-decides by rather than building several solutions (docs/decisions/second-ask-mutations.md)."""
-
-
-def mutation_for(seed: int, iteration: int, mutations: tuple[str, ...] = MUTATIONS) -> str:
-    """The mutation of ``mutations`` named in the re-ask of ``iteration`` (deterministic in both)."""
-    return mutations[(seed + iteration) % len(mutations)]
-
-
 def goal_of(higher_is_better: bool) -> str:
     """What a better program does to the score, as the asks name it."""
     return "raises the score (higher is better)" if higher_is_better else "lowers the score (lower is better)"

@@ -15,7 +15,7 @@ from contextevolve.graph.context import RunContext
 from contextevolve.llm.models import use_chat_models
 from contextevolve.llm.parsing import clip_to_sentence, sentences
 from contextevolve.program.fixes import add_import, missing_import
-from contextevolve.prompts.generator import MUTATIONS, mutation_for
+from contextevolve.program.mutations import MUTATIONS, mutation_for
 from contextevolve.tasks.prechecks import precheck, static_check
 from contextevolve.tasks.registry import get_task
 from tests.fakes import BETTER_PROGRAM, INITIAL, default_models, fenced, reply, scripted
