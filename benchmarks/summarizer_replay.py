@@ -52,7 +52,7 @@ from contextevolve.graph.settings import DEFAULT_MAX_TOKENS
 from contextevolve.llm import transcript
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import sentences
-from contextevolve.nodes.summarize import finish_abstract
+from contextevolve.nodes.summarize import changed_sentence, finish_abstract
 from contextevolve.program.changes import changed_lines, changes_text
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.prompts import summarizer
@@ -157,11 +157,6 @@ def echoes(text: str, parent: str | None) -> bool:
     """Whether ``text``'s first sentence is one of ``parent``'s (the reply began by repeating it)."""
     first = sentences(text)[:1]
     return bool(parent and first and first[0] in sentences(parent))
-
-
-def changed_sentence(text: str) -> str:
-    """The "Changed:" sentence of an abstract ("" when it has none)."""
-    return next((s for s in sentences(text) if s.startswith("Changed:")), "")
 
 
 def copies_changed(abstract: str, parent: str | None) -> bool:
