@@ -67,7 +67,13 @@ request says they were evaluated already and a copy of one is worth nothing, :da
 ``refcode`` (0: the reference programs shown by their abstracts only, without code; the replay then keeps
 only the requests it changes) are two tries against the first version copying a reference; ``--copies only``
 keeps only the first asks whose stored version was the code of a program stored before the iteration (not
-the parent's), ``--copies none`` only the others. With ``--reask``, ``mutations`` (``run`` or ``several``,
+the parent's), ``--copies none`` only the others. ``refview`` (``changes``: each reference program whose
+code is shown is shown instead by the lines it changed against the parent,
+:func:`prompts.generator.reference_changes`, where that function gives them: what a run sends with
+``--exemplar-view changes``; the replay then keeps only the requests it changes) is a third. ``refs`` (N: only
+the first N reference programs of the stored request, as a run with ``--exemplars N`` would show, its
+Sampler's first N picks; the replay then keeps only the requests that showed more) measures what the others
+buy. With ``--reask``, ``mutations`` (``run`` or ``several``,
 :data:`MUTATION_LISTS`) picks the list the second ask's mutation comes from.
 
 The same request with the same seed does not always get the same reply from llama.cpp's server, so a
@@ -104,13 +110,13 @@ from contextevolve.program.holes import choose, punched
 from contextevolve.program.mutations import MUTATIONS, mutation_for
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import hole_messages, reask_messages, with_change_line
+from contextevolve.prompts.generator import hole_messages, reask_messages, reference_changes, with_change_line
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
         "direction": int, "nodoc": int, "refdoc": int, "paragraph": int, "plan": int, "renav": int,
-        "changes": int, "refcopy": int, "refcode": int, "mutations": str}
+        "changes": int, "refcopy": int, "refcode": int, "refview": str, "refs": int, "mutations": str}
 REASKS = ("fresh", "edits", "followup", "hole", "plan")
 MUTATION_LISTS = {"run": MUTATIONS, "several": (*MUTATIONS[:3], (
     "build several candidate solutions (for example from different orders) and keep the best one"),
@@ -163,6 +169,8 @@ def parse_config(text: str) -> tuple[str, dict]:
         raise SystemExit(f"--config {text!r}: first must be one of {', '.join(FIRSTS)}")
     if values.get("first", "stored") != "stored" and values.get("mutation"):
         raise SystemExit(f"--config {text!r}: first= already names the change; drop mutation=1")
+    if values.get("refview", "program") not in ("program", "changes"):
+        raise SystemExit(f"--config {text!r}: refview must be program or changes")
     if values.get("mutations", "run") not in MUTATION_LISTS:
         raise SystemExit(f"--config {text!r}: mutations must be one of {', '.join(MUTATION_LISTS)}")
     return name, values
@@ -534,6 +542,57 @@ def without_reference_code(messages: list) -> list:
     return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
 
 
+def with_reference_changes(messages: list, parent_source: str) -> list:
+    """``messages`` whose reference programs' code blocks are shown as their lines changed against the parent.
+
+    ``refview=changes``: each ``python`` block of the ``## Reference programs`` part becomes
+    :func:`~contextevolve.prompts.generator.reference_changes` of ``parent_source`` and that block, where it
+    gives lines (a rewrite keeps its block); a request without references is returned as it is.
+    """
+    content = messages[-1].content
+    start, end = _references(content)
+    if start < 0:
+        return messages
+
+    def view(match: re.Match) -> str:
+        return reference_changes(parent_source, match.group(1)) or match.group(0)
+
+    part = re.sub(r"```python\n(.*?)```\n?", view, content[start:end], flags=re.S)
+    return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
+
+
+def first_references(messages: list, count: int) -> list:
+    """``messages`` whose ``## Reference programs`` part keeps only its first ``count`` programs (``refs=N``).
+
+    A request with no more than ``count`` is returned as it is; with ``count`` 0 the part goes, heading
+    and all.
+    """
+    content = messages[-1].content
+    start, end = _references(content)
+    if start < 0:
+        return messages
+    part = content[start + len(REFERENCES):end]
+    sections = re.split(r"\n(?=### Reference \d+ )", part)
+    if len(sections) <= count:
+        return messages
+    if not count:  # the part and the blank line after it
+        return [*messages[:-1], HumanMessage(content[:start] + content[end:].lstrip("\n"))]
+    kept = "\n".join(sections[:count]).rstrip("\n") + part[len(part.rstrip("\n")):]  # the part's own ending
+    return [*messages[:-1], HumanMessage(content[:start] + REFERENCES + kept + content[end:])]
+
+
+def refs_change(prompt: dict, count: int) -> bool:
+    """Whether ``refs=count`` changes ``prompt``'s stored request (it showed more reference programs)."""
+    messages = _messages(prompt["messages"])
+    return first_references(messages, count)[-1].content != messages[-1].content
+
+
+def refview_changes(prompt: dict) -> bool:
+    """Whether ``refview=changes`` changes ``prompt``'s stored request (a reference shown by its lines)."""
+    messages = _messages(prompt["messages"])
+    return with_reference_changes(messages, prompt["parent"])[-1].content != messages[-1].content
+
+
 def copied_stored(prompt: dict, task, mode: str) -> bool:
     """Whether ``prompt``'s stored first version was the code of a program stored before (not the parent)."""
     entry = task.job().entry
@@ -609,6 +668,10 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
         messages = with_copy_warning(messages)
     if values.get("refcode", 1) == 0:
         messages = without_reference_code(messages)
+    if values.get("refview") == "changes":
+        messages = with_reference_changes(messages, prompt["parent"])
+    if "refs" in values:
+        messages = first_references(messages, values["refs"])
     if values.get("mutation"):
         step = named_step(mutation_for(sample, prompt["iteration"]))
         messages = [*messages[:-1], HumanMessage(f"{messages[-1].content} {step}")]
@@ -741,6 +804,12 @@ def main() -> int:
                              + ("copied a stored program" if copies else "copied no stored program"))
         if any(v.get("refcode", 1) == 0 for v in configs.values()):
             asks = kept_asks(run_dir.name, asks, refcode_changes, "refcode=0 changes {kept} of {of} requests")
+        if any(v.get("refview") == "changes" for v in configs.values()):
+            asks = kept_asks(run_dir.name, asks, refview_changes,
+                             "refview=changes changes {kept} of {of} requests")
+        for count in sorted({v["refs"] for v in configs.values() if "refs" in v}):
+            asks = kept_asks(run_dir.name, asks, lambda p, n=count: refs_change(p, n),
+                             f"refs={count} changes {{kept}} of {{of}} requests")
         if any(renav_wanted(v) for v in configs.values()):
             asks = kept_asks(run_dir.name, asks, renav_replayable,
                              "the Navigator gave the guidance of {kept} of {of} iterations")

@@ -204,6 +204,11 @@ class SearchSettings:
     """Show the reference programs' (exemplars') code with its docstrings too, where the parent is shown with
     them; off: without, which saves prompt tokens but made the embedded model misuse the interfaces they
     document (docs/decisions/exemplar-docstrings.md)."""
+    exemplar_view: Literal["program", "changes"] = "program"
+    """How a reference program's (exemplar's) code is shown in the Generator's first ask: ``program``, whole;
+    ``changes``, as the lines it changed against the current program's where they are at most half its code
+    (:func:`contextevolve.prompts.generator.reference_changes`; a rewrite stays whole), which keeps its idea
+    but is not a whole program to copy (docs/decisions/copy-warning.md)."""
     unguided_hotter: float = 0.3
     """Temperature added to the Generator's first ask when the Navigator gave no guidance (ignored with the
     Navigator switched off, so that ablation changes one thing); 0: the Generator's own

@@ -22,6 +22,7 @@ from contextevolve.program.fixes import missing_import
 from contextevolve.program.forms import EditForm, edit_form
 from contextevolve.program.holes import Hole, choose
 from contextevolve.program.mutations import MUTATIONS, mutation_for
+from contextevolve.prompts.generator import reference_changes
 from contextevolve.roles import TokenUsage
 
 Strategy = Literal["import", "model", "restart", "no_effect"]
@@ -78,6 +79,8 @@ class SearchPolicy:
         shows_docstrings: programs are shown to the Generator with their docstrings.
         exemplar_docstrings: with ``shows_docstrings``, the exemplars' code is shown with them too (off: the
             exemplars without docstrings).
+        exemplar_view: an exemplar's code shown whole (``program``) or as its lines changed against the
+            parent's where that is short (``changes``, :meth:`exemplar_changes`).
         stop_at_code_end: requests in a form that allows it stop where the reply's code block closes
             (:meth:`stop`).
         unguided_hotter: temperature added to the first ask when it has no guidance (0 with the
@@ -112,6 +115,7 @@ class SearchPolicy:
     second_ask_top_k: int | None = None
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
     exemplar_docstrings: bool = True
+    exemplar_view: Literal["program", "changes"] = "program"
     mutations: tuple[str, ...] = MUTATIONS
 
     @classmethod
@@ -127,6 +131,7 @@ class SearchPolicy:
                    second_ask_kind=search.second_ask,
                    second_ask_top_p=search.second_ask_top_p, second_ask_top_k=search.second_ask_top_k,
                    change_line=search.change_line, exemplar_docstrings=search.exemplar_docstrings,
+                   exemplar_view=search.exemplar_view,
                    mutations=tuple(search.mutations),
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
@@ -155,6 +160,14 @@ class SearchPolicy:
     def shown_exemplar(self, source: str) -> str:
         """An exemplar's ``source`` as the Generator sees it (without docstrings unless both are shown)."""
         return self.shown(source) if self.exemplar_docstrings else without_docstrings(source)
+
+    def exemplar_changes(self, parent_source: str, source: str) -> str | None:
+        """An exemplar's lines changed against its parent's, as the first ask shows them; None: show its code.
+
+        Only with :attr:`exemplar_view` ``changes`` and where
+        :func:`~contextevolve.prompts.generator.reference_changes` gives them.
+        """
+        return reference_changes(parent_source, source) if self.exemplar_view == "changes" else None
 
     def first(self, guidance: str) -> Sampling:
         """The Generator's own request: seed ``seed + FIRST_ASK_SEED + iteration``, its temperature.
@@ -293,6 +306,8 @@ def ignored_settings(ctx: RunContext) -> list[str]:
     if _changed(search, "exemplar_docstrings") and not form.shows_docstrings(search.docstrings_shown):
         out.append("exemplar_docstrings is ignored where programs are shown without their docstrings "
                    f"(edit form {form.name!r}, docstrings_shown {search.docstrings_shown})")
+    if _changed(search, "exemplar_view") and search.num_exemplars == 0:
+        out.append("exemplar_view is ignored with num_exemplars 0 (no reference programs are shown)")
     if _changed(search, "stop_at_code_end") and not form.stops_at_code_end:
         out.append(f"stop_at_code_end is ignored with edit form {form.name!r}: its replies never stop at a "
                    "code end")

@@ -38,33 +38,37 @@ def code_lines(source: str, *, parsed: bool = True) -> list[str]:
     return _lines((_printed(source) if parsed else None) or source)
 
 
-def _lines(text: str) -> list[str]:
-    """``text``'s non-blank lines that are not comments, stripped."""
-    return [s for s in (line.strip() for line in text.splitlines()) if s and not s.startswith("#")]
+def _lines(text: str, indent: bool = False) -> list[str]:
+    """``text``'s non-blank lines that are not comments, stripped (``indent``: on the right only)."""
+    return [line.rstrip() if indent else line.strip() for line in text.splitlines()
+            if line.strip() and not line.strip().startswith("#")]
 
 
-def _clip(line: str) -> str:
-    return line if len(line) <= LINE_CHARS else line[:LINE_CHARS] + "..."
+def _clip(line: str, width: int) -> str:
+    return line if len(line) <= width else line[:width] + "..."
 
 
-def changed_lines(parent: str, child: str) -> list[str]:
+def changed_lines(parent: str, child: str, *, width: int = LINE_CHARS, indent: bool = False) -> list[str]:
     """The lines ``child`` took out of ``parent`` (``- line``) and put in (``+ line``), in program order.
 
     Both are compared as :func:`code_lines`: printed back from their syntax trees when both parse (statements
     without comments, docstrings or layout), else as written; each hunk lists its removed lines, then its
     added ones. Empty when the two run the same statements, or when either source is empty: a child never
     built, or a copy (code twin), is stored without its code, and "it deleted everything" would be false.
+    A line longer than ``width`` characters is cut there, with ``...``; ``indent`` keeps each line's
+    indentation (a block put in reads as code), so a line that only moved in or out counts as changed.
     """
     if not parent.strip() or not child.strip():
         return []
     old, new = _printed(parent), _printed(child)  # each source parsed once
     if old is None or new is None:
         old, new = parent, child
-    old, new = _lines(old), _lines(new)
+    old, new = _lines(old, indent), _lines(new, indent)
     out: list[str] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
         if tag != "equal":
-            out += [f"- {_clip(line)}" for line in old[i1:i2]] + [f"+ {_clip(line)}" for line in new[j1:j2]]
+            out += ([f"- {_clip(line, width)}" for line in old[i1:i2]]
+                    + [f"+ {_clip(line, width)}" for line in new[j1:j2]])
     return out
 
 

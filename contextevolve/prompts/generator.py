@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from contextevolve.llm.calls import estimate_tokens
+from contextevolve.program.changes import changed_lines
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.forms import EditForm
 
@@ -105,13 +106,45 @@ def no_effect_messages(task_description: str, version_source: str, effect: str, 
 
 @dataclass
 class Exemplar:
-    """One reference program as the Generator sees it (``code`` None = abstract only)."""
+    """One reference program as the Generator sees it.
+
+    ``code``: its program, or (``changes``) the lines it changed against the current program
+    (:func:`reference_changes`); neither: abstract only.
+    """
 
     status: str
     score: float
     abstract: str
     code: str | None = None
     reason: str = ""
+    changes: str | None = None
+
+
+CHANGES_WIDTH = 200
+"""A reference's changed line is cut after this many characters (one statement of a small program fits)."""
+
+CHANGES_SHARE = 0.5
+"""A reference is shown by its changed lines only where they take at most this share of its code's characters
+(docstrings aside): a rewrite reads better, and costs little more, as a whole program."""
+
+
+def reference_changes(parent_source: str, source: str) -> str | None:
+    """A reference program's code as the lines it changed against the current program's, or None.
+
+    ``- line`` the current program has and the reference does not, ``+ line`` the reference put in
+    (:func:`~contextevolve.program.changes.changed_lines`, statements as parsed, without docstrings or
+    comments, indented as in the program less their common margin, lines cut at :data:`CHANGES_WIDTH`),
+    one line each under the sentence that says so. None where they would not save the reader much: more
+    than :data:`CHANGES_SHARE` of the reference's code (without docstrings), or no line at all (the same
+    statements, or a source that does not parse beside one that does).
+    """
+    lines = changed_lines(parent_source, source, width=CHANGES_WIDTH, indent=True)
+    margin = min((len(line[2:]) - len(line[2:].lstrip()) for line in lines), default=0)
+    text = "".join(f"\n    {line[:2]}{line[2 + margin:]}" for line in lines)
+    if not lines or len(text) > CHANGES_SHARE * len(without_docstrings(source)):
+        return None
+    return ("Its code is the current program's with these lines changed (- the current program's line, "
+            f"+ this program's):{text}\n")
 
 
 def _scores(metrics: dict[str, float]) -> str:
@@ -127,13 +160,13 @@ def parent_section(code: str, abstract: str, score: float, metrics: dict[str, fl
 
 
 def exemplar_section(n: int, ex: Exemplar) -> str:
-    """One reference program: outcome, abstract and, if budgeted, its code."""
+    """One reference program: outcome, abstract and, if budgeted, its code or its changed lines."""
     if ex.status == "ok":
         head = f"### Reference {n} (score {ex.score:.4g})"
     else:
         head = (f"### Reference {n} (FAILED, {ex.status}: {ex.reason[:160]}). Its idea may be worth keeping; "
                 "do not repeat its error.")
-    code = f"```python\n{ex.code}```\n" if ex.code else ""
+    code = ex.changes or (f"```python\n{ex.code}```\n" if ex.code else "")
     return f"{head}\nAbstract: {ex.abstract}\n{code}"
 
 

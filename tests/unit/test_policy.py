@@ -97,6 +97,9 @@ def test_a_changed_setting_the_others_make_ignored_is_named():
     assert "exemplar_docstrings is ignored" in ignored_settings(RunContext(exemplar_docstrings=False,
                                                                            edit_form="functions"))[0]
     assert ignored_settings(RunContext(exemplar_docstrings=False)) == []
+    assert ignored_settings(RunContext(exemplar_view="changes")) == []
+    assert "exemplar_view is ignored" in " ".join(ignored_settings(RunContext(exemplar_view="changes",
+                                                                              num_exemplars=0)))
     never = ignored_settings(RunContext(candidate_pool=3))  # k 2 + sampler_choice 2 > 3: never a choice
     assert len(never) == 1 and "Sampler agent is never asked" in never[0]
     assert ignored_settings(RunContext(candidate_pool=3, sampler_enabled=False)) == []

@@ -336,6 +336,51 @@ def test_refcopy_1_and_refcode_0_change_only_the_reference_programs_part():
     assert bench.parse_config("w=refcopy=1,refcode=0") == ("w", {"refcopy": 1, "refcode": 0})
 
 
+def test_refview_changes_shows_each_reference_by_its_lines_changed_against_the_parent():
+    from langchain_core.messages import HumanMessage
+
+    from contextevolve.prompts.generator import reference_changes
+
+    def request(reference: str) -> str:
+        return (f"## Current program\n```python\n{INITIAL}```\n\n## Reference programs\n"
+                f"### Reference 1 (score 2)\nAbstract: A.\n```python\n{reference}```\n\n## Your job\nJ")
+
+    stored = [HumanMessage(request(BETTER_PROGRAM))]
+    shown = bench.with_reference_changes(stored, INITIAL)[0].content
+    assert shown.count("```python\n") == 1 and reference_changes(INITIAL, BETTER_PROGRAM) in shown
+    assert shown.endswith("## Your job\nJ") and "Abstract: A." in shown
+    rewrite = [HumanMessage(request("def f():\n    return 1\n"))]  # no lines to show: kept whole
+    assert bench.with_reference_changes(rewrite, INITIAL) == rewrite
+    assert bench.refview_changes({"messages": [{"type": "human", "content": stored[0].content}],
+                                  "parent": INITIAL})
+    assert not bench.refview_changes({"messages": [{"type": "human", "content": rewrite[0].content}],
+                                      "parent": INITIAL})
+    assert bench.parse_config("c=refview=changes") == ("c", {"refview": "changes"})
+    with pytest.raises(SystemExit):
+        bench.parse_config("c=refview=diff")
+
+
+def test_refs_keeps_the_first_reference_programs_of_the_stored_request():
+    from langchain_core.messages import HumanMessage
+
+    from contextevolve.prompts.generator import Exemplar, exemplar_section, exemplars_part
+
+    sections = [exemplar_section(n, Exemplar("ok", n, f"A{n}.", f"def f():\n    return {n}\n"))
+                for n in (1, 2, 3)]
+
+    def request(shown: list[str]) -> str:
+        part = f"{exemplars_part(shown)}\n\n" if shown else ""
+        return f"## Current program\n```python\ncode\n```\n\n{part}## Your job\nJ"
+
+    stored = [HumanMessage(request(sections))]
+    for count in (0, 1, 2):
+        assert bench.first_references(stored, count)[0].content == request(sections[:count])
+    assert bench.first_references(stored, 3) == stored
+    prompt = {"messages": [{"type": "human", "content": stored[0].content}]}
+    assert bench.refs_change(prompt, 2) and not bench.refs_change(prompt, 3)
+    assert bench.parse_config("one=refs=1") == ("one", {"refs": 1})
+
+
 def test_a_reply_that_copies_a_program_stored_before_is_a_twin():
     task = get_task("model_placement")
     prompt = {"parent": INITIAL, "parent_score": task.evaluate(INITIAL).combined_score,
