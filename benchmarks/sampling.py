@@ -581,16 +581,20 @@ def first_references(messages: list, count: int) -> list:
     return [*messages[:-1], HumanMessage(content[:start] + REFERENCES + kept + content[end:])]
 
 
+def _changes(prompt: dict, view) -> bool:
+    """Whether ``view`` (messages -> messages) changes the last message of ``prompt``'s stored request."""
+    messages = _messages(prompt["messages"])
+    return view(messages)[-1].content != messages[-1].content
+
+
 def refs_change(prompt: dict, count: int) -> bool:
     """Whether ``refs=count`` changes ``prompt``'s stored request (it showed more reference programs)."""
-    messages = _messages(prompt["messages"])
-    return first_references(messages, count)[-1].content != messages[-1].content
+    return _changes(prompt, lambda messages: first_references(messages, count))
 
 
 def refview_changes(prompt: dict) -> bool:
     """Whether ``refview=changes`` changes ``prompt``'s stored request (a reference shown by its lines)."""
-    messages = _messages(prompt["messages"])
-    return with_reference_changes(messages, prompt["parent"])[-1].content != messages[-1].content
+    return _changes(prompt, lambda messages: with_reference_changes(messages, prompt["parent"]))
 
 
 def copied_stored(prompt: dict, task, mode: str) -> bool:
@@ -607,14 +611,12 @@ def copied_stored(prompt: dict, task, mode: str) -> bool:
 
 def refcode_changes(prompt: dict) -> bool:
     """Whether ``refcode=0`` changes ``prompt``'s stored request (a reference was shown with its code)."""
-    messages = _messages(prompt["messages"])
-    return without_reference_code(messages)[-1].content != messages[-1].content
+    return _changes(prompt, without_reference_code)
 
 
 def refdoc_changes(prompt: dict) -> bool:
     """Whether ``refdoc=0`` changes ``prompt``'s stored request (a reference program held docstrings)."""
-    messages = _messages(prompt["messages"])
-    return without_reference_docstrings(messages)[-1].content != messages[-1].content
+    return _changes(prompt, without_reference_docstrings)
 
 
 def with_change_first(messages: list) -> list:

@@ -29,10 +29,10 @@ def parent_text(policy: SearchPolicy, parent: ProgramRecord) -> str:
 
 def _section(policy: SearchPolicy, n: int, ex: ProgramRecord, with_code: bool, parent: ProgramRecord) -> str:
     code = with_code and bool(ex.source)
+    changes = policy.exemplar_changes(parent.source, ex.source) if code else None
     return prompt.exemplar_section(n, prompt.Exemplar(
         status=ex.status, score=ex.combined_score, abstract=ex.abstract, reason=ex.reason,
-        code=policy.shown_exemplar(ex.source) if code else None,
-        changes=policy.exemplar_changes(parent.source, ex.source) if code else None))
+        code=policy.shown_exemplar(ex.source) if code and not changes else None, changes=changes))
 
 
 def _prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidance: str,

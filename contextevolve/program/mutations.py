@@ -1,8 +1,6 @@
 """The concrete changes an ask after a twin names: one per ask, in turn by seed and iteration.
 
-A small model told only "change the algorithm" mostly rewrites docstrings; one named change gives it a
-concrete edit to make (docs/decisions/second-ask.md). The list is a run setting
-(``SearchSettings.mutations``), so it lives below the settings.
+The list is a run setting (``SearchSettings.mutations``), so it lives below the settings.
 """
 
 from __future__ import annotations
