@@ -218,6 +218,13 @@ class SearchSettings:
     concrete change (docs/decisions/second-ask.md); ``hole`` shows it with one block of statements removed
     and asks for that function written anew, so the reply cannot copy the part it changes
     (docs/decisions/hole-ask.md)."""
+    copied_parent_ask: Literal["full", "mutation"] = "full"
+    """How a child is asked for when its parent's last child was a code twin (both asks wrote a stored program
+    back). ``full``: as every child, the composed prompt (guidance, exemplars) and a second ask after a twin,
+    as in the paper. ``mutation``: the second ask's request alone (the parent and one concrete change, in
+    the ``second_ask`` kind), with no Navigator, Sampler or further ask; a twin again makes the parent
+    stale. A parent the model copied once is copied again by most full asks, at three times the tokens of
+    the short one (docs/decisions/copied-parent-ask.md)."""
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
     """Which Generator asks want a line naming the edit before the program (second_ask, every_ask or none).
 

@@ -11,7 +11,7 @@ small however long a run gets (docs/architecture.md, *The compiled graph*).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Literal
 
 from contextevolve.roles import TokenUsage, add_usage
 from contextevolve.timing import Seconds, add_seconds
@@ -32,7 +32,7 @@ def append_calls(left: list[dict], right: list[dict]) -> list[dict]:
     return [*(left or []), *(right or [])]
 
 
-ITERATION_FIELDS = ("parent_id", "trajectory_ids", "guidance", "navigator_guidance", "candidate_ids",
+ITERATION_FIELDS = ("parent_id", "ask", "trajectory_ids", "guidance", "navigator_guidance", "candidate_ids",
                     "exemplar_ids", "context_exemplar_ids", "exemplar_code_ids", "context_tokens",
                     "repair_step", "fix_pending", "repair_due",
                     "iteration_usage", "seconds", "llm_calls")
@@ -86,6 +86,10 @@ class WorkerState:
     """Workers of the run when the iteration was claimed: the share above is split over them."""
     parent_id: str | None = None
     """c_p of the iteration (chosen by select_parent)."""
+    ask: Literal["full", "mutation"] = "full"
+    """How the child is asked for (set by select_parent): ``full``, the composed prompt Φ after the
+    Navigator and the Sampler; ``mutation``, one concrete change of the parent alone, with no Navigator or
+    Sampler (``search.copied_parent_ask``, when the parent's last child was a code twin)."""
     trajectory_ids: list[str] = field(default_factory=list)
     """Child ids of the parent->child steps shown to the Navigator (for the user: no phase reads it)."""
     guidance: str = ""

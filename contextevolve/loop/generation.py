@@ -115,21 +115,26 @@ def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: Searc
     Of the ``mutation`` kind (:func:`~contextevolve.prompts.generator.reask_messages`, in the policy's
     ``second_form``) it names one concrete mutation; of the ``hole`` kind
     (:func:`~contextevolve.prompts.generator.hole_messages`) it shows the parent with one block removed
-    (:meth:`SearchPolicy.hole`) and splices the function the reply writes into the parent.
+    (:meth:`SearchPolicy.hole`) and splices the function the reply writes into the parent. It is also the
+    only ask of a child whose parent's last child was a code twin (``search.copied_parent_ask``
+    ``mutation``).
     """
+    messages, form = second_ask_request(task, parent, policy, after_restart=after_restart)
+    return ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form, book=book,
+                         from_hidden_view=True)
+
+
+def second_ask_request(task: Task, parent: ProgramRecord, policy: SearchPolicy, *,
+                       after_restart: bool = False) -> tuple[list, EditForm]:
+    """The messages of :func:`second_ask` and the edit form its reply is read in."""
     shown = without_docstrings(parent.source) if policy.second_ask_kind == "hole" else ""
     hole = policy.hole(shown, after_restart=after_restart) if shown else None
     if hole is None:  # the mutation kind, or a parent with no hole
         form = policy.second_form
-        messages = reask_messages(task.description, parent.source,
-                                  policy.mutation(after_restart=after_restart), task.higher_is_better, form,
-                                  change_line=policy.second_change_line)
-    else:
-        form = hole_form(hole)
-        messages = hole_messages(task.description, punched(shown, hole), hole.function,
-                                 task.higher_is_better)
-    return ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form, book=book,
-                         from_hidden_view=True)
+        return reask_messages(task.description, parent.source, policy.mutation(after_restart=after_restart),
+                              task.higher_is_better, form, change_line=policy.second_change_line), form
+    return hole_messages(task.description, punched(shown, hole), hole.function,
+                         task.higher_is_better), hole_form(hole)
 
 
 def hole_form(hole: Hole) -> EditForm:

@@ -33,7 +33,8 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     once more (:func:`~contextevolve.loop.generation.second_ask`). A second twin, or a first once the
     worker has spent its share of the token budget
     (:func:`~contextevolve.loop.stopping.worker_budget_spent`), is a failed child of kind ``twin``, never
-    evaluated nor repaired (docs/decisions/second-ask.md).
+    evaluated nor repaired (docs/decisions/second-ask.md). A child whose ``ask`` is ``mutation`` gets that
+    second ask's request alone, once (docs/decisions/copied-parent-ask.md).
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
@@ -45,11 +46,14 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
                            navigator_guidance=state.navigator_guidance,
                            exemplar_ids=list(composed.exemplar_ids), candidate_ids=list(state.candidate_ids),
                            trajectory_ids=list(state.trajectory_ids))
-    outcome = ask_generator(ctx, composed.messages(), policy.first(state.guidance), policy,
-                            base=parent.source)
+    if state.ask == "mutation":  # the parent's last child was a copy: one short ask, no other
+        outcome = second_ask(ctx, task, parent, policy, policy.second_ask())
+    else:
+        outcome = ask_generator(ctx, composed.messages(), policy.first(state.guidance), policy,
+                                base=parent.source)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
     record.source = outcome.source
-    if twin is not None and not worker_budget_spent(ctx, state, usage):
+    if twin is not None and state.ask == "full" and not worker_budget_spent(ctx, state, usage):
         outcome = second_ask(ctx, task, parent, policy, policy.second_ask())
         usage, twin = add_usage(usage, outcome.usage), twin_of(memory, task, outcome, parent)
         if outcome.failure != "endpoint":  # (an endpoint fault keeps what the first ask built)

@@ -163,7 +163,7 @@ def test_run_flags_and_run_settings_agree():
                   "--no-server-per-role", "--stale-after", "3", "--stale-rest", "2", "--no-behavioural-twins",
                   "--guidance-refresh-steps", "0", "--sampler-choice", "1", "--summarize-invalid",
                   "--navigator-sampler-share", "0.5", "--no-exemplar-docstrings",
-                  "--exemplar-view", "changes", "--step-changes", "6",
+                  "--exemplar-view", "changes", "--step-changes", "6", "--copied-parent-ask", "mutation",
                   "--summary-changes", "0",
                   "--second-ask", "hole", "--change-line", "every_ask", "--second-ask-top-p", "0.95",
                   "--second-ask-top-k", "40", "--log-prompts", "--eval-timeout", "5",
