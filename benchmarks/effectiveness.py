@@ -267,6 +267,9 @@ def main() -> int:
     parser.add_argument("--second-ask-top-k", type=int, default=None,
                         help="top-k of the second ask after a code twin (SearchSettings.second_ask_top_k; "
                              "default: RunContext's)")
+    parser.add_argument("--copied-parent-ask", choices=choices("copied_parent_ask"), default=None,
+                        help="how a child of a parent whose last child was a code twin is asked for "
+                             "(SearchSettings.copied_parent_ask; default: RunContext's)")
     parser.add_argument("--mutation", action="append", default=[], metavar="TEXT",
                         help="a change an ask after a twin may name; repeated, the list that replaces the "
                              "built-in one (SearchSettings.mutations)")
@@ -336,6 +339,7 @@ def main() -> int:
         f"-p{args.second_ask_top_p:g}" if args.second_ask_top_p is not None else "",
         f"-k{args.second_ask_top_k}" if args.second_ask_top_k is not None else "",
         f"-mutations{len(args.mutation)}" if args.mutation else "",
+        f"-copied{args.copied_parent_ask}" if args.copied_parent_ask else "",
         "-paperagents" if args.paper_agents else ""])
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
@@ -352,6 +356,7 @@ def main() -> int:
                                 ("second_ask", args.second_ask), ("change_line", args.change_line),
                                 ("second_ask_top_p", args.second_ask_top_p),
                                 ("second_ask_top_k", args.second_ask_top_k),
+                                ("copied_parent_ask", args.copied_parent_ask),
                                 ("mutations", tuple(args.mutation) or None)) if v is not None}
     if args.paper_agents:
         search.update(PAPER_AGENTS)
@@ -373,6 +378,7 @@ def main() -> int:
               "change_line": settings.get("change_line", "none"),
               "second_ask_top_p": settings.get("second_ask_top_p"),
               "second_ask_top_k": settings.get("second_ask_top_k"),
+              "copied_parent_ask": settings.get("copied_parent_ask", "full"),
               **{k: settings.get(k) for k in PAPER_AGENTS},
               **{k: v for k, v in serving.recorded(run_dir)[-1].items() if k not in ("at", "resumed")}}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))

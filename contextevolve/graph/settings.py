@@ -223,8 +223,8 @@ class SearchSettings:
     back). ``full``: as every child, the composed prompt (guidance, exemplars) and a second ask after a twin,
     as in the paper. ``mutation``: the second ask's request alone (the parent and one concrete change, in
     the ``second_ask`` kind), with no Navigator, Sampler or further ask; a twin again makes the parent
-    stale. A parent the model copied once is copied again by most full asks, at three times the tokens of
-    the short one (docs/decisions/copied-parent-ask.md)."""
+    stale. Not the default: its children cost fewer tokens but were far worse than their parents
+    (docs/decisions/copied-parent-ask.md)."""
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
     """Which Generator asks want a line naming the edit before the program (second_ask, every_ask or none).
 
