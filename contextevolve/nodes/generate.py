@@ -39,18 +39,17 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     policy = SearchPolicy.of(ctx, state.iteration, state.worker)
-    composed = prompt_of(policy, task, memory, state)
     parent = memory.buffer.require(state.parent_id)
     record = ProgramRecord(id=state.child_id, iteration=state.iteration + 1, parent_id=parent.id,
                            worker=state.worker, guidance=state.guidance,
                            navigator_guidance=state.navigator_guidance,
-                           exemplar_ids=list(composed.exemplar_ids), candidate_ids=list(state.candidate_ids),
-                           trajectory_ids=list(state.trajectory_ids))
+                           exemplar_ids=list(state.context_exemplar_ids),
+                           candidate_ids=list(state.candidate_ids), trajectory_ids=list(state.trajectory_ids))
     if state.ask == "mutation":  # the parent's last child was a copy: one short ask, no other
         outcome = second_ask(ctx, task, parent, policy, policy.second_ask())
     else:
-        outcome = ask_generator(ctx, composed.messages(), policy.first(state.guidance), policy,
-                                base=parent.source)
+        outcome = ask_generator(ctx, prompt_of(policy, task, memory, state).messages(),
+                                policy.first(state.guidance), policy, base=parent.source)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
     record.source = outcome.source
     if twin is not None and state.ask == "full" and not worker_budget_spent(ctx, state, usage):
