@@ -82,3 +82,17 @@ def test_full_keeps_the_composed_ask(tmp_path):
     assert "Make one concrete change" not in generator.seen[2][1].content
     assert records[2]["status"] == "ok"
     assert records[2]["tokens"]["generator"] == {"prompt": 650, "completion": 250}
+
+
+def test_a_mutation_ask_asks_nobody_for_a_guidance_it_would_not_follow(tmp_path):
+    from langgraph.runtime import Runtime
+
+    from contextevolve.graph.context import RunContext
+    from contextevolve.graph.state import WorkerState
+    from contextevolve.nodes.review import review
+
+    runtime = Runtime(context=RunContext(run_dir=str(tmp_path / "r"), review_guidance=True))
+    state = WorkerState(worker=0, child_id="it00002", parent_id="it00000", ask="mutation")
+    assert review(state, runtime) == {}  # no interrupt (outside a graph one would raise)
+    with pytest.raises(RuntimeError):  # the same state asking in full would pause for a person
+        review(WorkerState(worker=0, child_id="it00002", parent_id="it00000"), runtime)
