@@ -484,12 +484,14 @@ def asked_guidance(values: dict, prompt: dict, seed: int, base_url: str | None, 
             "navigator_completion": usage.get("output_tokens", 0)}
 
 
+def _block_without_docstrings(match: re.Match) -> str:
+    """A matched fenced ``python`` block (its code the first group) written again without docstrings."""
+    return f"```python\n{without_docstrings(match.group(1))}```"
+
+
 def without_docstring_blocks(messages: list) -> list:
     """``messages`` with every fenced ``python`` block of the last one shown without its docstrings."""
-    def strip(match: re.Match) -> str:
-        return f"```python\n{without_docstrings(match.group(1))}```"
-
-    content = re.sub(r"```python\n(.*?)```", strip, messages[-1].content, flags=re.S)
+    content = re.sub(r"```python\n(.*?)```", _block_without_docstrings, messages[-1].content, flags=re.S)
     return [*messages[:-1], HumanMessage(content)]
 
 
@@ -498,15 +500,7 @@ def without_reference_docstrings(messages: list) -> list:
 
     The part runs from its heading to the next ``## `` heading; a request without it is returned as it is.
     """
-    content = messages[-1].content
-    start = content.find(REFERENCES)
-    if start < 0:
-        return messages
-    end = content.find("\n## ", start + len(REFERENCES))
-    end = len(content) if end < 0 else end
-    part = re.sub(r"```python\n(.*?)```", lambda m: f"```python\n{without_docstrings(m.group(1))}```",
-                  content[start:end], flags=re.S)
-    return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
+    return _sub_references(messages, r"```python\n(.*?)```", _block_without_docstrings)
 
 
 def _references(content: str) -> tuple[int, int]:
@@ -516,6 +510,19 @@ def _references(content: str) -> tuple[int, int]:
         return -1, -1
     end = content.find("\n## ", start + len(REFERENCES))
     return start, len(content) if end < 0 else end
+
+
+def _sub_references(messages: list, pattern: str, repl) -> list:
+    """``messages`` with ``re.sub(pattern, repl)`` applied to the last one's references part only.
+
+    A request without that part is returned as it is.
+    """
+    content = messages[-1].content
+    start, end = _references(content)
+    if start < 0:
+        return messages
+    part = re.sub(pattern, repl, content[start:end], flags=re.S)
+    return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
 
 
 def with_copy_warning(messages: list) -> list:
@@ -534,12 +541,7 @@ def with_copy_warning(messages: list) -> list:
 
 def without_reference_code(messages: list) -> list:
     """``messages`` whose reference programs are shown by their abstracts only (``refcode=0``): no code."""
-    content = messages[-1].content
-    start, end = _references(content)
-    if start < 0:
-        return messages
-    part = re.sub(r"```python\n.*?```\n?", "", content[start:end], flags=re.S)
-    return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
+    return _sub_references(messages, r"```python\n.*?```\n?", "")
 
 
 def with_reference_changes(messages: list, parent_source: str) -> list:
@@ -549,16 +551,10 @@ def with_reference_changes(messages: list, parent_source: str) -> list:
     :func:`~contextevolve.prompts.generator.reference_changes` of ``parent_source`` and that block, where it
     gives lines (a rewrite keeps its block); a request without references is returned as it is.
     """
-    content = messages[-1].content
-    start, end = _references(content)
-    if start < 0:
-        return messages
-
     def view(match: re.Match) -> str:
         return reference_changes(parent_source, match.group(1)) or match.group(0)
 
-    part = re.sub(r"```python\n(.*?)```\n?", view, content[start:end], flags=re.S)
-    return [*messages[:-1], HumanMessage(content[:start] + part + content[end:])]
+    return _sub_references(messages, r"```python\n(.*?)```\n?", view)
 
 
 def first_references(messages: list, count: int) -> list:

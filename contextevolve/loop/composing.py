@@ -35,6 +35,11 @@ def _section(policy: SearchPolicy, n: int, ex: ProgramRecord, with_code: bool, p
         code=policy.shown_exemplar(ex.source) if code and not changes else None, changes=changes))
 
 
+def _shows_code(ex: ProgramRecord) -> bool:
+    """Whether an exemplar may show its code: failed programs lend ideas, not buggy code."""
+    return ex.status == "ok" and bool(ex.source)
+
+
 def _prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidance: str,
             exemplars: list[ProgramRecord], sections: list[str], code_ids: list[str]) -> GeneratorPrompt:
     return prompt.generator_prompt(task.description, parent_text(policy, parent), guidance, sections,
@@ -51,7 +56,8 @@ def build_prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidan
     docstring). Each section is rendered once with and once without code.
     """
     plain = [_section(policy, n, ex, False, parent) for n, ex in enumerate(exemplars, 1)]
-    coded = [_section(policy, n, ex, True, parent) for n, ex in enumerate(exemplars, 1)]
+    # a failed exemplar never shows its code (below), so its coded rendering is its plain one
+    coded = [_section(policy, n, ex, _shows_code(ex), parent) for n, ex in enumerate(exemplars, 1)]
     base = _prompt(policy, task, parent, guidance, [], [], [])  # the parent and job, rendered once
 
     def trial(count: int, code: set[int]) -> GeneratorPrompt:
@@ -66,8 +72,7 @@ def build_prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidan
         best = trial(count, set())
     with_code: set[int] = set()
     for i in range(count):
-        # failed programs lend ideas, not buggy code
-        if exemplars[i].status != "ok" or not exemplars[i].source:
+        if not _shows_code(exemplars[i]):
             continue
         candidate = trial(count, with_code | {i})
         if candidate.tokens <= budget:
