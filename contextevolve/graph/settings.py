@@ -245,6 +245,13 @@ class SearchSettings:
     a clause that completes "Make one concrete change to how this program computes its result: ...". The
     default list suits the built-in tasks and one-line policies; a problem of another kind may name its own
     (docs/decisions/second-ask-mutations.md)."""
+    mutation_choice: Literal["turn", "history"] = "turn"
+    """Which of ``mutations`` an ask after a twin names.
+
+    ``turn``: the next by seed and iteration. ``history``: the one whose asks made children better than
+    their parents most often in this run so far, counting each entry as once better and once not before
+    any child (:func:`contextevolve.program.mutations.mutation_odds`); the turn breaks ties, so untried
+    entries come before failed ones (docs/decisions/second-ask-mutations.md)."""
     stop_at_code_end: bool = True
     """End the Generator's (and repair's) completion where its code block closes, in an edit form whose reply
     is one block: the prose a small model writes after its code is never read."""

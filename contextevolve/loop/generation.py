@@ -49,6 +49,8 @@ class Outcome:
     """Why, for people and the LLM (empty when there is no failure)."""
     unchanged: bool = False
     """The reply gave the base program back (no failure, ``source`` is the base)."""
+    mutation: str = ""
+    """The concrete change the request named (a second ask of the ``mutation`` kind), else ``""``."""
 
 
 def whole_program(base: str, form: EditForm) -> Callable[[Reply], None]:
@@ -119,22 +121,26 @@ def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: Searc
     only ask of a child whose parent's last child was a code twin (``search.copied_parent_ask``
     ``mutation``).
     """
-    messages, form = second_ask_request(task, parent, policy, after_restart=after_restart)
-    return ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form, book=book,
-                         from_hidden_view=True)
+    messages, form, mutation = second_ask_request(task, parent, policy, after_restart=after_restart)
+    outcome = ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form, book=book,
+                            from_hidden_view=True)
+    return replace(outcome, mutation=mutation)
 
 
 def second_ask_request(task: Task, parent: ProgramRecord, policy: SearchPolicy, *,
-                       after_restart: bool = False) -> tuple[list, EditForm]:
-    """The messages of :func:`second_ask` and the edit form its reply is read in."""
+                       after_restart: bool = False) -> tuple[list, EditForm, str]:
+    """The messages of :func:`second_ask`, the edit form its reply is read in, and the change it names.
+
+    The change is :meth:`SearchPolicy.mutation`'s, ``""`` for a hole ask.
+    """
     shown = without_docstrings(parent.source) if policy.second_ask_kind == "hole" else ""
     hole = policy.hole(shown, after_restart=after_restart) if shown else None
     if hole is None:  # the mutation kind, or a parent with no hole
-        form = policy.second_form
-        return reask_messages(task.description, parent.source, policy.mutation(after_restart=after_restart),
-                              task.higher_is_better, form, change_line=policy.second_change_line), form
+        form, mutation = policy.second_form, policy.mutation(after_restart=after_restart)
+        return reask_messages(task.description, parent.source, mutation, task.higher_is_better, form,
+                              change_line=policy.second_change_line), form, mutation
     return hole_messages(task.description, punched(shown, hole), hole.function,
-                         task.higher_is_better), hole_form(hole)
+                         task.higher_is_better), hole_form(hole), ""
 
 
 def hole_form(hole: Hole) -> EditForm:

@@ -15,13 +15,14 @@ from typing import Literal
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
+from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.loop.stopping import worker_budget_spent
 from contextevolve.memory.records import ProgramRecord, repairable
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.fixes import missing_import
 from contextevolve.program.forms import EditForm, edit_form
 from contextevolve.program.holes import Hole, choose
-from contextevolve.program.mutations import MUTATIONS, mutation_for
+from contextevolve.program.mutations import MUTATIONS, mutation_for, mutation_odds
 from contextevolve.prompts.generator import reference_changes
 from contextevolve.roles import TokenUsage
 
@@ -70,6 +71,26 @@ def model_repairs(child: ProgramRecord) -> int:
 
 
 
+def run_mutation_odds(ctx: RunContext) -> tuple[float, ...]:
+    """:func:`~contextevolve.program.mutations.mutation_odds` of the run's committed children so far.
+
+    A child counts for the change its last ask after a twin named (:attr:`ProgramRecord.mutation`): better
+    when it is valid, behaves as nothing stored did, and its score beats its parent's in the task's direction
+    (a failure, a copy or a behavioural twin counts as not better). One entry per ``search.mutations``.
+    """
+    task, records = task_of(ctx), memory_of(ctx).buffer.committed()
+    scores = {r.id: r.combined_score for r in records}
+
+    def better(child: ProgramRecord) -> bool:
+        parent = scores.get(child.parent_id or "")
+        if not child.useful or parent is None:
+            return False
+        return child.combined_score > parent if task.higher_is_better else child.combined_score < parent
+
+    outcomes = ((r.mutation, better(r)) for r in records if r.mutation)
+    return mutation_odds(outcomes, tuple(ctx.search.mutations))
+
+
 @dataclass(frozen=True)
 class SearchPolicy:
     """How one iteration of one worker asks for its child and repairs it.
@@ -93,7 +114,9 @@ class SearchPolicy:
             ``every_ask``; :func:`~contextevolve.prompts.generator.with_change_line`).
         second_ask_top_p, second_ask_top_k: the nucleus and top-k cuts of a second ask after a code twin
             (None: the run's).
-        mutations: the concrete changes an ask after a twin names (:meth:`mutation`).
+        mutations: the concrete changes an ask after a twin names (:meth:`mutation`); mutation_odds: with
+            ``search.mutation_choice`` ``history``, how often each made a better child in the run so far
+            (:func:`~contextevolve.program.mutations.mutation_odds`), else empty (named in turn).
         seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before
             the child (the child is ``iteration + 1``).
     """
@@ -117,6 +140,7 @@ class SearchPolicy:
     exemplar_docstrings: bool = True
     exemplar_view: Literal["program", "changes"] = "program"
     mutations: tuple[str, ...] = MUTATIONS
+    mutation_odds: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, ctx: RunContext, iteration: int, worker: int | None = 0) -> SearchPolicy:
@@ -133,6 +157,7 @@ class SearchPolicy:
                    change_line=search.change_line, exemplar_docstrings=search.exemplar_docstrings,
                    exemplar_view=search.exemplar_view,
                    mutations=tuple(search.mutations),
+                   mutation_odds=run_mutation_odds(ctx) if search.mutation_choice == "history" else (),
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
 
@@ -211,14 +236,15 @@ class SearchPolicy:
 
     def no_effect_mutation(self) -> str:
         """The change the ask after a behavioural twin names: not the second ask's, nor a restart's."""
-        return mutation_for(self.seed + 2, self.iteration, self.mutations)
+        return mutation_for(self.seed + 2, self.iteration, self.mutations, self.mutation_odds)
 
     def mutation(self, *, after_restart: bool = False) -> str:
         """The concrete change a second ask names (:func:`~contextevolve.program.mutations.mutation_for`).
 
         A restart's second ask names another than the Generator's own.
         """
-        return mutation_for(self.seed + int(after_restart), self.iteration, self.mutations)
+        return mutation_for(self.seed + int(after_restart), self.iteration, self.mutations,
+                            self.mutation_odds)
 
     def hole(self, source: str, *, after_restart: bool = False) -> Hole | None:
         """The hole a second ask of the ``hole`` kind shows in ``source`` (its docstring-free view).

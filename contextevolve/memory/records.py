@@ -148,6 +148,9 @@ class ProgramRecord(BaseModel):
     """Programs shown to the Generator as exemplars (those the Sampler chose that the prompt kept)."""
     candidate_ids: list[str] = Field(default_factory=list)
     """Programs retrieval offered the Sampler to choose the exemplars from, in retrieval order."""
+    mutation: str = ""
+    """The concrete change the last ask after a twin named for this child (a second ask after a code twin, or
+    the ask after a behavioural twin; ``""``: none named one), whether or not its reply became the child."""
     trajectory_ids: list[str] = Field(default_factory=list)
     """Children of the parent → child steps the Navigator read for the guidance."""
     tokens: TokenUsage = Field(default_factory=dict)

@@ -30,7 +30,7 @@ def compose(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     parent = memory.buffer.require(state.parent_id)
     policy = SearchPolicy.of(ctx, state.iteration, state.worker)
     if state.ask == "mutation":  # one concrete change of the parent alone: no exemplars
-        messages, _ = second_ask_request(task, parent, policy)
+        messages, _, _ = second_ask_request(task, parent, policy)
         return {"context_exemplar_ids": [], "exemplar_code_ids": [],
                 "context_tokens": sum(estimate_tokens(m.content) for m in messages)}
     exemplars = [memory.buffer.require(pid) for pid in state.exemplar_ids]

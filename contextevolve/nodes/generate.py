@@ -51,10 +51,11 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         outcome = ask_generator(ctx, prompt_of(policy, task, memory, state).messages(),
                                 policy.first(state.guidance), policy, base=parent.source)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
-    record.source = outcome.source
+    record.source, record.mutation = outcome.source, outcome.mutation
     if twin is not None and state.ask == "full" and not worker_budget_spent(ctx, state, usage):
         outcome = second_ask(ctx, task, parent, policy, policy.second_ask())
         usage, twin = add_usage(usage, outcome.usage), twin_of(memory, task, outcome, parent)
+        record.mutation = outcome.mutation
         if outcome.failure != "endpoint":  # (an endpoint fault keeps what the first ask built)
             record.source = outcome.source
     if twin is not None:

@@ -101,7 +101,8 @@ def repair(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
             twin = twin_of(memory, task, again, parent)
             outcome = Outcome(source=again.source, text=again.text,
                               usage=add_usage(outcome.usage, again.usage),
-                              failure=again.failure, problem=again.problem, unchanged=again.unchanged)
+                              failure=again.failure, problem=again.problem, unchanged=again.unchanged,
+                              mutation=again.mutation)
             where = "a restart's second ask"
     else:
         base = child.source or parent.source  # no source: the Generator's edit never applied
@@ -118,6 +119,8 @@ def repair(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     attempt = RepairAttempt(attempt=number, method=strategy, status=child.status, reason=child.reason,
                             failure_kind=child.failure_kind, source=child.source, tokens=outcome.usage)
     changes: dict = {"attempts": [*child.attempts, attempt]}
+    if outcome.mutation:
+        changes["mutation"] = outcome.mutation
     kind: FailureKind = ""
     # the failing program came back: keep its error for the next attempt
     if outcome.unchanged and strategy == "model":
@@ -161,7 +164,7 @@ def _ask_after_no_effect(ctx: RunContext, state: WorkerState, child: ProgramReco
            and twin_of(memory, task, outcome, child) is None)
     attempt = RepairAttempt(attempt=number, method="no_effect", status="ok", reason=no_effect_reason(twin),
                             source=child.source, tokens=outcome.usage)
-    changes: dict = {"attempts": [*child.attempts, attempt]}
+    changes: dict = {"attempts": [*child.attempts, attempt], "mutation": mutation}
     if new:
         changes.update(source=outcome.source, status="pending", reason="", failure_kind="",
                        behavioural_twin_of="", outputs_digest="", diagnostics="", traceback="")

@@ -94,6 +94,7 @@ def test_a_child_with_no_effect_is_asked_again_and_the_new_child_replaces_it(tmp
     assert "had no effect: every result equals it00000's" in ask and "pressure" in ask
     assert "no effect: no effect" not in ask  # the measured effect's own prefix is not repeated
     assert "`Change:`" in ask  # by default an ask after a twin wants its edit named first
+    assert child["mutation"] and child["mutation"] in ask  # the change it named is the child's
     # the new program is the child, scored by our evaluator, not a twin, summarised by the model
     assert child["source"] == BETTER_PROGRAM and child["status"] == "ok" and not child["behavioural_twin_of"]
     assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)
@@ -122,6 +123,7 @@ def test_a_child_with_no_effect_twice_is_kept_as_a_behavioural_twin(tmp_path):
     # asked once after no effect, and the second version had none either: a valid behavioural twin
     assert first["status"] == "ok" and first["behavioural_twin_of"] == "it00000"
     assert [a["method"] for a in first["attempts"]] == ["no_effect"]
+    assert first["mutation"] in generator.seen[1][1].content  # named, though its reply had no effect either
     assert first["metrics"] == records[0]["metrics"]
     assert first["outputs_digest"] == records[0]["outputs_digest"] != ""
     # no Summarizer call for it: its abstract says it had no effect and what it tried

@@ -164,7 +164,7 @@ def test_run_flags_and_run_settings_agree():
                   "--guidance-refresh-steps", "0", "--sampler-choice", "1", "--summarize-invalid",
                   "--navigator-sampler-share", "0.5", "--no-exemplar-docstrings",
                   "--exemplar-view", "changes", "--step-changes", "6", "--copied-parent-ask", "mutation",
-                  "--summary-changes", "0",
+                  "--mutation-choice", "history", "--summary-changes", "0",
                   "--second-ask", "hole", "--change-line", "every_ask", "--second-ask-top-p", "0.95",
                   "--second-ask-top-k", "40", "--log-prompts", "--eval-timeout", "5",
                   "--exemplars", "1", "--trajectories", "2",
