@@ -107,7 +107,9 @@ class TxnScheduling(Task):
             valid += 1
             note = ("" if claimed == cost
                     else f" (program claimed {'nothing usable' if claimed is None else claimed})")
-            lines.append(f"{spec.name}: makespan {cost}{note}, {call.seconds:.2f} s")
+            # (no call seconds: they are not part of the score, and a note that differs from one evaluation
+            # of the same program to the next would make two runs with one seed ask different prompts)
+            lines.append(f"{spec.name}: makespan {cost}{note}")
         if not valid:
             return self.rejected("failed", f"every workload failed; first: {errors[0]}",
                                  diagnostics="\n".join(errors[:3]))
