@@ -70,7 +70,6 @@ def model_repairs(child: ProgramRecord) -> int:
     return sum(a.method in ("model", "restart") for a in child.attempts)
 
 
-
 def run_mutation_odds(ctx: RunContext) -> tuple[float, ...]:
     """:func:`~contextevolve.program.mutations.mutation_odds` of the run's committed children so far.
 

@@ -59,5 +59,5 @@ def mutation_for(seed: int, iteration: int, mutations: tuple[str, ...] = MUTATIO
         return mutations[start]
     if len(odds) != len(mutations):
         raise ValueError(f"{len(odds)} odds for {len(mutations)} mutations")
-    turn = [(start + k) % len(mutations) for k in range(len(mutations))]
-    return mutations[max(turn, key=lambda i: (odds[i], -turn.index(i)))]
+    turn = [(start + k) % len(mutations) for k in range(len(mutations))]  # from the turn's entry, round
+    return mutations[max(turn, key=lambda i: odds[i])]  # max keeps the first of equal odds
