@@ -74,17 +74,16 @@ def run_mutation_odds(ctx: RunContext) -> tuple[float, ...]:
     """:func:`~contextevolve.program.mutations.mutation_odds` of the run's committed children so far.
 
     A child counts for the change its last ask after a twin named (:attr:`ProgramRecord.mutation`): better
-    when it is valid, behaves as nothing stored did, and its score beats its parent's in the task's direction
-    (a failure, a copy or a behavioural twin counts as not better). One entry per ``search.mutations``.
+    when it is valid, behaves as nothing stored did, and its score beats its parent's
+    (:meth:`~contextevolve.tasks.base.Task.better`: the task's direction, beyond its timing noise); a
+    failure, a copy or a behavioural twin counts as not better. One entry per ``search.mutations``.
     """
     task, records = task_of(ctx), memory_of(ctx).buffer.committed()
     scores = {r.id: r.combined_score for r in records}
 
     def better(child: ProgramRecord) -> bool:
         parent = scores.get(child.parent_id or "")
-        if not child.useful or parent is None:
-            return False
-        return child.combined_score > parent if task.higher_is_better else child.combined_score < parent
+        return child.useful and parent is not None and task.better(child.combined_score, parent)
 
     outcomes = ((r.mutation, better(r)) for r in records if r.mutation)
     return mutation_odds(outcomes, tuple(ctx.search.mutations))
