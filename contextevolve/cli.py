@@ -30,7 +30,13 @@ from contextevolve.commands import (
 )
 from contextevolve.display import RunProgress, seconds_table, tokens_table
 from contextevolve.evaluation.executors import ExecutorError
-from contextevolve.flags import add_limit_flags, add_run_flags, parse_prices, run_settings
+from contextevolve.flags import (
+    add_limit_flags,
+    add_run_flags,
+    parse_prices,
+    run_settings,
+    settings_from_flags,
+)
 from contextevolve.graph.context import DEFAULT_TASK
 from contextevolve.llm import serving
 from contextevolve.llm.faults import EndpointUnavailable
@@ -157,6 +163,7 @@ def _csv(kind):
 
 def cmd_compare(args) -> int:
     """``contextevolve compare``: run the systems side by side on one task, a line per finished run."""
+    from contextevolve.compare.own_run import check_contextevolve_settings
     from contextevolve.compare.runner import compare
     from contextevolve.compare.schema import CompareSettings
     from contextevolve.tasks.registry import get_task
@@ -164,6 +171,8 @@ def cmd_compare(args) -> int:
     source = problem_source(args)
     if source is None and not args.task:
         raise ValueError("compare needs --task NAME or your own problem (--problem DIR)")
+    own = settings_from_flags(args.contextevolve_args or "", "--contextevolve-args")
+    check_contextevolve_settings(own)  # before the problem is staged into --out
     task = source.stage(Path(args.out) / "problem") if source is not None else args.task
     settings = CompareSettings(
         task=task, systems=args.systems, candidates=args.iterations, seeds=args.seeds, out=args.out,
@@ -172,7 +181,8 @@ def cmd_compare(args) -> int:
         model=args.model, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
         token_budget=args.token_budget, cost_budget=args.cost_budget, timeout_s=args.system_timeout,
         time_budget_s=args.time_budget * 60 if args.time_budget is not None else None,
-        log_prompts=args.log_prompts, prices=parse_prices(args.price))
+        log_prompts=args.log_prompts, prices=parse_prices(args.price),
+        contextevolve_settings=own)
     get_task(settings.task)  # an unknown task fails before anything starts
 
     def show(result) -> None:
@@ -280,6 +290,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="wall-clock limit of one system run, seconds")
     comp.add_argument("--price", action="append", default=[], metavar="MODEL=INPUT,OUTPUT",
                       help="dollars per million prompt and completion tokens of the model (each run's cost)")
+    comp.add_argument("--contextevolve-args", metavar="FLAGS",
+                      help="run flags for every ContextEvolve system, as `contextevolve run` takes them, in "
+                           "one quoted argument (e.g. --contextevolve-args='--parent-selection tournament'); "
+                           "the comparison's own options (seed, model, sampling, budgets) are refused there")
     comp.add_argument("--log-prompts", action="store_true",
                       help="keep ContextEvolve's prompts and replies in "
                            "OUT/<system>-s<seed>/run/prompts.jsonl")

@@ -231,3 +231,33 @@ def run_settings(args: argparse.Namespace) -> dict:
     for agent in CONTEXT_AGENTS:
         settings[f"{agent}_enabled"] = False if agent in (args.disable or []) else None
     return settings
+
+
+class _FlagsParser(argparse.ArgumentParser):
+    """An argument parser whose errors raise ``ValueError`` instead of printing usage and exiting."""
+
+    def error(self, message: str):  # argparse's hook for a bad command line
+        raise ValueError(message)
+
+
+def settings_from_flags(text: str, where: str) -> dict:
+    """The run settings (flat names) that ``text``, flags as ``contextevolve run`` takes them, sets.
+
+    ``"--parent-selection tournament --no-behavioural-twins"`` -> ``{"parent_selection": "tournament",
+    "behavioural_twins": False}``; settings the flags leave unset are absent. ``text`` is split as a shell
+    would (quotes group words).
+
+    Raises:
+        ValueError: a flag ``run`` does not have, a bad value, or a stray word, named after ``where``
+            (the option that carried the flags).
+    """
+    import shlex
+
+    parser = _FlagsParser(prog=where, add_help=False)
+    add_run_flags(parser)
+    try:
+        args = parser.parse_args(shlex.split(text))
+        settings = run_settings(args)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    return {name: value for name, value in settings.items() if value is not None}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from contextevolve.agents import CONTEXT_AGENTS
 from contextevolve.compare import ledger
@@ -21,6 +21,43 @@ from contextevolve.tasks.registry import get_task
 ABLATIONS: dict[str, dict[str, bool]] = {f"contextevolve-no-{name}": {f"{name}_enabled": False}
                                           for name in CONTEXT_AGENTS}
 """The paper's three ablations (Fig. 3c): one context agent switched off."""
+SET_BY_COMPARE: dict[str, str] = {
+    "task": "--task or --problem", "max_iterations": "--iterations", "run_dir": "--out", "seed": "--seeds",
+    "base_url": "--base-url", "api_key": "the environment's key", "model": "--model", "models": "--model",
+    "embedded": "--base-url", "temperatures": "--temperature", "top_p": "--top-p", "top_k": "--top-k",
+    "max_retries": "the comparison (2 retries for every system)", "token_budget": "--token-budget",
+    "time_budget_s": "--time-budget", "cost_budget": "--cost-budget", "prices": "--price",
+    "log_prompts": "--log-prompts",
+}
+"""Run settings the comparison gives every ContextEvolve run itself, each with the option that sets it:
+a :attr:`CompareSettings.contextevolve_settings` naming one is refused, so that every system runs on the
+same endpoint, model, sampling and budget. The sandbox's limits (``eval_*``) are refused too: every
+system's candidates are evaluated alike."""
+
+
+def check_contextevolve_settings(settings: dict[str, Any]) -> None:
+    """Refuse ContextEvolve run settings a comparison cannot take, before any system runs.
+
+    Raises:
+        ValueError: an unknown setting (naming the nearest one), one the comparison sets itself
+            (:data:`SET_BY_COMPARE`, naming its option), or a value ``RunContext`` refuses.
+    """
+    from contextevolve.graph.context import GROUPS, SETTINGS, RunContext, check_setting_names
+
+    check_setting_names(settings)
+    groups = sorted(name for name in settings if name in GROUPS)
+    if groups:
+        raise ValueError(f"name ContextEvolve's settings one by one, not as a group: {', '.join(groups)}")
+    taken = [f"{name} (set by {SET_BY_COMPARE[name]})" for name in settings if name in SET_BY_COMPARE]
+    taken += [f"{name} (every system's candidates are evaluated alike)" for name in settings
+              if SETTINGS.get(name, ("",))[0] == "sandbox"]
+    if taken:
+        raise ValueError(f"a comparison sets these ContextEvolve settings itself: {', '.join(taken)}")
+    try:
+        RunContext(**settings)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"ContextEvolve settings of the comparison: {exc}") from None
+
 
 def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: str, model: str,
                       folder: Path) -> tuple[str, int | None, list[int], list[int]]:
@@ -44,7 +81,7 @@ def run_contextevolve(settings: CompareSettings, system: str, seed: int, url: st
                         token_budget=settings.token_budget, time_budget_s=settings.time_budget_s,
                         cost_budget=settings.cost_budget, prices=settings.prices or None,
                         log_prompts=settings.log_prompts,
-                        **ABLATIONS.get(system, {}))
+                        **{**settings.contextevolve_settings, **ABLATIONS.get(system, {})})
         own = result.total_tokens
         stopped = "" if result.iterations >= settings.candidates else result.stop_reason or ""
     except Exception as exc:  # an endpoint that stayed down: what was stored still counts

@@ -154,6 +154,23 @@ def _within_table(results: list[SystemResult], title: str, places: dict[str, int
     return lines
 
 
+def settings_lines(results: list[SystemResult]) -> list[str]:
+    """A paragraph naming the ContextEvolve runs whose settings were not the defaults, and those settings.
+
+    Empty when every run had the defaults: a table that mixes runs of two settings says which is which.
+    """
+    changed: dict[str, list[str]] = {}
+    for result in results:
+        if result.settings:
+            text = ", ".join(f"{name}={json.dumps(value)}" for name, value in sorted(result.settings.items()))
+            changed.setdefault(text, []).append(result.label)
+    if not changed:
+        return []
+    parts = [f"{', '.join(labels)}: {text}" for text, labels in changed.items()]
+    return ["ContextEvolve settings changed from the defaults (`compare --contextevolve-args`): "
+            + "; ".join(parts) + ".", ""]
+
+
 def markdown(results: list[SystemResult], task: Task, settings: CompareSettings | None = None) -> str:
     """The results table in markdown: the budget, per run, then medians per system over seeds.
 
@@ -164,6 +181,7 @@ def markdown(results: list[SystemResult], task: Task, settings: CompareSettings 
     token_budget = settings.token_budget if settings else None
     places = ranks(results, task)
     lines = [budget_line(settings), ""] if settings else []
+    lines += settings_lines(results)
     lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(_row(r, places.get(r.label))) + " |" for r in results]
     systems = list(dict.fromkeys(r.system for r in results))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from contextevolve.compare import ledger
-from contextevolve.compare.own_run import ABLATIONS, run_contextevolve
+from contextevolve.compare.own_run import ABLATIONS, check_contextevolve_settings, run_contextevolve
 from contextevolve.compare.peer_spec import PeerSpec
 from contextevolve.compare.proxy import CountingProxy
 from contextevolve.compare.results import write_results
@@ -205,8 +205,9 @@ def compare(settings: CompareSettings,
 
     Raises:
         ValueError: an unknown system or task, no seeds, a candidate budget below 1, a cost budget without
-            a price for the model, an ``out`` that already holds one of the runs asked for or a comparison
-            on another task.
+            a price for the model, ContextEvolve settings it cannot take
+            (:func:`~contextevolve.compare.own_run.check_contextevolve_settings`), an ``out`` that already
+            holds one of the runs asked for or a comparison on another task.
         contextevolve.llm.embedded.EmbeddedModelError: the embedded model cannot start.
     """
     unknown = [s for s in settings.systems if s not in SYSTEMS]
@@ -219,6 +220,7 @@ def compare(settings: CompareSettings,
         raise ValueError("; ".join(missing))
     if settings.cost_budget is not None:
         _check_cost_budget(settings)
+    check_contextevolve_settings(settings.contextevolve_settings)
     task = get_task(settings.task)
     out = Path(settings.out).resolve()  # the peers run with their own folder as working directory
     taken = [label for label in (f"{s}-s{seed}" for seed in settings.seeds for s in settings.systems)
@@ -277,7 +279,8 @@ def compare(settings: CompareSettings,
                 **totals, tokens=sum(totals.values()),
                 llm_calls=len(records), cost=money, own_tokens=own, wall_s=round(wall, 1),
                 best_so_far=figures["best_so_far"],
-                cumulative_tokens=cumulative, cumulative_prompt_tokens=cumulative_prompt, stopped=stopped)
+                cumulative_tokens=cumulative, cumulative_prompt_tokens=cumulative_prompt, stopped=stopped,
+                settings={} if system in PEERS else dict(settings.contextevolve_settings))
             (folder / "result.json").write_text(result.model_dump_json(indent=2))
             results = [r for r in results if r.label != label] + [result]
             if on_result:

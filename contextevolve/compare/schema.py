@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -58,6 +59,11 @@ class CompareSettings(BaseModel):
 
     ContextEvolve stops by its own time budget (``RunContext.time_budget_s``), checked when a worker
     claims an iteration; a peer is stopped once its process has run this long."""
+    contextevolve_settings: dict[str, Any] = Field(default_factory=dict)
+    """Run settings (flat names, as ``evolve()`` takes them) of every ContextEvolve system in the comparison,
+    its ablations included, that differ from ContextEvolve's defaults (``compare --contextevolve-args``);
+    empty: the defaults. The ones the comparison sets itself (seed, endpoint, model, temperature, budgets)
+    are refused (:data:`contextevolve.compare.own_run.SET_BY_COMPARE`)."""
     log_prompts: bool = False
     """Keep every prompt and reply of the ContextEvolve systems in their run folders
     (``<label>/run/prompts.jsonl``, as ``run --log-prompts``), for replays such as ``benchmarks/sampling.py``.
@@ -124,6 +130,10 @@ class SystemResult(BaseModel):
     candidate: what each had cost by then at a price (empty in results written before it was kept)."""
     stopped: str = ""
     """Why the run ended early (token budget, time limit, error), empty when it finished."""
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """The run settings a ContextEvolve run changed from its defaults
+    (:attr:`CompareSettings.contextevolve_settings`; an ablation's switched-off agent is its system, not a
+    setting here); empty for a peer and for the defaults."""
 
 
 def problem_digest(task: str) -> str | None:

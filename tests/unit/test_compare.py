@@ -478,3 +478,45 @@ def test_every_contextevolve_role_calls_the_comparisons_model_whatever_the_envir
     assert result.llm_calls >= 2 and result.candidates >= 1
     assert {r.get("model") for r in endpoint.requests} == {"fake"}
 
+
+
+def test_contextevolve_args_reach_every_contextevolve_run_and_its_rows(tmp_path, capsys):
+    """``--contextevolve-args`` sets run settings of every ContextEvolve system, ablations included."""
+    out = tmp_path / "cmp"
+    with FakeEndpoint(reply) as endpoint:
+        assert main(["compare", "--task", "model_placement", "--iterations", "2", "--out", str(out),
+                     "--systems", "contextevolve,contextevolve-no-navigator", "--base-url", endpoint.url,
+                     "--model", "fake", "--contextevolve-args",
+                     "--parent-selection tournament --stale-after 3 --disable sampler"]) == 0
+    for label, navigator in (("contextevolve-s0", True), ("contextevolve-no-navigator-s0", False)):
+        saved = json.loads((out / label / "run" / "run.json").read_text())
+        assert saved["search"]["parent_selection"] == "tournament" and saved["search"]["stale_after"] == 3
+        assert saved["ablations"]["sampler_enabled"] is False
+        assert saved["ablations"]["navigator_enabled"] is navigator  # the ablation's own switch still holds
+        assert saved["seed"] == 0 and saved["max_iterations"] == 2  # the comparison's own settings
+    rows = json.loads((out / "results.json").read_text())
+    assert rows["settings"]["contextevolve_settings"] == {"parent_selection": "tournament", "stale_after": 3,
+                                                          "sampler_enabled": False}
+    assert all(r["settings"]["parent_selection"] == "tournament" for r in rows["results"])
+    table = (out / "results.md").read_text()
+    assert ('contextevolve-s0, contextevolve-no-navigator-s0: parent_selection="tournament", '
+            "sampler_enabled=false, stale_after=3." in table)
+
+
+def test_contextevolve_args_the_comparison_sets_itself_or_cannot_parse_are_refused(tmp_path, capsys):
+    base = ["compare", "--task", "model_placement", "--systems", "contextevolve", "--base-url",
+            "http://127.0.0.1:9/v1"]
+    cases = {"--seed 3": "seed (set by --seeds)", "--token-budget 5": "token_budget (set by --token-budget)",
+             "--eval-cpu 5": "eval_cpu_s (every system's candidates are evaluated alike)",
+             "--parent-selection best-of": "argument --parent-selection: invalid choice",
+             "--stale-aftr 2": "unrecognized arguments: --stale-aftr 2",
+             "--mutation ''": "mutations must name at least one change"}
+    for number, (flags, message) in enumerate(cases.items()):
+        out = tmp_path / f"o{number}"
+        assert main([*base, "--out", str(out), f"--contextevolve-args={flags}"]) == 2
+        assert message in "".join(capsys.readouterr()), flags
+        assert not out.exists()
+    with pytest.raises(ValueError, match="not as a group: search"):
+        compare(CompareSettings(task="model_placement", systems=["contextevolve"], out=str(tmp_path / "g"),
+                                contextevolve_settings={"search": {"stale_after": 1}}))
+    assert not (tmp_path / "g").exists()
