@@ -501,6 +501,20 @@ def test_contextevolve_args_reach_every_contextevolve_run_and_its_rows(tmp_path,
     table = (out / "results.md").read_text()
     assert ('contextevolve-s0, contextevolve-no-navigator-s0: parent_selection="tournament", '
             "sampler_enabled=false, stale_after=3." in table)
+    # rerun one system against the stored rows: its row is replaced, the other's stays with its settings
+    again = tmp_path / "again"
+    again.mkdir()
+    (again / "results.json").write_text((out / "results.json").read_text())
+    with FakeEndpoint(reply) as endpoint:
+        assert main(["compare", "--task", "model_placement", "--iterations", "2", "--out", str(again),
+                     "--systems", "contextevolve", "--base-url", endpoint.url, "--model", "fake"]) == 0
+    rows = {r["label"]: r for r in json.loads((again / "results.json").read_text())["results"]}
+    assert set(rows) == {"contextevolve-s0", "contextevolve-no-navigator-s0"}
+    assert rows["contextevolve-s0"]["settings"] == {} and rows["contextevolve-no-navigator-s0"]["settings"]
+    assert ("(`compare --contextevolve-args`): contextevolve-no-navigator-s0: parent_selection="
+            in (again / "results.md").read_text())
+    assert json.loads((again / "contextevolve-s0" / "run" / "run.json").read_text())["search"][
+        "parent_selection"] == "pareto"
 
 
 def test_contextevolve_args_the_comparison_sets_itself_or_cannot_parse_are_refused(tmp_path, capsys):
