@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import functools
 import re
+import shlex
 from typing import Any
 
 from contextevolve.agents import CONTEXT_AGENTS
@@ -251,8 +252,6 @@ def settings_from_flags(text: str, where: str) -> dict:
         ValueError: a flag ``run`` does not have, a bad value, or a stray word, named after ``where``
             (the option that carried the flags).
     """
-    import shlex
-
     parser = _FlagsParser(prog=where, add_help=False)
     add_run_flags(parser)
     try:
