@@ -12,6 +12,7 @@ works. Settings are not checkpointed: the CLI saves them to ``RUN_DIR/run.json``
 from __future__ import annotations
 
 import difflib
+import functools
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
@@ -154,27 +155,13 @@ def upgraded(data: Mapping[str, Any]) -> dict[str, Any]:
     return data
 
 
-def literal_problems(group: Any) -> list[str]:
-    """One sentence per ``Literal`` field of the settings ``group`` whose value is not one of its choices.
-
-    (A flat keyword of the Python API reaches a group without pydantic's checks.)
-    """
-    if not is_dataclass(group):
-        return []
-    hints = typing.get_type_hints(type(group))
-    out = []
-    for f in fields(group):
-        hint, value = hints[f.name], getattr(group, f.name)
-        if typing.get_origin(hint) is Literal and value not in typing.get_args(hint):
-            out.append(f"{f.name} must be one of {', '.join(map(str, typing.get_args(hint)))}, not {value!r}")
-    return out
-
-
 def _group(name: str, value: Any, updates: dict[str, Any]) -> Any:
     """The ``name`` group from ``value`` (None, an instance, or a dict of its fields) with ``updates``.
 
     Raises:
         UnknownSettingError: a dict names a field the group does not have.
+        ValueError: a value of another type than its field's that pydantic cannot convert (``"3"`` for an
+            int is read as 3), or a choice that is not one of the field's.
         pydantic.ValidationError: a sandbox limit out of range.
     """
     kind = GROUPS[name]
@@ -189,7 +176,34 @@ def _group(name: str, value: Any, updates: dict[str, Any]) -> Any:
     else:
         raise ValueError(f"invalid run settings: {name} must be a {kind.__name__} or a dict, "
                          f"not {type(value).__name__}")
-    return kind(**{**current, **updates})
+    if issubclass(kind, pydantic.BaseModel):
+        return kind(**{**current, **updates})
+    data = {**current, **updates}
+    try:  # a flat keyword of the Python API or a dict from JSON: typed here, not where a node reads it
+        return _adapter(kind).validate_python(data)
+    except pydantic.ValidationError as exc:
+        problems = dict.fromkeys(_type_problem(kind, error, data) for error in exc.errors())
+        raise ValueError("invalid run settings: " + "; ".join(problems)) from None
+
+
+@functools.cache
+def _adapter(kind: type) -> pydantic.TypeAdapter:
+    return pydantic.TypeAdapter(kind)
+
+
+def _type_problem(kind: type, error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    """One sentence for one of pydantic's errors about a field of the dataclass group ``kind`` given ``data``.
+
+    The sentence names the field and the value it got; a price is named whole.
+    """
+    name, loc = ".".join(map(str, error["loc"])), error["loc"]
+    if loc[0] == "prices" and len(loc) > 1:  # one model's price, named whole whichever part is wrong
+        return (f"the price of {loc[1]!r} must be {{'input': X, 'output': Y}} in dollars per million tokens, "
+                f"not {data['prices'][loc[1]]!r}")
+    hint = typing.get_type_hints(kind).get(str(loc[0]))
+    if error["type"] == "literal_error" and typing.get_origin(hint) is Literal:
+        return f"{name} must be one of {', '.join(map(str, typing.get_args(hint)))}, not {error['input']!r}"
+    return f"{name}: {error['msg'][:1].lower()}{error['msg'][1:]}, not {error['input']!r}"
 
 
 @dataclass(kw_only=True, init=False)
@@ -291,8 +305,6 @@ class RunContext:
             problems.append("repair_attempts must be >= 0")
         if search.unguided_hotter < 0:
             problems.append("unguided_hotter must be >= 0 (it is added to the Generator's temperature)")
-        for name in GROUPS:
-            problems += literal_problems(getattr(self, name))
         if search.second_ask_top_p is not None and not 0 < search.second_ask_top_p <= 1:
             problems.append("second_ask_top_p must be in (0, 1] (a nucleus-sampling mass)")
         if search.second_ask_top_k is not None and search.second_ask_top_k < 0:

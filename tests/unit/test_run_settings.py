@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -179,8 +180,28 @@ def test_api_key_never_reaches_run_json_or_checkpoints(tmp_path, models):
     assert leaked == []
 
 
+def test_a_setting_of_another_type_is_named_when_the_run_is_configured():
+    """A flat keyword or a group dict of the wrong type fails at RunContext, not in the node that reads it."""
+    assert RunContext(stale_after="3", temperatures={"generator": 1}).search.stale_after == 3
+    cases = {"stale_after": ("x", "stale_after: input should be a valid integer", "x"),
+             "workers": (1.5, "workers: input should be a valid integer", 1.5),
+             "temperatures": ({"generator": "hot"}, "temperatures.generator: input should be",
+                              "hot"),
+             "prices": ({"m": {"input": "a", "output": 1}}, "the price of 'm' must be {'input': X, 'output'",
+                        {"input": "a", "output": 1}),
+             "mutations": ("swap two items", "mutations: input should be a valid tuple", "swap two items")}
+    for name, (value, message, bad) in cases.items():
+        pattern = f"invalid run settings: {re.escape(message)}.*not {re.escape(repr(bad))}"
+        with pytest.raises(ValueError, match=pattern):
+            RunContext(**{name: value})
+    with pytest.raises(ValueError, match="invalid run settings: sampler_choice: input should be a valid int"):
+        RunContext(search={"sampler_choice": "many"})
+    with pytest.raises(ValueError, match="stale_rest: input should be a valid integer"):
+        evolve("model_placement", iterations=1, run_dir="/nonexistent/never-written", stale_rest="four")
+
+
 def test_a_choice_setting_given_as_a_flat_keyword_is_checked():
-    """A flat keyword skips pydantic, so a Literal setting's value is checked by RunContext itself."""
+    """A Literal setting's value is one of its choices, named in the message, however it is given."""
     for name, value, choices in (("second_ask", "x", "mutation, hole"), ("edit_form", "patch", "full, diff"),
                                  ("executor", "k8s", "local, ray"), ("summary_variant", "x", "inherited")):
         with pytest.raises(ValueError, match=f"{name} must be one of {choices}.*not '{value}'"):
