@@ -163,7 +163,7 @@ def _csv(kind):
 
 def cmd_compare(args) -> int:
     """``contextevolve compare``: run the systems side by side on one task, a line per finished run."""
-    from contextevolve.compare.own_run import check_contextevolve_settings
+    from contextevolve.compare.own_run import check_contextevolve_settings, check_variant
     from contextevolve.compare.runner import compare
     from contextevolve.compare.schema import CompareSettings
     from contextevolve.tasks.registry import get_task
@@ -173,6 +173,7 @@ def cmd_compare(args) -> int:
         raise ValueError("compare needs --task NAME or your own problem (--problem DIR)")
     own = settings_from_flags(args.contextevolve_args or "", "--contextevolve-args")
     check_contextevolve_settings(own)  # before the problem is staged into --out
+    check_variant(args.variant or "", args.systems)
     task = source.stage(Path(args.out) / "problem") if source is not None else args.task
     settings = CompareSettings(
         task=task, systems=args.systems, candidates=args.iterations, seeds=args.seeds, out=args.out,
@@ -182,7 +183,7 @@ def cmd_compare(args) -> int:
         token_budget=args.token_budget, cost_budget=args.cost_budget, timeout_s=args.system_timeout,
         time_budget_s=args.time_budget * 60 if args.time_budget is not None else None,
         log_prompts=args.log_prompts, prices=parse_prices(args.price),
-        contextevolve_settings=own)
+        contextevolve_settings=own, variant=args.variant or "")
     get_task(settings.task)  # an unknown task fails before anything starts
 
     def show(result) -> None:
@@ -294,6 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="run flags for every ContextEvolve system, as `contextevolve run` takes them, in "
                            "one quoted argument (e.g. --contextevolve-args='--parent-selection tournament'); "
                            "the comparison's own options (seed, model, sampling, budgets) are refused there")
+    comp.add_argument("--variant", metavar="NAME",
+                      help="name for these ContextEvolve settings: its systems run and are shown as "
+                           "<system>+NAME (e.g. contextevolve+tournament-s0), beside the rows of other "
+                           "settings in the same --out")
     comp.add_argument("--log-prompts", action="store_true",
                       help="keep ContextEvolve's prompts and replies in "
                            "OUT/<system>-s<seed>/run/prompts.jsonl")

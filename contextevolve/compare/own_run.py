@@ -9,6 +9,7 @@ processes of their own: :mod:`contextevolve.compare.runner`); its ledger is writ
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -33,6 +34,36 @@ SET_BY_COMPARE: dict[str, str] = {
 a :attr:`CompareSettings.contextevolve_settings` naming one is refused, so that every system runs on the
 same endpoint, model, sampling and budget. The sandbox's limits (``eval_*``) are refused too: every
 system's candidates are evaluated alike."""
+
+
+VARIANT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.]*")
+"""What a variant's name may be (:attr:`CompareSettings.variant`): it becomes part of folder names and labels,
+whose seed follows the last ``-s``, so it holds no ``-``, ``+`` or path separator."""
+
+
+def run_name(system: str, variant: str) -> str:
+    """The name a system's rows and folders carry in a comparison of ``variant`` (``""``: none).
+
+    A ContextEvolve system (the full one or an ablation) gets ``<system>+<variant>``; a peer keeps its name.
+    """
+    own = system == "contextevolve" or system in ABLATIONS
+    return f"{system}+{variant}" if variant and own else system
+
+
+def check_variant(variant: str, systems: list[str]) -> None:
+    """Refuse a variant name that cannot name folders, or one given to a comparison without ContextEvolve.
+
+    Raises:
+        ValueError: ``variant`` is not :data:`VARIANT_NAME`, or ``systems`` holds no ContextEvolve system.
+    """
+    if not variant:
+        return
+    if not VARIANT_NAME.fullmatch(variant):
+        raise ValueError(f"--variant {variant!r}: a variant's name is letters, digits, '_' and '.', starting "
+                         "with a letter or digit (it becomes part of the runs' folder names)")
+    if all(run_name(system, variant) == system for system in systems):
+        raise ValueError(f"--variant {variant!r} names ContextEvolve's settings, and --systems holds no "
+                         "ContextEvolve system")
 
 
 def check_contextevolve_settings(settings: dict[str, Any]) -> None:

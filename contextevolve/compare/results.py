@@ -234,12 +234,15 @@ def ablation_rows(results: list[SystemResult], task: Task) -> list[dict]:
 
     Returns one dict per ablation: ``system``, ``seeds``, ``best`` and ``full_best`` (medians of
     the best scores over those seeds) and ``relative``: ``best / full_best`` when higher is
-    better, ``full_best / best`` when lower is (above 1.0: the ablation did better). Ablations
-    without a shared seed or a score are left out.
+    better, ``full_best / best`` when lower is (above 1.0: the ablation did better). An ablation of a
+    variant (``contextevolve-no-navigator+tournament``) is set against the full system of the same variant.
+    Ablations without a shared seed or a score are left out.
     """
-    full = {r.seed: r.best for r in results if r.system == "contextevolve" and r.best is not None}
     rows = []
     for system in sorted({r.system for r in results if r.system.startswith("contextevolve-")}):
+        _, plus, variant = system.partition("+")
+        full = {r.seed: r.best for r in results
+                if r.system == f"contextevolve{plus}{variant}" and r.best is not None}
         mine = {r.seed: r.best for r in results if r.system == system and r.best is not None}
         seeds = sorted(set(mine) & set(full))
         if not seeds:

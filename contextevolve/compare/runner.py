@@ -26,7 +26,13 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from contextevolve.compare import ledger
-from contextevolve.compare.own_run import ABLATIONS, check_contextevolve_settings, run_contextevolve
+from contextevolve.compare.own_run import (
+    ABLATIONS,
+    check_contextevolve_settings,
+    check_variant,
+    run_contextevolve,
+    run_name,
+)
 from contextevolve.compare.peer_spec import PeerSpec
 from contextevolve.compare.proxy import CountingProxy
 from contextevolve.compare.results import write_results
@@ -206,7 +212,8 @@ def compare(settings: CompareSettings,
     Raises:
         ValueError: an unknown system or task, no seeds, a candidate budget below 1, a cost budget without
             a price for the model, ContextEvolve settings it cannot take
-            (:func:`~contextevolve.compare.own_run.check_contextevolve_settings`), an ``out`` that already
+            (:func:`~contextevolve.compare.own_run.check_contextevolve_settings`), a variant name it cannot
+            take (:func:`~contextevolve.compare.own_run.check_variant`), an ``out`` that already
             holds one of the runs asked for or a comparison on another task.
         contextevolve.llm.embedded.EmbeddedModelError: the embedded model cannot start.
     """
@@ -221,10 +228,11 @@ def compare(settings: CompareSettings,
     if settings.cost_budget is not None:
         _check_cost_budget(settings)
     check_contextevolve_settings(settings.contextevolve_settings)
+    check_variant(settings.variant, settings.systems)
     task = get_task(settings.task)
     out = Path(settings.out).resolve()  # the peers run with their own folder as working directory
-    taken = [label for label in (f"{s}-s{seed}" for seed in settings.seeds for s in settings.systems)
-             if (out / label).exists()]
+    taken = [label for label in (f"{run_name(s, settings.variant)}-s{seed}" for seed in settings.seeds
+                                 for s in settings.systems) if (out / label).exists()]
     if taken:
         raise ValueError(f"{out} already holds results for {', '.join(taken)}: choose another --out")
     out.mkdir(parents=True, exist_ok=True)
@@ -239,7 +247,8 @@ def compare(settings: CompareSettings,
     overrides = {k: v for k, v in (("top_p", top_p), ("top_k", top_k)) if v is not None}
     for seed in settings.seeds:
         for system in settings.systems:
-            label = f"{system}-s{seed}"
+            name = run_name(system, settings.variant)
+            label = f"{name}-s{seed}"
             if not settings.base_url:  # started on first use; a new one if the last system's run ended it
                 upstream, model = _embedded_endpoint()
             folder = out / label
@@ -272,7 +281,7 @@ def compare(settings: CompareSettings,
             money = (price_cost(Price(**price), totals["prompt_tokens"], totals["completion_tokens"])
                      if price else None)
             result = SystemResult(
-                system=system, seed=seed, label=label, budget=settings.candidates, initial=figures["initial"],
+                system=name, seed=seed, label=label, budget=settings.candidates, initial=figures["initial"],
                 best=figures["best"],
                 best_recomputed=recomputed, candidates=figures["candidates"], valid=figures["valid"],
                 valid_changed=figures["valid_changed"], valid_new_score=figures["valid_new_score"],

@@ -64,6 +64,11 @@ class CompareSettings(BaseModel):
     its ablations included, that differ from ContextEvolve's defaults (``compare --contextevolve-args``);
     empty: the defaults. The ones the comparison sets itself (seed, endpoint, model, temperature, budgets)
     are refused (:data:`contextevolve.compare.own_run.SET_BY_COMPARE`)."""
+    variant: str = ""
+    """A name for this comparison's ContextEvolve settings: its ContextEvolve systems run and are shown as
+    ``<system>+<variant>`` (label ``contextevolve+tournament-s0``), so that rows of several settings, the
+    defaults' included, sit side by side in one ``out`` and one table; the peers keep their names. Empty:
+    their own names (:func:`contextevolve.compare.own_run.run_name`)."""
     log_prompts: bool = False
     """Keep every prompt and reply of the ContextEvolve systems in their run folders
     (``<label>/run/prompts.jsonl``, as ``run --log-prompts``), for replays such as ``benchmarks/sampling.py``.

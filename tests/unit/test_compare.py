@@ -12,9 +12,10 @@ import pytest
 
 from contextevolve.cli import main
 from contextevolve.compare import ledger
+from contextevolve.compare.results import ablation_rows
 from contextevolve.compare.results import main as results_main
 from contextevolve.compare.runner import compare
-from contextevolve.compare.schema import CompareSettings
+from contextevolve.compare.schema import CompareSettings, SystemResult
 from contextevolve.tasks.registry import get_task
 from tests.fake_endpoint import FakeEndpoint
 
@@ -517,6 +518,42 @@ def test_contextevolve_args_reach_every_contextevolve_run_and_its_rows(tmp_path,
         "parent_selection"] == "pareto"
 
 
+def test_a_variant_runs_beside_the_default_rows_in_one_folder_and_table(tmp_path, capsys):
+    """``--variant`` names the ContextEvolve rows of other settings: a before/after pair shares a table."""
+    out = tmp_path / "cmp"
+    base = ["compare", "--task", "model_placement", "--iterations", "2", "--out", str(out), "--model", "fake"]
+    with FakeEndpoint(reply) as endpoint:
+        assert main([*base, "--systems", "contextevolve", "--base-url", endpoint.url]) == 0
+        assert main([*base, "--systems", "contextevolve,contextevolve-no-sampler", "--base-url", endpoint.url,
+                     "--variant", "tournament", "--contextevolve-args=--parent-selection tournament"]) == 0
+    rows = {r["label"]: r for r in json.loads((out / "results.json").read_text())["results"]}
+    assert set(rows) == {"contextevolve-s0", "contextevolve+tournament-s0",
+                         "contextevolve-no-sampler+tournament-s0"}
+    assert rows["contextevolve+tournament-s0"]["system"] == "contextevolve+tournament"
+    assert rows["contextevolve-s0"]["settings"] == {}
+    assert rows["contextevolve+tournament-s0"]["settings"] == {"parent_selection": "tournament"}
+    for label, selection in (("contextevolve-s0", "pareto"), ("contextevolve+tournament-s0", "tournament")):
+        saved = json.loads((out / label / "run" / "run.json").read_text())
+        assert saved["search"]["parent_selection"] == selection and saved["seed"] == 0
+    saved = json.loads((out / "contextevolve-no-sampler+tournament-s0" / "run" / "run.json").read_text())
+    assert saved["ablations"]["sampler_enabled"] is False
+    table = (out / "results.md").read_text()
+    assert "| contextevolve+tournament | 0 |" in table and "| contextevolve | 0 |" in table
+    assert "| contextevolve+tournament | 1 |" in table  # its own line among the medians per system
+    assert all(row["llm_calls"] >= 2 for row in rows.values())  # the proxy counted each label's requests
+    [ablation] = ablation_rows([SystemResult.model_validate(r) for r in rows.values()],
+                               get_task("model_placement"))
+    assert ablation["system"] == "contextevolve-no-sampler+tournament"
+    assert ablation["full_best"] == rows["contextevolve+tournament-s0"]["best"]
+    # the same variant again, a bad name, or a variant without ContextEvolve: refused before anything runs
+    for variant, systems, message in (("tournament", "contextevolve", "already holds results for contextev"),
+                                      ("a-b", "contextevolve", "a variant's name is letters"),
+                                      ("x", "gepa", "--systems holds no ContextEvolve system")):
+        assert main([*base, "--systems", systems, "--base-url", "http://127.0.0.1:9/v1",
+                     "--variant", variant]) == 2
+        assert message in "".join(capsys.readouterr())
+
+
 def test_contextevolve_args_the_comparison_sets_itself_or_cannot_parse_are_refused(tmp_path, capsys):
     base = ["compare", "--task", "model_placement", "--systems", "contextevolve", "--base-url",
             "http://127.0.0.1:9/v1"]
@@ -534,3 +571,8 @@ def test_contextevolve_args_the_comparison_sets_itself_or_cannot_parse_are_refus
         compare(CompareSettings(task="model_placement", systems=["contextevolve"], out=str(tmp_path / "g"),
                                 contextevolve_settings={"search": {"stale_after": 1}}))
     assert not (tmp_path / "g").exists()
+    with pytest.raises(ValueError, match="ContextEvolve settings of the comparison: invalid run settings: "
+                                         "stale_after: input should be a valid integer.*not 'three'"):
+        compare(CompareSettings(task="model_placement", systems=["contextevolve"], out=str(tmp_path / "t"),
+                                contextevolve_settings={"stale_after": "three"}))
+    assert not (tmp_path / "t").exists()
