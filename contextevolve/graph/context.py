@@ -16,7 +16,7 @@ import functools
 import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pydantic
 
@@ -30,6 +30,7 @@ from contextevolve.graph.settings import (
     Parallelism,
     SearchSettings,
 )
+from contextevolve.graph.typed import typed_group, typed_value
 from contextevolve.roles import ROLES
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TASK", "WORKER_SEED_STRIDE", "DEFAULT_TEMPERATURES", "GROUPS",
@@ -178,32 +179,8 @@ def _group(name: str, value: Any, updates: dict[str, Any]) -> Any:
                          f"not {type(value).__name__}")
     if issubclass(kind, pydantic.BaseModel):
         return kind(**{**current, **updates})
-    data = {**current, **updates}
-    try:  # a flat keyword of the Python API or a dict from JSON: typed here, not where a node reads it
-        return _adapter(kind).validate_python(data)
-    except pydantic.ValidationError as exc:
-        problems = dict.fromkeys(_type_problem(kind, error, data) for error in exc.errors())
-        raise ValueError("invalid run settings: " + "; ".join(problems)) from None
-
-
-@functools.cache
-def _adapter(kind: type) -> pydantic.TypeAdapter:
-    return pydantic.TypeAdapter(kind)
-
-
-def _type_problem(kind: type, error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
-    """One sentence for one of pydantic's errors about a field of the dataclass group ``kind`` given ``data``.
-
-    The sentence names the field and the value it got; a price is named whole.
-    """
-    name, loc = ".".join(map(str, error["loc"])), error["loc"]
-    if loc[0] == "prices" and len(loc) > 1:  # one model's price, named whole whichever part is wrong
-        return (f"the price of {loc[1]!r} must be {{'input': X, 'output': Y}} in dollars per million tokens, "
-                f"not {data['prices'][loc[1]]!r}")
-    hint = typing.get_type_hints(kind).get(str(loc[0]))
-    if error["type"] == "literal_error" and typing.get_origin(hint) is Literal:
-        return f"{name} must be one of {', '.join(map(str, typing.get_args(hint)))}, not {error['input']!r}"
-    return f"{name}: {error['msg'][:1].lower()}{error['msg'][1:]}, not {error['input']!r}"
+    # a flat keyword of the Python API or a dict from JSON: typed here, not where a node reads it
+    return typed_group(kind, {**current, **updates})
 
 
 @dataclass(kw_only=True, init=False)
@@ -281,7 +258,7 @@ class RunContext:
                 except pydantic.ValidationError as exc:
                     raise ValueError(f"invalid run settings: {f.name}: {exc}".replace("\n", " ")) from None
             elif f.name in settings:
-                value = settings[f.name]
+                value = typed_value(f.name, _run_wide_hints()[f.name], settings[f.name])
             else:
                 value = f.default if f.default is not MISSING else f.default_factory()
             setattr(self, f.name, value)
@@ -398,3 +375,9 @@ class RunContext:
         merged = dict(data)
         merged.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**merged)
+
+
+@functools.cache
+def _run_wide_hints() -> dict[str, Any]:
+    """The annotations of :class:`RunContext`'s fields, resolved once."""
+    return typing.get_type_hints(RunContext)

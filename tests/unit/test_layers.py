@@ -26,7 +26,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "contextevolve"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (0, ("contextevolve.agents", "contextevolve.graph.context", "contextevolve.graph.settings",
-         "contextevolve.graph.state", "contextevolve.evaluation.limits", "contextevolve.memory.records",
+         "contextevolve.graph.state", "contextevolve.graph.typed", "contextevolve.evaluation.limits",
+         "contextevolve.memory.records",
          "contextevolve.roles", "contextevolve.timing", "contextevolve.program", "contextevolve.leftovers")),
     (1, ("contextevolve.memory", "contextevolve.llm", "contextevolve.prompts", "contextevolve.evaluation")),
     (2, ("contextevolve.tasks",)),

@@ -180,7 +180,7 @@ def test_api_key_never_reaches_run_json_or_checkpoints(tmp_path, models):
     assert leaked == []
 
 
-def test_a_setting_of_another_type_is_named_when_the_run_is_configured():
+def test_a_setting_of_another_type_is_named_when_the_run_is_configured(tmp_path):
     """A flat keyword or a group dict of the wrong type fails at RunContext, not in the node that reads it."""
     assert RunContext(stale_after="3", temperatures={"generator": 1}).search.stale_after == 3
     cases = {"stale_after": ("x", "stale_after: input should be a valid integer", "x"),
@@ -193,6 +193,11 @@ def test_a_setting_of_another_type_is_named_when_the_run_is_configured():
     for name, (value, message, bad) in cases.items():
         pattern = f"invalid run settings: {re.escape(message)}.*not {re.escape(repr(bad))}"
         with pytest.raises(ValueError, match=pattern):
+            RunContext(**{name: value})
+    typed = RunContext(token_budget="40000", run_dir=tmp_path / "r", target_score=1)
+    assert (typed.token_budget, typed.run_dir, typed.target_score) == (40_000, str(tmp_path / "r"), 1.0)
+    for name, value in (("max_iterations", "ten"), ("seed", 1.5), ("log_prompts", "maybe")):
+        with pytest.raises(ValueError, match=f"invalid run settings: {name}: input should be a valid"):
             RunContext(**{name: value})
     with pytest.raises(ValueError, match="invalid run settings: sampler_choice: input should be a valid int"):
         RunContext(search={"sampler_choice": "many"})
