@@ -193,7 +193,8 @@ class RunContext:
 
     Raises (on construction):
         UnknownSettingError: an unknown keyword, or an unknown field in a group's dict.
-        ValueError: a value out of range.
+        ValueError: a value out of range, or one pydantic cannot read as its field's type
+            (:mod:`~contextevolve.graph.typed`).
     """
 
     __pydantic_config__ = SCHEMA_CONFIG
@@ -368,7 +369,7 @@ class RunContext:
 
         Raises:
             UnknownSettingError: ``data`` or ``overrides`` name an unknown setting.
-            ValueError: a value out of range.
+            ValueError: a value out of range or of another type than its field's.
         """
         data = upgraded(data)
         check_setting_names([*data, *overrides])
