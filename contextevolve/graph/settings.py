@@ -40,6 +40,12 @@ class Price:
     """Dollars per million completion tokens."""
 
 
+def price_problem(model: str, given: object) -> str:
+    """The sentence naming a price ``given`` for ``model`` that is not a :class:`Price`'s two numbers."""
+    return (f"the price of {model!r} must be {{'input': X, 'output': Y}} in dollars per million tokens, "
+            f"not {given!r}")
+
+
 @dataclass(kw_only=True)
 class ModelSettings:
     """Where each agent's LLM is and how it is called (``RunContext.llm``).
@@ -101,9 +107,7 @@ class ModelSettings:
                     given = Price(**price)
                     price = Price(input=float(given.input), output=float(given.output))
                 except (TypeError, ValueError):
-                    raise ValueError(f"invalid run settings: the price of {model!r} must be "
-                                     f"{{'input': X, 'output': Y}} in dollars per million tokens, "
-                                     f"got {price!r}") from None
+                    raise ValueError(f"invalid run settings: {price_problem(model, price)}") from None
             prices[model] = price
         self.prices = prices
 

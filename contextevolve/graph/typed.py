@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import pydantic
 
+from contextevolve.graph.settings import price_problem
+
 
 def typed_group(kind: type, data: Mapping[str, Any]) -> Any:
     """An instance of the dataclass settings group ``kind`` from its fields' values ``data``.
@@ -62,8 +64,7 @@ def _problem(kind: type, error: Mapping[str, Any], data: Mapping[str, Any]) -> s
     """
     name, loc = ".".join(map(str, error["loc"])), error["loc"]
     if loc[0] == "prices" and len(loc) > 1:
-        return (f"the price of {loc[1]!r} must be {{'input': X, 'output': Y}} in dollars per million tokens, "
-                f"not {data['prices'][loc[1]]!r}")
+        return price_problem(loc[1], data["prices"][loc[1]])
     hint = typing.get_type_hints(kind).get(str(loc[0]))
     if error["type"] == "literal_error" and typing.get_origin(hint) is Literal:
         return f"{name} must be one of {', '.join(map(str, typing.get_args(hint)))}, not {error['input']!r}"
