@@ -2,7 +2,8 @@
 
 Reads the ``results.json`` of one or more ``contextevolve compare`` folders on the same task and, for a
 target score (``--target``; default the best score any stored run reached), prints per system (seeds and
-folders pooled; a variant ``contextevolve+NAME`` is a system of its own):
+folders pooled; a variant ``contextevolve+NAME`` is a system of its own; ``--lower-is-better`` for a task
+whose score improves downwards):
 
 * runs, and how many reached the target within the budget (``--budget``; default the comparison's token
   budget): a candidate counts when its cumulative tokens are at most the budget;
@@ -62,7 +63,8 @@ def load_runs(folders: list[Path], budget: int | None) -> tuple[list[Run], int |
         digest of its files, as ``compare`` matches stored results).
 
     Raises:
-        ValueError: a folder has no results.json, or the folders compare different tasks.
+        ValueError: a folder has no results.json, the folders compare different tasks, or they ran under
+            different token budgets and ``budget`` is None.
     """
     runs, seen, tasks, budgets = [], set(), set(), set()
     for folder in folders:
@@ -80,7 +82,10 @@ def load_runs(folders: list[Path], budget: int | None) -> tuple[list[Run], int |
             runs.append(row)
     if len(tasks) > 1:
         raise ValueError(f"the folders compare different tasks: {sorted(map(str, tasks))}")
-    applied = budget if budget is not None else (budgets.pop() if len(budgets) == 1 else None)
+    if budget is None and len(budgets) > 1:
+        raise ValueError(f"the folders ran under different token budgets {sorted(map(str, budgets))}: "
+                         "give --budget")
+    applied = budget if budget is not None else budgets.pop()
     cut = []
     for row in runs:
         scores = [s if s is not None else -math.inf for s in row.get("best_so_far") or []]
@@ -100,7 +105,7 @@ def reached_at(run: Run, target: float, higher_is_better: bool = True) -> int | 
     return None
 
 
-def odds(runs: list[Run], target: float, confidence: float = 0.9) -> dict:
+def odds(runs: list[Run], target: float, confidence: float = 0.9, higher_is_better: bool = True) -> dict:
     """One system's figures over ``runs`` (see the module docstring); ``hazard`` None without candidates.
 
     Raises:
@@ -108,7 +113,7 @@ def odds(runs: list[Run], target: float, confidence: float = 0.9) -> dict:
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must lie strictly between 0 and 1, not {confidence}")
-    hits = [reached_at(r, target) for r in runs]
+    hits = [reached_at(r, target, higher_is_better) for r in runs]
     exposure = sum(h if h is not None else len(r.scores) for r, h in zip(runs, hits, strict=True))
     reached = sum(h is not None for h in hits)
     mean_n = sum(len(r.scores) for r in runs) / len(runs)
@@ -120,7 +125,7 @@ def odds(runs: list[Run], target: float, confidence: float = 0.9) -> dict:
             "exposure": exposure, "hazard": hazard, "p_reach": p_reach, "needed": needed}
 
 
-def table(runs: list[Run], target: float, confidence: float = 0.9) -> str:
+def table(runs: list[Run], target: float, confidence: float = 0.9, higher_is_better: bool = True) -> str:
     """A markdown table of :func:`odds` per system, in the order the systems first appear."""
     by_system: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
@@ -128,7 +133,7 @@ def table(runs: list[Run], target: float, confidence: float = 0.9) -> str:
     lines = [f"| system | runs | reached | reached at candidate | candidates / run | hazard | P(reach) "
              f"| candidates for {confidence:g} |", "|---|---|---|---|---|---|---|---|"]
     for system, own in by_system.items():
-        o = odds(own, target, confidence)
+        o = odds(own, target, confidence, higher_is_better)
         at = ", ".join("-" if h is None else str(h) for h in o["reached_at"])
         hazard = "-" if o["hazard"] is None else f"{o['hazard']:.3f} ({o['reached']}/{o['exposure']})"
         p = "-" if o["p_reach"] is None else f"{o['p_reach']:.2f}"
@@ -145,16 +150,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, help="token budget (default: the comparison's)")
     parser.add_argument("--confidence", type=float, default=0.9,
                         help="chance of reaching the target a run should have (default 0.9)")
+    parser.add_argument("--lower-is-better", action="store_true",
+                        help="the task's score improves downwards (a target is reached at or below it)")
     args = parser.parse_args(argv)
     try:
         runs, budget, task = load_runs(args.folders, args.budget)
-        target = args.target if args.target is not None else max(
-            (s for r in runs for s in r.scores if s != -math.inf), default=None)
+        scored = [s for r in runs for s in r.scores if s != -math.inf]
+        best = min if args.lower_is_better else max
+        target = args.target if args.target is not None else best(scored, default=None)
         if target is None:
             raise ValueError("no stored run evaluated a candidate: nothing to reach")
         print(f"task {task}; target {target:.6g}; budget {budget if budget is not None else 'none'} tokens; "
               f"{len(runs)} runs")
-        print(table(runs, target, args.confidence))
+        print(table(runs, target, args.confidence, not args.lower_is_better))
     except ValueError as exc:
         print(f"cell_odds: {exc}", file=sys.stderr)
         return 2

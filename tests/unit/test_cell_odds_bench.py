@@ -63,6 +63,8 @@ def test_hazard_is_hits_over_candidates_until_each_hit(tmp_path):
     assert (none["hazard"], none["p_reach"], none["needed"]) == (0.0, 0.0, None)
     with pytest.raises(ValueError, match="strictly between 0 and 1"):
         odds_bench.odds(runs, 0.5, confidence=1.0)
+    lower = odds_bench.odds([odds_bench.Run("x", "x-s0", [9.0, 7.0, 5.0])], 7.0, higher_is_better=False)
+    assert (lower["reached_at"], lower["exposure"]) == ([2], 2)
     table = odds_bench.table(runs, 0.5)
     assert "| gepa | 2 | 1 | 3, - | 5.5 | 0.100 (1/10) | 0.44 | 22 |" in table
 
@@ -73,9 +75,16 @@ def test_main_prints_the_table_and_refuses_mixed_tasks_or_a_folder_without_resul
     assert odds_bench.main([str(a), str(b)]) == 0  # the same problem staged in two folders
     out = capsys.readouterr().out
     assert "target 0.5; budget 1000 tokens; 2 runs" in out and "| gepa | 2 | 1 | 2, - |" in out
+    assert odds_bench.main([str(a), "--lower-is-better"]) == 0  # the default target is then the lowest
+    assert "target 0.3;" in capsys.readouterr().out
     c = _folder(tmp_path / "c", [_row("gepa-s2", [0.3], [100])], task="model_placement")
     assert odds_bench.main([str(a), str(c)]) == 2
     assert "different tasks" in capsys.readouterr().err
+    d = _folder(tmp_path / "d", [_row("gepa-s3", [0.3], [100])], task="problem:/z", digest="d1", budget=5)
+    assert odds_bench.main([str(a), str(d)]) == 2
+    assert "different token budgets ['1000', '5']: give --budget" in capsys.readouterr().err
+    assert odds_bench.main([str(a), str(d), "--budget", "150", "--target", "0.5"]) == 0
+    assert "| gepa | 2 | 0 | -, - | 1.0 |" in capsys.readouterr().out  # a's 0.5 came at 200 tokens: cut
     assert odds_bench.main([str(tmp_path / "none")]) == 2
     assert "holds no results.json" in capsys.readouterr().err
 
