@@ -11,10 +11,10 @@ server's reuse of a prompt read before (``cache_prompt`` off: a run's asks are d
   children);
 * ``1 x n``: one request with ``n`` choices, seed ``s``.
 
-Prints per arm: requests, replies, distinct replies, prompt tokens, completion tokens (the endpoint's count
-for ``n x 1``; for ``1 x n`` both what the endpoint reported and the sum of each choice's tokens counted with
-the server's ``/tokenize``, since llama.cpp's server reports one choice's), seconds, and tokens and seconds
-per reply. No reply is judged (``sampling.py`` judges replies; here only their cost differs).
+Prints per arm: requests, replies, distinct replies, prompt tokens, completion tokens (each reply's counted
+with the server's ``/tokenize``, beside what the endpoint reported: for ``1 x n`` llama.cpp's server reports
+one choice's), seconds, and tokens and seconds per reply. No reply is judged (``sampling.py`` judges
+replies; here only their cost differs).
 
 Usage:
     python benchmarks/replies_per_ask.py RUN_DIR [RUN_DIR ...] [--n 3] [--limit 4] [--max-tokens 700]
