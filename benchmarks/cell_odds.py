@@ -28,11 +28,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from contextevolve.compare.results import best_within
+from contextevolve.compare.schema import SystemResult
 
 TOLERANCE = 1e-6
 """A run reaches the target when its best score is within this of it (scores are stored as floats)."""
@@ -44,13 +48,8 @@ class Run:
 
     system: str
     label: str
-    scores: list[float]
-    """Best score after each candidate evaluated within the budget."""
-
-
-def system_of(label: str) -> str:
-    """The system a row's label names: the label without its ``-sN`` seed suffix."""
-    return re.sub(r"-s\d+$", "", label)
+    scores: list[float | None]
+    """Best score after each candidate evaluated within the budget (None: no valid program yet)."""
 
 
 def load_runs(folders: list[Path], budget: int | None) -> tuple[list[Run], int | None, str]:
@@ -75,11 +74,10 @@ def load_runs(folders: list[Path], budget: int | None) -> tuple[list[Run], int |
         settings = data["settings"]  # a user's problem is named by its folder's path: its digest is the task
         tasks.add(settings.get("problem_digest") or settings.get("task"))
         budgets.add(settings.get("token_budget"))
-        for row in data["results"]:
-            if row["label"] in seen:
-                continue
-            seen.add(row["label"])
-            runs.append(row)
+        for row in map(SystemResult.model_validate, data["results"]):
+            if row.label not in seen:
+                seen.add(row.label)
+                runs.append(row)
     if len(tasks) > 1:
         raise ValueError(f"the folders compare different tasks: {sorted(map(str, tasks))}")
     if budget is None and len(budgets) > 1:
@@ -87,20 +85,17 @@ def load_runs(folders: list[Path], budget: int | None) -> tuple[list[Run], int |
                          "give --budget")
     applied = budget if budget is not None else budgets.pop()
     cut = []
-    for row in runs:
-        scores = [s if s is not None else -math.inf for s in row.get("best_so_far") or []]
-        tokens = row.get("cumulative_tokens") or []
-        if applied is not None and len(tokens) == len(scores):
-            scores = [s for s, t in zip(scores, tokens, strict=True) if t <= applied]
-        cut.append(Run(system=system_of(row["label"]), label=row["label"], scores=scores))
+    for row in runs:  # the cut compare's own tables make (kept whole where tokens and scores do not line up)
+        within = best_within(row, applied)[1] if applied is not None else None
+        cut.append(Run(system=row.system, label=row.label, scores=row.best_so_far[:within]))
     return cut, applied, tasks.pop()
 
 
 def reached_at(run: Run, target: float, higher_is_better: bool = True) -> int | None:
     """The 1-based candidate at which ``run`` first reached ``target``, else None."""
     for n, score in enumerate(run.scores, 1):
-        if score != -math.inf and (score >= target - TOLERANCE if higher_is_better
-                                   else score <= target + TOLERANCE):
+        if score is not None and (score >= target - TOLERANCE if higher_is_better
+                                  else score <= target + TOLERANCE):
             return n
     return None
 
@@ -155,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         runs, budget, task = load_runs(args.folders, args.budget)
-        scored = [s for r in runs for s in r.scores if s != -math.inf]
+        scored = [s for r in runs for s in r.scores if s is not None]
         best = min if args.lower_is_better else max
         target = args.target if args.target is not None else best(scored, default=None)
         if target is None:

@@ -29,10 +29,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextevolve.llm import transcript
+from langchain_core.messages import convert_to_messages, convert_to_openai_messages
 
-ROLES = {"system": "system", "human": "user", "ai": "assistant"}
-"""LangChain message types as OpenAI chat roles."""
+from contextevolve.llm import transcript
 
 
 def first_asks(run_dirs: list[Path], limit: int | None = None) -> list[list[dict]]:
@@ -49,7 +48,7 @@ def first_asks(run_dirs: list[Path], limit: int | None = None) -> list[list[dict
             user = row["messages"][-1]["content"] if row["messages"] else ""
             if row["role"] == "generator" and row["attempt"] == 1 and (
                     "## Direction" in user or "## Reference programs" in user):
-                asks.append([{"role": ROLES[m["type"]], "content": m["content"]} for m in row["messages"]])
+                asks.append(convert_to_openai_messages(convert_to_messages(row["messages"])))
     return asks[:limit] if limit is not None else asks
 
 

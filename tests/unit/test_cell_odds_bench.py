@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -47,7 +46,7 @@ def test_runs_cut_at_the_budget_and_a_label_read_once(tmp_path):
     assert (budget, task) == (1000, "txn_scheduling")
     assert [(r.system, r.scores) for r in runs] == [
         ("gepa", [0.3, 0.3, 0.5]),  # the fourth candidate came after 1,000 tokens; b's gepa-s0 is a's
-        ("contextevolve", [0.3, -math.inf, 0.3]), ("contextevolve+best", [0.3])]
+        ("contextevolve", [0.3, None, 0.3]), ("contextevolve+best", [0.3])]
     assert [len(r.scores) for r in odds_bench.load_runs([a], 10_000)[0]] == [4, 3]
 
 
