@@ -3,7 +3,10 @@
 For ``benchmarks/throughput.py``: it shows how a system uses a fast endpoint that serves several requests at
 once (vLLM on a GPU, a hosted API), which this 2-core machine cannot run. Each ``POST .../chat/completions``
 waits for one of ``streams`` slots (requests beyond them queue, as at a saturated server), then holds it for
-``ttft_s + tpot_s × completion tokens`` (time to first token, time per output token) and answers.
+``ttft_s + tpot_s × completion tokens`` (time to first token, time per output token) and answers. A request of
+``n`` choices is one prompt read and ``n`` sequences decoded together, as a GPU server batches them: it holds
+``n`` slots (at most ``streams``) for ``ttft_s + tpot_s × its longest choice's tokens`` and reports the prompt
+once and the choices' completion tokens summed, as OpenAI does.
 
 Replies, by role (the run is started with ``--model ctx --role-model generator=gen``; a peer names ``gen``;
 the Sampler is the request with a ``response_format``), drawn from one seeded RNG:
@@ -109,7 +112,8 @@ class LatencyEndpoint:
     # --- serving -------------------------------------------------------------------------------------
     def _serve(self, started: threading.Event) -> None:
         asyncio.set_event_loop(self.loop)
-        self.slots = asyncio.Semaphore(self.streams)
+        self.free = self.streams
+        self.freed = asyncio.Condition()
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._answer)
         runner = web.AppRunner(app, access_log=None)
@@ -141,24 +145,36 @@ class LatencyEndpoint:
             self.first_at = time.monotonic() if self.first_at is None else self.first_at
         self._flight(+1)
         try:
+            n = max(1, int(body.get("n") or 1))
             with self.lock:
-                kind, text = self._reply(body)
-            service = self.ttft_s + self.tpot_s * tokens(text)
-            async with self.slots:
+                replies = [self._reply(body) for _ in range(n)]
+            texts = [text for _, text in replies]
+            service = self.ttft_s + self.tpot_s * max(tokens(t) for t in texts)
+            held = min(n, self.streams)
+            async with self.freed:
+                await self.freed.wait_for(lambda: self.free >= held)
+                self.free -= held
+            try:
                 await asyncio.sleep(service)
+            finally:
+                async with self.freed:
+                    self.free += held
+                    self.freed.notify_all()
             prompt = tokens("\n".join(str(m.get("content", "")) for m in body.get("messages", [])))
+            completion = sum(tokens(t) for t in texts)
             with self.lock:
-                self.busy_s += service
+                self.busy_s += service * held
                 self.requests += 1
-                self.kinds[kind] = self.kinds.get(kind, 0) + 1
+                for kind, _ in replies:
+                    self.kinds[kind] = self.kinds.get(kind, 0) + 1
                 self.last_at = time.monotonic()
             return web.json_response({
                 "id": f"lat-{self.requests}", "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model", "gen"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": tokens(text),
-                          "total_tokens": prompt + tokens(text)}})
+                "choices": [{"index": i, "message": {"role": "assistant", "content": text},
+                             "finish_reason": "stop"} for i, text in enumerate(texts)],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion}})
         finally:
             self._flight(-1)
 

@@ -259,7 +259,9 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     finals: list[dict] = []
     try:
         if own_server:  # start them all before the first node, side by side
-            embedded.start_shared_servers(models.embedded_server_keys(ctx), ctx.llm_slots)
+            generator = models.embedded_server_key("generator", ctx)
+            embedded.start_shared_servers(models.embedded_server_keys(ctx),
+                                          {k: ctx.server_slots(k == generator) for k in models.embedded_server_keys(ctx)})
         graph = build_graph(SqliteSaver(conn))
         run = Workers(graph, ctx, root, on_update=on_update, on_phase=on_phase, on_commit=on_commit)
         steering_for(root).open()

@@ -123,7 +123,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=2))
         return 0
     console.print(f"[bold]{status['run_dir']}[/bold] ({status['task']})")
-    console.print(f"iterations: {status['iterations']}  programs: {status['programs']}  "
+    per_prompt = (f" from {status['prompts']} prompts ({status['children_per_prompt']} children per prompt)"
+                  if status.get("prompts") else "")
+    console.print(f"iterations: {status['iterations']}  programs: {status['programs']}{per_prompt}  "
                   f"statuses: {status['statuses']}  repairs: {status['repairs']['attempted']} attempted, "
                   f"{status['repairs']['succeeded']} children fixed  "
                   f"behavioural twins: {status['behavioural_twins']}")

@@ -37,6 +37,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     Keys: ``run_dir``, ``task``, ``iterations``, ``programs`` (committed, failed ones included),
     ``statuses`` (count per status), ``failure_kinds`` (count per failure kind), ``behavioural_twins``
     (valid programs whose results equal an earlier one's),
+    ``prompts`` (composed prompts the children were replies to) and ``children_per_prompt``,
     ``initial_score``, ``best_score``, ``best_id``, ``repairs``
     (``attempted``: repair calls, ``succeeded``: children they made ok), ``tokens`` (by role),
     ``total_tokens``, ``cost`` (dollars at the run's prices, None without), ``seconds`` (wall seconds by
@@ -70,6 +71,7 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
     initial = next((r for r in records if r.iteration == 0), None)
     seconds = functools.reduce(add_seconds, (r.seconds for r in records), {})
     children = [wall(r.seconds) for r in records if r.iteration and r.seconds]
+    prompts = sum(1 for r in records if r.iteration and not r.sibling_of)
     return {
         "run_dir": str(root),
         "task": task.name,
@@ -78,6 +80,8 @@ def run_status(run_dir: str | Path) -> dict[str, Any]:
         "statuses": statuses,
         "failure_kinds": kinds,
         "behavioural_twins": sum(bool(r.behavioural_twin_of) for r in records),
+        "prompts": prompts,
+        "children_per_prompt": round((len(records) - 1) / prompts, 2) if prompts and initial else None,
         "initial_score": initial.combined_score if initial else None,
         "best_score": best.combined_score if best else None,
         "best_id": best.id if best else None,

@@ -213,6 +213,30 @@ class CountingProxy:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
+    async def _choices_counted(self, reply: dict) -> int | None:
+        """Completion tokens of a reply of several choices, each counted by the upstream's ``/tokenize``.
+
+        llama.cpp's server reports one choice's completion for a request of ``n``; counted this way a reply
+        of several choices costs what the same replies cost as ``n`` requests, so comparisons at equal tokens
+        stay equal. None for one choice, or an upstream without ``/tokenize`` (its report is then kept).
+        """
+        choices = reply.get("choices") or []
+        if len(choices) < 2:
+            return None
+        root = self.upstream.removesuffix("/v1")
+        total = 0
+        for choice in choices:
+            text = ((choice.get("message") or {}).get("content") or choice.get("text") or "") \
+                if isinstance(choice, dict) else ""
+            try:
+                async with self._session.post(f"{root}/tokenize", json={"content": text}) as resp:
+                    if resp.status != 200:
+                        return None
+                    total += len((await resp.json()).get("tokens") or [])
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, AttributeError):
+                return None
+        return total
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         label, path = request.match_info["label"], request.match_info["path"].strip("/")
         target = f"{self.upstream}/{path}"
@@ -259,6 +283,9 @@ class CountingProxy:
             record.prompt_tokens = int(usage.get("prompt_tokens") or 0)
             record.completion_tokens = int(usage.get("completion_tokens") or 0)
             record.usage_reported = True
+            counted = await self._choices_counted(reply)
+            if counted is not None and counted > record.completion_tokens:
+                record.completion_tokens = usage["completion_tokens"] = counted
         self._record(record)
         if record.status != 200 or not isinstance(reply, dict):
             return web.Response(status=record.status, body=raw, content_type="application/json")

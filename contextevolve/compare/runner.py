@@ -72,9 +72,11 @@ SYSTEMS = ("contextevolve", *PEERS, *ABLATIONS)
 
 
 def _embedded_endpoint() -> tuple[str, str]:
+    from contextevolve.graph.settings import SearchSettings
     from contextevolve.llm.embedded import MODEL_ALIAS, shared_server
 
-    return shared_server().start(), MODEL_ALIAS
+    # slots for one request of the default samples per prompt, decoded together as a GPU server would
+    return shared_server(slots=SearchSettings().samples_per_prompt).start(), MODEL_ALIAS
 
 
 def run_peer(settings: CompareSettings, system: str, seed: int, url: str, model: str, folder: Path,

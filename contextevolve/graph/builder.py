@@ -7,6 +7,11 @@
                              |                                                              -> summarize
                              └──────────────────────── update_buffer <──────────────────────────┘
 
+With ``search.samples_per_prompt`` n above 1, ``generate`` asks one composed prompt for n replies and stores
+each as a child of its own under an id ``claim`` took for it; the worker's next n - 1 claims take those
+children straight to ``evaluate`` (the dotted path ``claim -> evaluate``), so the Navigator, the Sampler and
+the prompt are paid for once per n children.
+
 One pass from ``claim`` to ``update_buffer`` is one iteration of Algorithm 1 (phases 1-8, plus ``claim``,
 ``review`` and ``repair``, which runs only for a failed child; with ``repair_attempts = 0`` and no import
 fixes the iteration is exactly the paper's). A child asked for by one mutation of its parent (``ask``
@@ -114,7 +119,7 @@ def build_graph(checkpointer=None, *, store=None):
     builder.add_node("update_buffer", update_buffer)
     builder.add_edge(START, "initialize")
     builder.add_edge("initialize", "claim")
-    builder.add_conditional_edges("claim", after_claim, ["select_parent", END])
+    builder.add_conditional_edges("claim", after_claim, ["select_parent", "evaluate", END])
     builder.add_conditional_edges("select_parent", after_select_parent, ["navigate", "compose"])
     for a, b in (("navigate", "sample"), ("sample", "compose"),
                  ("compose", "review"), ("review", "generate"), ("generate", "evaluate"),

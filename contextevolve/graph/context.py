@@ -205,7 +205,9 @@ class RunContext:
     """Directory holding the Evolve Buffer, the Chroma index, checkpoints and run.json."""
 
     max_iterations: int = 10
-    """Stop once this many iterations (children) have been completed in the run."""
+    """Stop once this many iterations have been completed in the run. An iteration is one child (one
+    candidate evaluated), in ``run``, ``compare`` and every stop rule alike: with ``search.samples_per_prompt``
+    n, the run composes about ``max_iterations / n`` prompts."""
     target_score: float | None = None
     """Stop once the best combined score reaches this (in the task's orientation)."""
     token_budget: int | None = None
@@ -281,6 +283,8 @@ class RunContext:
             problems.append("max_retries and retry_wait_s must be >= 0")
         if search.repair_attempts < 0:
             problems.append("repair_attempts must be >= 0")
+        if search.samples_per_prompt < 1:
+            problems.append("samples_per_prompt must be >= 1 (children asked for with one composed prompt)")
         if search.unguided_hotter < 0:
             problems.append("unguided_hotter must be >= 0 (it is added to the Generator's temperature)")
         if search.second_ask_top_p is not None and not 0 < search.second_ask_top_p <= 1:
@@ -350,6 +354,11 @@ class RunContext:
     def llm_slots(self) -> int:
         """LLM requests in flight per endpoint: ``parallelism.llm_concurrency``, else one per worker."""
         return self.parallelism.llm_concurrency or self.parallelism.workers
+
+    def server_slots(self, generator: bool) -> int:
+        """Requests an embedded server decodes together: :attr:`llm_slots`, times ``search.samples_per_prompt``
+        for the server that answers the Generator (one request of ``n`` choices takes ``n`` slots)."""
+        return self.llm_slots * (self.search.samples_per_prompt if generator else 1)
 
     def to_json(self) -> dict[str, Any]:
         """Settings as a JSON-able dict of run-wide fields and groups, without the API key."""

@@ -133,6 +133,12 @@ class SearchSettings:
 
     __pydantic_config__ = SCHEMA_CONFIG
 
+    samples_per_prompt: int = 1
+    """n: children one composed prompt yields. The parent, the Navigator's guidance, the Sampler's exemplars
+    and the Generator's prompt are made once and asked for ``n`` replies (one request of ``n`` choices where
+    the endpoint takes it, else ``n`` requests); each reply is a child of its own, evaluated, summarized and
+    committed as such. Each child counts as one of the run's iterations. 1: one child per prompt, as in the
+    paper (docs/decisions/samples-per-prompt.md)."""
     parent_selection: Literal["pareto", "tournament", "best", "random"] = "pareto"
     """How select_parent picks c_p among ok programs. ``pareto``: among those best on some metric and
     dominated by none, weighted by how many metrics each is best on, so a child that traded one metric for

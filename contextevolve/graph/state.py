@@ -32,7 +32,7 @@ def append_calls(left: list[dict], right: list[dict]) -> list[dict]:
     return [*(left or []), *(right or [])]
 
 
-ITERATION_FIELDS = ("parent_id", "ask", "trajectory_ids", "guidance", "navigator_guidance", "candidate_ids",
+ITERATION_FIELDS = ("parent_id", "ask", "sibling_ids", "trajectory_ids", "guidance", "navigator_guidance", "candidate_ids",
                     "exemplar_ids", "context_exemplar_ids", "exemplar_code_ids", "context_tokens",
                     "repair_step", "fix_pending", "repair_due",
                     "iteration_usage", "seconds", "llm_calls")
@@ -86,10 +86,15 @@ class WorkerState:
     """Workers of the run when the iteration was claimed: the share above is split over them."""
     parent_id: str | None = None
     """c_p of the iteration (chosen by select_parent)."""
-    ask: Literal["full", "mutation"] = "full"
+    ask: Literal["full", "mutation", "sibling"] = "full"
     """How the child is asked for (set by select_parent): ``full``, the composed prompt Φ after the
     Navigator and the Sampler; ``mutation``, one concrete change of the parent alone, with no Navigator or
-    Sampler (``search.copied_parent_ask``, when the parent's last child was a code twin)."""
+    Sampler (``search.copied_parent_ask``, when the parent's last child was a code twin); ``sibling`` (set by
+    claim), it is a reply to an earlier iteration's prompt, stored already: the iteration starts at
+    evaluate."""
+    sibling_ids: list[str] = field(default_factory=list)
+    """Ids claimed for the prompt's other replies (``search.samples_per_prompt`` - 1 of them, fewer near the
+    end of the budget): generate stores one child under each, and the worker's next claims evaluate them."""
     trajectory_ids: list[str] = field(default_factory=list)
     """Child ids of the parent->child steps shown to the Navigator (for the user: no phase reads it)."""
     guidance: str = ""

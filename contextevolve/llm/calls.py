@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
     from contextevolve.graph.context import RunContext
 
-__all__ = ["CHARS_PER_TOKEN", "EndpointUnavailable", "MalformedReply", "Reply", "call_role",
-           "estimate_tokens"]
+__all__ = ["CHARS_PER_TOKEN", "EndpointUnavailable", "MalformedReply", "Reply", "call_choices", "call_role",
+           "choice_counts", "estimate_tokens"]
 
 CHARS_PER_TOKEN = 3.5
 """Characters per token used for budget estimates; only for composing within a budget, never for reported
@@ -196,6 +196,97 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
         MalformedReply: no usable reply after the retries (``usage``, ``attempts`` filled in).
         contextevolve.llm.models.LLMConfigError: incomplete endpoint settings.
     """
+    return _request(role, messages, ctx, 1, json_mode=json_mode, check=check, stop=stop,
+                    temperature=temperature, seed=seed, top_p=top_p, top_k=top_k)[0]
+
+
+def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: int, *,
+                 check: Callable[[Reply], None] | None = None, stop: list[str] | None = None,
+                 temperature: float, seed: int, top_p: float | None = None,
+                 top_k: int | None = None) -> list[Reply]:
+    """``n`` replies to one prompt: one request of ``n`` choices where the endpoint takes it.
+
+    The prompt is read (and billed) once: the first reply's ``usage`` carries the request's prompt tokens,
+    every reply its own completion tokens (:func:`choice_counts`). Choices the endpoint did not give (it
+    refused ``n`` with a 400, which is remembered like a refused ``stop``; it gave one choice where it was
+    asked for several, which is remembered too; or a choice was unusable: empty, or refused by ``check``)
+    are asked for as requests of one choice each, with seeds ``seed + j`` for the ``j``-th reply, so an
+    endpoint that honours seeds gives ``n`` different replies either way.
+
+    Args:
+        n: replies wanted (>= 1); ``n = 1`` is :func:`call_role`.
+        Others: as :func:`call_role`.
+
+    Returns:
+        ``n`` replies, or fewer where a one-choice request found no usable reply after its retries (at
+        least one: the first request's failure raises).
+
+    Raises:
+        As :func:`call_role`, for the first request; a later one-choice request that fails is left out.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, not {n}")
+    replies = _request(role, messages, ctx, n, check=check, stop=stop, temperature=temperature, seed=seed,
+                       top_p=top_p, top_k=top_k)
+    for j in range(len(replies), n):
+        try:
+            replies += _request(role, messages, ctx, 1, check=check, stop=stop, temperature=temperature,
+                                seed=seed + j, top_p=top_p, top_k=top_k)
+        except MalformedReply:
+            continue
+    return replies
+
+
+def choice_counts(base_url: str | None, texts: list[str], reported: int) -> list[int]:
+    """Completion tokens of each of one request's choices, ``texts``, whose usage says ``reported``.
+
+    An OpenAI-compatible endpoint reports the sum over the choices: it is shared out in proportion to their
+    lengths (largest remainder), so the counts add up to what it bills. llama.cpp's server reports one
+    choice's: a report no larger than about one choice's estimate (:func:`estimate_tokens`) is taken for
+    that, and each choice is counted with the endpoint's tokenizer (``POST /tokenize``, llama.cpp's), else
+    estimated.
+    """
+    if len(texts) == 1:
+        return [reported]
+    estimates = [estimate_tokens(t) for t in texts]
+    if reported <= ONE_CHOICE * max(estimates):
+        return tokenized(base_url, texts) or estimates
+    weights = [max(len(t), 1) for t in texts]
+    shares = [reported * w / sum(weights) for w in weights]
+    counts = [int(s) for s in shares]
+    for i in sorted(range(len(texts)), key=lambda i: counts[i] - shares[i])[:reported - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+ONE_CHOICE = 1.5
+"""A request's reported completion tokens up to this many times its longest choice's estimate are one
+choice's count, not the sum over its choices (:func:`choice_counts`): the estimate is within this factor."""
+
+
+def tokenized(base_url: str | None, texts: list[str]) -> list[int] | None:
+    """Each of ``texts`` counted by the tokenizer of the llama.cpp server at ``base_url``, or None.
+
+    None when there is no endpoint or it has no ``/tokenize`` (any other server).
+    """
+    import httpx
+
+    if not base_url:
+        return None
+    root = base_url.rstrip("/").removesuffix("/v1")
+    try:
+        with httpx.Client(timeout=10) as client:
+            replies = [client.post(f"{root}/tokenize", json={"content": text}) for text in texts]
+            return [len(r.raise_for_status().json()["tokens"]) for r in replies]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _request(role: Role, messages: list[BaseMessage], ctx: RunContext, n: int, *, json_mode: bool = False,
+             check: Callable[[Reply], None] | None = None, stop: list[str] | None = None,
+             temperature: float | None = None, seed: int | None = None, top_p: float | None = None,
+             top_k: int | None = None) -> list[Reply]:
+    """One request of ``n`` choices, with retries: :func:`call_role`'s body; the usable replies."""
     import openai
     import tenacity
 
@@ -204,7 +295,7 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     spent: list[TokenUsage] = []
     attempts = 0
 
-    def send(msgs: list[BaseMessage]) -> AIMessage:
+    def send(msgs: list[BaseMessage]) -> list[AIMessage]:
         """One request; one refused for an optional parameter is sent again without it."""
         nonlocal model
         while True:
@@ -214,16 +305,20 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
                                              top_k=top_k)
             sent = {name for name in ("temperature", "top_p", "seed")
                     if getattr(model, name, None) is not None}
-            sent |= {name for name, asked in (("stop", stop), ("response_format", json_mode)) if asked}
+            sent |= {name for name, asked in (("stop", stop), ("response_format", json_mode), ("n", n > 1))
+                     if asked}
             sent -= models.refused_parameters(base_url, model_name)
-            target = (model.bind(response_format={"type": "json_object"}) if "response_format" in sent
-                      else model)
-            if attempts > 1 and "seed" in sent:
-                # an endpoint that honours the seed would repeat an empty or truncated completion
-                target = target.bind(seed=model.seed + attempts - 1)
             try:
                 with request_slot(base_url, ctx.llm_slots):
-                    return target.invoke(msgs, stop=stop) if "stop" in sent else target.invoke(msgs)
+                    if "n" in sent:
+                        return _several(model, msgs, n, stop if "stop" in sent else None,
+                                        model.seed + attempts - 1 if attempts > 1 and "seed" in sent else None)
+                    target = (model.bind(response_format={"type": "json_object"})
+                              if "response_format" in sent else model)
+                    if attempts > 1 and "seed" in sent:
+                        # an endpoint that honours the seed would repeat an empty or truncated completion
+                        target = target.bind(seed=model.seed + attempts - 1)
+                    return [target.invoke(msgs, stop=stop) if "stop" in sent else target.invoke(msgs)]
             except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 parameter = refused_parameter(exc)
                 if parameter not in sent:  # (None included) it refuses something else: the run stops
@@ -233,29 +328,47 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
                                  "its requests go on without it", base_url, parameter, model_name,
                                  _one_line(exc))
 
-    def attempt(msgs: list[BaseMessage]) -> Reply:
+    def attempt(msgs: list[BaseMessage]) -> list[Reply]:
         nonlocal attempts
         attempts += 1
         try:
-            message = send(msgs)
+            messages_back = send(msgs)
         except openai.APIResponseValidationError as exc:
             raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
         except openai.APIError:
             raise
         except openai.LengthFinishReasonError as exc:
             # json_mode: the client's parser refuses a cut-off reply
-            message = _cut_off(exc.completion)
+            messages_back = [_cut_off(exc.completion)]
         except (openai.OpenAIError, *_UNREADABLE) as exc:  # e.g. ContentFilterFinishReasonError
             raise MalformedReply(f"unreadable response ({_one_line(exc)})") from exc
-        reply = _to_reply(role, msgs, message)
-        spent.append(reply.usage)
+        if n > 1 and len(messages_back) == 1 and models.refuse_parameter(base_url, model_name, "n"):
+            _log.warning("%s gave one choice where %d were asked for (model %s); its requests ask for one "
+                         "choice each", base_url, n, model_name)
+        replies = [_to_reply(role, msgs, m) for m in messages_back]
+        if len(replies) > 1:
+            reported = replies[0].usage[role]["completion"]
+            counts = choice_counts(base_url, [r.text for r in replies], reported)
+            for i, (reply, count) in enumerate(zip(replies, counts, strict=True)):
+                prompt = reply.usage[role]["prompt"] if i == 0 else 0
+                reply.usage = {role: {"prompt": prompt, "completion": count}}
+        spent.extend(r.usage for r in replies)
         if ctx.log_prompts:
-            transcript.record(ctx.run_dir, role, attempts, msgs, reply.text, reply.usage, reply.truncated)
-        if not reply.text.strip():
-            raise MalformedReply("empty completion", text=reply.text)
-        if check is not None:
-            check(reply)
-        return reply
+            for reply in replies:
+                transcript.record(ctx.run_dir, role, attempts, msgs, reply.text, reply.usage, reply.truncated)
+        usable, problem = [], None
+        for reply in replies:
+            try:
+                if not reply.text.strip():
+                    raise MalformedReply("empty completion", text=reply.text)
+                if check is not None:
+                    check(reply)
+                usable.append(reply)
+            except MalformedReply as exc:
+                problem = problem or exc
+        if not usable:
+            raise problem
+        return usable
 
     retrying = tenacity.Retrying(
         retry=tenacity.retry_if_exception_type((*_retryable(), MalformedReply)),
@@ -272,7 +385,7 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
         return seconds
 
     try:
-        reply = retrying(attempt, messages)
+        replies = retrying(attempt, messages)
     except MalformedReply as exc:
         exc.role, exc.base_url, exc.attempts, exc.usage = role, base_url, attempts, _sum(spent)
         book(False)
@@ -282,6 +395,19 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
     except openai.APIStatusError as exc:
         detail = re.sub(r"^Error code: \d+ - ", "", " ".join(str(exc.message).split()))[:200]
         raise EndpointUnavailable(base_url, role, f"HTTP {exc.status_code}: {detail}", attempts) from exc
-    reply.usage = _sum(spent)
-    reply.seconds = book(True)
-    return reply
+    seconds = book(True)
+    # the first reply carries every attempt's tokens but the other usable choices' completions
+    total = _sum(spent)[role]
+    others = sum(r.usage[role]["completion"] for r in replies[1:])
+    replies[0].usage = {role: {"prompt": total["prompt"], "completion": total["completion"] - others}}
+    for reply in replies:
+        reply.seconds = seconds
+    return replies
+
+
+def _several(model, msgs: list[BaseMessage], n: int, stop: list[str] | None,
+             seed: int | None) -> list[AIMessage]:
+    """The ``n`` choices of one request to a ChatOpenAI ``model`` (LangChain's ``generate``)."""
+    extra = {"seed": seed} if seed is not None else {}
+    result = model.generate([msgs], stop=stop, n=n, **extra)
+    return [g.message for g in result.generations[0]]

@@ -298,12 +298,12 @@ def shared_server(key: str = SHARED, slots: int = 1) -> EmbeddedServer:
     return start_shared_servers([key], slots)[0]
 
 
-def start_shared_servers(keys: list[str], slots: int = 1) -> list[EmbeddedServer]:
+def start_shared_servers(keys: list[str], slots: int | dict[str, int] = 1) -> list[EmbeddedServer]:
     """Start the process-wide servers named ``keys`` that are not running, side by side.
 
     All are launched, then waited for (at most 300 s each; they map one file, so several load about as fast
     as one), under the process lock. A new server decodes ``slots`` requests together (llama.cpp's own server
-    only); a running one keeps its slots. The servers die with this process, even when it is SIGKILLed
+    only; a dict gives each key its own); a running one keeps its slots. The servers die with this process, even when it is SIGKILLed
     (:func:`contextevolve.llm.lifetime.popen_tied`).
 
     Returns:
@@ -320,7 +320,7 @@ def start_shared_servers(keys: list[str], slots: int = 1) -> list[EmbeddedServer
             if key not in _servers or not _servers[key].running():
                 if key in _servers:  # died: close its log before it is replaced
                     _servers[key].stop()
-                _servers[key] = EmbeddedServer(slots=slots)
+                _servers[key] = EmbeddedServer(slots=slots.get(key, 1) if isinstance(slots, dict) else slots)
                 fresh.append(_servers[key])
         if fresh:
             atexit.unregister(stop_shared_server)  # once, however many calls start servers

@@ -159,14 +159,14 @@ def _chat_openai(base_url: str, api_key: str, model: str, temperature: float | N
                       top_p=top_p)
 
 
-OPTIONAL_PARAMETERS = ("stop", "temperature", "top_p", "seed", "response_format")
+OPTIONAL_PARAMETERS = ("stop", "temperature", "top_p", "seed", "response_format", "n")
 """Request parameters a run can do without.
 
 Some endpoints refuse some of them with HTTP 400 (OpenAI's reasoning models refuse ``stop`` and any
 ``temperature`` but their default); a request refused for one of them is sent again without it
 (:func:`contextevolve.llm.calls.call_role`). Each only saves tokens or shapes sampling: the replies are parsed
 the same without them (a program's code block is found in a reply that goes on after it, JSON in a reply that
-is not in JSON mode)."""
+is not in JSON mode); without ``n``, several replies to one prompt are asked for one request each."""
 
 _refused: dict[tuple[str, str], set[str]] = {}
 _refused_lock = threading.Lock()
@@ -224,7 +224,8 @@ def create_chat_model(role: Role, ctx: RunContext, *, temperature: float | None 
     else:
         from contextevolve.llm import embedded
 
-        server = embedded.shared_server(embedded_server_key(role, ctx), ctx.llm_slots)
+        key = embedded_server_key(role, ctx)
+        server = embedded.shared_server(key, ctx.server_slots(key == embedded_server_key("generator", ctx)))
         base_url, api_key, model = server.base_url, "not-needed", embedded.MODEL_ALIAS
         run_top_p = embedded.TOP_P if ctx.llm.top_p is None else ctx.llm.top_p
         run_top_k = embedded.TOP_K if ctx.llm.top_k is None else ctx.llm.top_k

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from contextevolve.graph.context import RunContext
-from contextevolve.llm.calls import MalformedReply, Reply, call_role
+from contextevolve.llm.calls import MalformedReply, Reply, call_choices, call_role
 from contextevolve.loop.policy import Sampling, SearchPolicy
 from contextevolve.memory.records import FailureKind, ProgramRecord
 from contextevolve.memory.store import RunMemory
@@ -97,6 +97,39 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: S
                           top_p=sampling.top_p, top_k=sampling.top_k)
     except MalformedReply as exc:  # the endpoint's fault, after the retries
         return Outcome(text=exc.text, usage=booked_as(exc.usage, book), failure="endpoint", problem=str(exc))
+    return outcome_of(reply, policy, base=base, form=form, book=book, from_hidden_view=from_hidden_view)
+
+
+def ask_generator_choices(ctx: RunContext, messages: list, sampling: Sampling, policy: SearchPolicy, n: int, *,
+                          base: str) -> list[Outcome]:
+    """``n`` outcomes of one prompt: :func:`ask_generator` asking for ``n`` replies at once.
+
+    (:func:`~contextevolve.llm.calls.call_choices`.) The first outcome's usage carries the prompt's tokens,
+    each its own reply's; replies that never came are ``endpoint`` failures at no cost.
+
+    Raises:
+        EndpointUnavailable: the endpoint is down (the run stops).
+    """
+    form = policy.form
+    try:
+        replies = call_choices("generator", messages, ctx, n, check=whole_program(base, form),
+                               stop=policy.stop(form), temperature=sampling.temperature, seed=sampling.seed,
+                               top_p=sampling.top_p, top_k=sampling.top_k)
+    except MalformedReply as exc:  # the endpoint's fault, after the retries
+        failed = Outcome(text=exc.text, usage=booked_as(exc.usage, "generator"), failure="endpoint",
+                         problem=str(exc))
+        return [failed, *(replace(failed, usage={}, text="") for _ in range(n - 1))]
+    outcomes = [outcome_of(reply, policy, base=base, form=form) for reply in replies]
+    missing = Outcome(failure="endpoint", problem="the endpoint gave no usable reply for this choice")
+    return outcomes + [missing] * (n - len(outcomes))
+
+
+def outcome_of(reply: Reply, policy: SearchPolicy, *, base: str, form: EditForm, book: Role = "generator",
+               from_hidden_view: bool | None = None) -> Outcome:
+    """The :class:`Outcome` of one usable ``reply``: an edit of ``base`` in ``form`` built into a program.
+
+    Arguments as :func:`ask_generator`'s.
+    """
     usage = booked_as(reply.usage, book)
     try:
         source = form.build(base, reply.text, truncated=reply.truncated)
@@ -151,8 +184,11 @@ def hole_form(hole: Hole) -> EditForm:
     return replace(edit_form("functions"), rewrite=lambda parent, reply: fill(parent, reply, hole.function))
 
 
-def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord) -> str | None:
-    """Id of the parent or a committed program whose normalised code equals ``source``'s, else None.
+def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord,
+              siblings: tuple[ProgramRecord, ...] = ()) -> str | None:
+    """Id of the parent, a committed program or one of ``siblings`` whose normalised code equals ``source``'s.
+
+    None when there is none; ``siblings``: earlier replies to the same prompt, not committed yet.
 
     Normalised code is :func:`~contextevolve.program.twins.normalized_code`; compared with an ``ok``
     program, it is also taken without the functions' type annotations. "Twin" is this project's one word
@@ -164,7 +200,7 @@ def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord)
     if digest is None:
         return None
     loose = normalized_code(source, entry, annotations=False)
-    for record in [parent, *memory.buffer.committed()]:
+    for record in [parent, *memory.buffer.committed(), *siblings]:
         if not record.source:
             continue
         if normalized_code(record.source, entry) == digest or (
@@ -173,7 +209,8 @@ def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord)
     return None
 
 
-def twin_of(memory: RunMemory, task: Task, outcome: Outcome, parent: ProgramRecord) -> str | None:
+def twin_of(memory: RunMemory, task: Task, outcome: Outcome, parent: ProgramRecord,
+            siblings: tuple[ProgramRecord, ...] = ()) -> str | None:
     """The twin of a program asked for as an edit of ``parent``; None when it is new or no program came.
 
     The twin is the parent when the reply gave it back, else what :func:`find_twin` finds.
@@ -182,4 +219,4 @@ def twin_of(memory: RunMemory, task: Task, outcome: Outcome, parent: ProgramReco
         return None
     if outcome.unchanged and outcome.source == parent.source:
         return parent.id
-    return find_twin(memory, task, outcome.source, parent)
+    return find_twin(memory, task, outcome.source, parent, siblings)

@@ -192,6 +192,50 @@ class EvolveBuffer:
                 raise
         return None if row is None else row[0]
 
+    def stored_reply(self, worker: int) -> int | None:
+        """The iteration number of ``worker``'s lowest unfinished claim whose child is stored already, or None.
+
+        Such a child is a reply to an earlier iteration's prompt (``search.samples_per_prompt``), or the
+        worker's own child whose checkpoint was lost after generate: either way its next phase is evaluate.
+        """
+        with self._lock:
+            row = self._db.execute(
+                "SELECT c.iteration FROM claims c JOIN programs p ON p.iteration = c.iteration "
+                "WHERE p.committed = 0 AND c.handed = 0 AND c.worker = ? ORDER BY c.iteration LIMIT 1",
+                (worker,)).fetchone()
+        return None if row is None else row[0]
+
+    def claim_more(self, worker: int, limit: int, count: int, taken: int) -> list[int]:
+        """Up to ``count`` more iteration numbers for ``worker``, beside its claim ``taken``: a prompt's other replies.
+
+        One SQLite transaction: first the worker's own unfinished claims other than ``taken`` that no record
+        was stored for yet (a prompt's claims whose checkpoint was lost), then the lowest numbers not
+        claimed, while fewer than ``limit`` iterations are claimed. Fewer than ``count`` (none) when the
+        iteration budget is spent.
+        """
+        if count <= 0:
+            return []
+        mine = ("SELECT c.iteration FROM claims c LEFT JOIN programs p ON p.iteration = c.iteration "
+                "WHERE p.id IS NULL AND c.handed = 0 AND c.worker = ? AND c.iteration != ? "
+                "ORDER BY c.iteration LIMIT ?")
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                numbers = [r[0] for r in self._db.execute(mine, (worker, taken, count)).fetchall()]
+                claimed = {r[0] for r in self._db.execute("SELECT iteration FROM claims").fetchall()}
+                number = 0
+                while len(numbers) < count and len(claimed) < limit:
+                    number += 1
+                    if number not in claimed:
+                        self._db.execute("INSERT INTO claims VALUES (?, ?, 0)", (number, worker))
+                        claimed.add(number)
+                        numbers.append(number)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+        return numbers
+
     def release_gone(self, workers: int) -> list[int]:
         """Give back the claims of workers a run no longer has, before it goes on with ``workers`` workers.
 

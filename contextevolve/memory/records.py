@@ -82,6 +82,17 @@ def program_id(iteration: int) -> str:
     return f"it{iteration:05d}"
 
 
+def iteration_of(program: str) -> int:
+    """The iteration that produced the program with id ``program`` (the inverse of :func:`program_id`).
+
+    Raises:
+        ValueError: ``program`` is no program id.
+    """
+    if not program.startswith("it") or not program[2:].isdigit():
+        raise ValueError(f"{program!r} is not a program id (it<iteration>)")
+    return int(program[2:])
+
+
 class RepairAttempt(BaseModel):
     """One failed version of a child and how the next version was made from it."""
 
@@ -148,6 +159,10 @@ class ProgramRecord(BaseModel):
     """Programs shown to the Generator as exemplars (those the Sampler chose that the prompt kept)."""
     candidate_ids: list[str] = Field(default_factory=list)
     """Programs retrieval offered the Sampler to choose the exemplars from, in retrieval order."""
+    sibling_of: str = ""
+    """The first child of the composed prompt this child was one reply of (``search.samples_per_prompt``
+    above 1), whose parent, guidance and exemplars it shares; ``""`` for that first child, and for a child
+    whose prompt was asked for one reply."""
     mutation: str = ""
     """The concrete change the last ask after a twin named for this child (a second ask after a code twin, or
     the ask after a behavioural twin; ``""``: none named one), whether or not its reply became the child."""

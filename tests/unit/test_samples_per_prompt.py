@@ -1,0 +1,136 @@
+"""Several children per prompt: one request of n choices, tokens per choice, each reply a child of its own."""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from contextevolve.graph.context import RunContext
+from contextevolve.llm import models
+from contextevolve.llm.calls import call_choices, choice_counts
+from tests.fake_endpoint import FakeEndpoint, prompt_text, words
+from tests.fakes import BETTER_PROGRAM, INITIAL, INVALID_PROGRAM, fenced
+
+
+@pytest.fixture(autouse=True)
+def fresh_refusals(monkeypatch):
+    monkeypatch.setattr(models, "_refused", {})
+
+
+def numbered(body: dict) -> str:
+    """A different reply each call: the running count of replies, then words that vary in number."""
+    numbered.calls = getattr(numbered, "calls", 0) + 1
+    return f"reply {numbered.calls} " + "word " * (numbered.calls % 5 + 6)
+
+
+def _ctx(url: str, **kw) -> RunContext:
+    return RunContext(base_url=url, model="m", api_key="k", max_retries=0, retry_wait_s=0, **kw)
+
+
+@pytest.mark.parametrize("mode", ["sum", "one"])
+def test_one_request_of_n_choices_books_the_prompt_once_and_each_choices_completion(mode):
+    """OpenAI's usage (summed over the choices) is shared out so that the replies add up to what it billed;
+    llama.cpp's (one choice's) gives way to each choice counted by the endpoint's tokenizer."""
+    with FakeEndpoint(numbered, choices=mode) as endpoint:
+        replies = call_choices("generator", [HumanMessage("one two three")], _ctx(endpoint.url), 3,
+                               temperature=0.7, seed=5)
+        assert len(endpoint.requests) == 1 and endpoint.requests[0]["n"] == 3
+    assert len(replies) == 3 and len({r.text for r in replies}) == 3
+    prompts = [r.usage["generator"]["prompt"] for r in replies]
+    assert prompts == [words(prompt_text(endpoint.requests[0])), 0, 0]
+    completions = [r.usage["generator"]["completion"] for r in replies]
+    assert sum(completions) == sum(words(r.text) for r in replies)
+    if mode == "one":
+        assert completions == [words(r.text) for r in replies]
+
+
+def test_an_endpoint_that_refuses_n_is_asked_once_per_reply_and_remembered(caplog):
+    with FakeEndpoint(numbered, choices="refuse") as endpoint:
+        ctx = _ctx(endpoint.url)
+        first = call_choices("generator", [HumanMessage("a b")], ctx, 3, temperature=0.7, seed=5)
+        second = call_choices("generator", [HumanMessage("a b")], ctx, 2, temperature=0.7, seed=9)
+    asked = [(b.get("n"), b.get("seed")) for b in endpoint.requests]
+    # refused once, then one choice per request with seeds seed + j; the next prompt never sends n
+    assert asked == [(3, 5), (None, 5), (None, 6), (None, 7), (None, 9), (None, 10)]
+    assert len(first) == 3 and len(second) == 2
+    assert all(r.usage["generator"]["prompt"] == 2 for r in first)  # separate requests each read the prompt
+    assert sum("refuses the 'n' parameter" in m for m in caplog.messages) == 1
+
+
+def test_an_endpoint_that_ignores_n_gets_the_other_replies_asked_for_alone():
+    with FakeEndpoint(numbered, choices="ignore") as endpoint:
+        replies = call_choices("generator", [HumanMessage("a b")], _ctx(endpoint.url), 3, temperature=0.7,
+                               seed=5)
+    assert len(replies) == 3 and [b.get("n") for b in endpoint.requests] == [3, None, None]
+    assert "n" in models.refused_parameters(endpoint.url, "m")
+
+
+def test_choice_counts_share_a_reported_sum_by_length_and_keep_it_whole():
+    assert choice_counts(None, ["aaaa", "aaaaaaaa", "aaaa"], 10) == [3, 5, 2]
+    assert choice_counts(None, ["x"], 7) == [7]
+    assert sum(choice_counts(None, ["a" * 13, "b" * 7, "c"], 101)) == 101
+
+
+def test_call_choices_refuses_no_choices():
+    with pytest.raises(ValueError, match="n must be >= 1"):
+        call_choices("generator", [HumanMessage("a")], RunContext(), 0, temperature=0.7, seed=0)
+
+
+def test_samples_per_prompt_below_one_is_refused():
+    with pytest.raises(ValueError, match="samples_per_prompt must be >= 1"):
+        RunContext(samples_per_prompt=0)
+
+
+def test_the_generators_embedded_server_gets_a_slot_per_choice():
+    ctx = RunContext(workers=2, samples_per_prompt=3)
+    assert ctx.server_slots(generator=True) == 6 and ctx.server_slots(generator=False) == 2
+
+
+PROGRAMS = [BETTER_PROGRAM, INVALID_PROGRAM, BETTER_PROGRAM.replace("1e-9", "1e-6"), INITIAL]
+
+
+def generator_reply(body: dict) -> str:
+    """The Generator's replies in turn: a better program, an invalid one, another better one, the parent."""
+    generator_reply.calls = getattr(generator_reply, "calls", -1) + 1
+    return fenced(PROGRAMS[generator_reply.calls % len(PROGRAMS)])
+
+
+def context_reply(body: dict) -> str:
+    if body.get("model") == "gen":
+        return generator_reply(body)
+    if body.get("response_format"):
+        return '{"exemplars": [1, 2], "why": "diverse"}'
+    return "Greedy placement by projected pressure. Balance the pressure after placing each model."
+
+
+def test_a_run_makes_n_children_of_each_prompt_evaluates_each_and_books_tokens_once(tmp_path):
+    """A run of 6 children at 3 per prompt composes 2 prompts; each reply is a child with its own record."""
+    from contextevolve.api import evolve, run_status
+    from contextevolve.memory.buffer import EvolveBuffer
+
+    generator_reply.calls = -1
+    with FakeEndpoint(context_reply) as endpoint:
+        evolve("model_placement", iterations=6, run_dir=tmp_path / "run", base_url=endpoint.url,
+               model="ctx", models={"generator": "gen"}, api_key="k", samples_per_prompt=3, max_retries=0,
+               seed=0, behavioural_twins=False)
+    asks = [b for b in endpoint.requests if b.get("model") == "gen"]
+    assert [b.get("n") for b in asks] == [3, 3]  # one request per prompt
+    buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite", read_only=True)
+    children = [r for r in buffer.committed() if r.iteration]
+    buffer.close()
+    assert [r.iteration for r in children] == [1, 2, 3, 4, 5, 6]
+    firsts = [r for r in children if not r.sibling_of]
+    assert [r.id for r in firsts] == ["it00001", "it00004"]
+    for r in children:
+        head = next(f for f in firsts if f.id == (r.sibling_of or r.id))
+        assert (r.parent_id, r.guidance, r.exemplar_ids) == (head.parent_id, head.guidance, head.exemplar_ids)
+    # every reply was evaluated on its own: statuses follow the replies (the 4th is the parent: a twin)
+    assert [r.status for r in children[:3]] == ["ok", "invalid", "ok"]
+    assert children[3].failure_kind == "twin"
+    # the prompt is booked once, on the prompt's first child; every child its own completion
+    gen = [r.tokens.get("generator", {}) for r in children]
+    prompt = words(prompt_text(asks[0]))
+    assert [g.get("prompt", 0) for g in gen[:3]] == [prompt, 0, 0]
+    assert sum(g.get("completion", 0) for g in gen[:3]) == sum(words(fenced(p)) for p in PROGRAMS[:3])
+    status = run_status(tmp_path / "run")
+    assert status["prompts"] == 2 and status["children_per_prompt"] == 3.0
