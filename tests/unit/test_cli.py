@@ -167,7 +167,7 @@ def test_run_flags_and_run_settings_agree():
                   "--mutation-choice", "history", "--summary-changes", "0",
                   "--second-ask", "hole", "--change-line", "every_ask", "--second-ask-top-p", "0.95",
                   "--second-ask-top-k", "40", "--log-prompts", "--eval-timeout", "5",
-                  "--exemplars", "1", "--trajectories", "2",
+                  "--exemplars", "1", "--trajectories", "2", "--samples-per-prompt", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",
                   "implementation", "--sampling-variant", "top_score", "--chroma-url", "http://c:1",
                   "--workers", "2", "--parent-selection", "pareto",

@@ -134,3 +134,21 @@ def test_a_run_makes_n_children_of_each_prompt_evaluates_each_and_books_tokens_o
     assert sum(g.get("completion", 0) for g in gen[:3]) == sum(words(fenced(p)) for p in PROGRAMS[:3])
     status = run_status(tmp_path / "run")
     assert status["prompts"] == 2 and status["children_per_prompt"] == 3.0
+
+
+def test_the_counting_proxy_counts_each_choice_where_the_endpoint_reports_one(tmp_path):
+    """llama.cpp's server reports one choice's completion for a request of n: the proxy counts every choice
+    with its tokenizer, so a comparison at equal tokens charges n replies what n requests would cost."""
+    from openai import OpenAI
+
+    from contextevolve.compare.proxy import CountingProxy
+
+    with (FakeEndpoint(numbered, choices="one") as endpoint,
+          CountingProxy(endpoint.url, log_path=tmp_path / "requests.jsonl") as proxy):
+        reply = OpenAI(base_url=proxy.url("contextevolve-s0"), api_key="none").chat.completions.create(
+            model="fake", messages=[{"role": "user", "content": "a b c"}], n=3)
+        texts = [c.message.content for c in reply.choices]
+        assert len(texts) == 3
+        (record,) = proxy.records("contextevolve-s0")
+        assert record.completion_tokens == sum(words(t) for t in texts) == reply.usage.completion_tokens
+        assert record.prompt_tokens == 3
