@@ -254,22 +254,10 @@ def main() -> int:
     parser.add_argument("--unguided-hotter", type=float, default=None,
                         help="temperature added to a first ask without guidance; 0: none "
                              "(SearchSettings.unguided_hotter; default: RunContext's)")
-    parser.add_argument("--second-ask", choices=choices("second_ask"), default=None,
-                        help="how the Generator is asked again after a code twin (SearchSettings.second_ask; "
-                             "default: RunContext's)")
     parser.add_argument("--change-line", choices=choices("change_line"), default=None,
                         help="which asks want a 'Change:' line before the program "
                              "(SearchSettings.change_line; "
                              "default: RunContext's)")
-    parser.add_argument("--second-ask-top-p", type=float, default=None,
-                        help="nucleus of the second ask after a code twin (SearchSettings.second_ask_top_p; "
-                             "default: RunContext's)")
-    parser.add_argument("--second-ask-top-k", type=int, default=None,
-                        help="top-k of the second ask after a code twin (SearchSettings.second_ask_top_k; "
-                             "default: RunContext's)")
-    parser.add_argument("--copied-parent-ask", choices=choices("copied_parent_ask"), default=None,
-                        help="how a child of a parent whose last child was a code twin is asked for "
-                             "(SearchSettings.copied_parent_ask; default: RunContext's)")
     parser.add_argument("--mutation", action="append", default=[], metavar="TEXT",
                         help="a change an ask after a twin may name; repeated, the list that replaces the "
                              "built-in one (SearchSettings.mutations)")
@@ -334,12 +322,8 @@ def main() -> int:
         f"-rest{args.stale_rest}" if args.stale_rest is not None else "",
         f"-{args.parent_selection}" if args.parent_selection else "",
         f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "",
-        f"-{args.second_ask}" if args.second_ask else "",
         f"-change{args.change_line}" if args.change_line else "",
-        f"-p{args.second_ask_top_p:g}" if args.second_ask_top_p is not None else "",
-        f"-k{args.second_ask_top_k}" if args.second_ask_top_k is not None else "",
         f"-mutations{len(args.mutation)}" if args.mutation else "",
-        f"-copied{args.copied_parent_ask}" if args.copied_parent_ask else "",
         "-paperagents" if args.paper_agents else ""])
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
@@ -353,10 +337,7 @@ def main() -> int:
     search = {k: v for k, v in (("stale_after", args.stale_after), ("stale_rest", args.stale_rest),
                                 ("parent_selection", args.parent_selection),
                                 ("unguided_hotter", args.unguided_hotter),
-                                ("second_ask", args.second_ask), ("change_line", args.change_line),
-                                ("second_ask_top_p", args.second_ask_top_p),
-                                ("second_ask_top_k", args.second_ask_top_k),
-                                ("copied_parent_ask", args.copied_parent_ask),
+                                ("change_line", args.change_line),
                                 ("mutations", tuple(args.mutation) or None)) if v is not None}
     if args.paper_agents:
         search.update(PAPER_AGENTS)
@@ -374,11 +355,7 @@ def main() -> int:
               "import_fixes": settings.get("import_fixes"),
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
               "stale_rest": settings.get("stale_rest"), "parent_selection": settings.get("parent_selection"),
-              "second_ask": settings.get("second_ask", "mutation"),
               "change_line": settings.get("change_line", "none"),
-              "second_ask_top_p": settings.get("second_ask_top_p"),
-              "second_ask_top_k": settings.get("second_ask_top_k"),
-              "copied_parent_ask": settings.get("copied_parent_ask", "full"),
               **{k: settings.get(k) for k in PAPER_AGENTS},
               **{k: v for k, v in serving.recorded(run_dir)[-1].items() if k not in ("at", "resumed")}}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))

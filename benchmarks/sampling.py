@@ -18,13 +18,12 @@ every reply's outcome, edit form and text to ``--out`` (JSON).
 
 ``--reask`` replays the *second* ask instead: the one a run makes after the first version was a
 twin of its parent (stored re-asks only), with the run's seed and temperature for it, under one of
-five prompts (key ``reask``): ``fresh`` (what a run sent before the change line,
+four prompts (key ``reask``): ``fresh`` (what a run sent before the change line,
 :func:`prompts.generator.reask_messages`: a new conversation with the program without docstrings and one
 named mutation), ``plan`` (the same asking for a ``Change:`` line before the program: what a run sends at
 the default ``--change-line second_ask``), ``edits`` (the
 follow-up conversation asking for SEARCH/REPLACE edits that runs sent before) and ``followup`` (the
-same follow-up asking for the whole program), and ``hole`` (what a run with ``--second-ask hole`` sends,
-:func:`prompts.generator.hole_messages`: the program with one block removed, the function written anew).
+same follow-up asking for the whole program).
 
 Usage:
     python benchmarks/sampling.py RUN_DIR [RUN_DIR ...] [--samples 1] [--limit N] [--reask]
@@ -35,8 +34,7 @@ Usage:
 ``first=fresh`` (with a first ask) sends, instead of the stored request, the second ask's short form as the
 first ask: a new conversation with the task, the parent without docstrings and one named mutation
 (:func:`prompts.generator.reask_messages` with ``mutation_for(sample, iteration)``); ``first=guided`` the same
-form naming the iteration's stored Navigator guidance instead of a mutation; ``first=hole`` the hole ask (as
-``reask=hole`` builds it, the hole chosen by sample and iteration) as the first ask. All three drop the
+form naming the iteration's stored Navigator guidance instead of a mutation. Both drop the
 exemplars, abstracts and scores the stored request holds: they measure what that context buys per token.
 
 ``--no-effect`` replays the ask after a *behavioural* twin (a valid version whose every result equals a stored
@@ -59,18 +57,13 @@ iterations whose guidance that changes, and prints the Navigator tokens the stop
 and ``plan`` (1: the stored whole-program request asks for one ``Change:`` line naming the edit before the
 program, :data:`prompts.generator.CHANGE_FIRST`; ``reask=plan`` is the second ask worded so)
 and ``renav`` (1: the Navigator is asked again with its stored request, with the replay's seed, and the
-``## Direction`` section holds what it says) and ``changes`` (N: the same, its request showing up to N changed
-lines under each step, :func:`program.changes.changes_text`: what a run sends with ``--step-changes N``).
-With either, the replay keeps only the iterations whose Navigator was asked and gave guidance, and prints
-the Navigator's tokens with the Generator's. ``refcopy`` (1: the reference programs' part of the stored
-request says they were evaluated already and a copy of one is worth nothing, :data:`COPY_WARNING`) and
-``refcode`` (0: the reference programs shown by their abstracts only, without code; the replay then keeps
-only the requests it changes) are two tries against the first version copying a reference; ``--copies only``
-keeps only the first asks whose stored version was the code of a program stored before the iteration (not
-the parent's), ``--copies none`` only the others. ``refview`` (``changes``: each reference program whose
-code is shown is shown instead by the lines it changed against the parent,
-:func:`prompts.generator.reference_changes`, where that function gives them: what a run sends with
-``--exemplar-view changes``; the replay then keeps only the requests it changes) is a third. ``refs`` (N: only
+``## Direction`` section holds what it says; the replay then keeps only the iterations whose Navigator was
+asked and gave guidance, and prints the Navigator's tokens with the Generator's). ``refcopy`` (1: the
+reference programs' part of the stored request says they were evaluated already and a copy of one is worth
+nothing, :data:`COPY_WARNING`) and ``refcode`` (0: the reference programs shown by their abstracts only,
+without code; the replay then keeps only the requests it changes) are two tries against the first version
+copying a reference; ``--copies only`` keeps only the first asks whose stored version was the code of a
+program stored before the iteration (not the parent's), ``--copies none`` only the others. ``refs`` (N: only
 the first N reference programs of the stored request, as a run with ``--exemplars N`` would show, its
 Sampler's first N picks; the replay then keeps only the requests that showed more) measures what the others
 buy. With ``--reask``, ``mutations`` (``run`` or ``several``,
@@ -84,7 +77,6 @@ difference of a few pairs may be noise: run a replay twice (or ``--samples 2``) 
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import re
 import sys
@@ -100,24 +92,21 @@ from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.graph.context import RunContext, flat_settings, upgraded
 from contextevolve.llm import transcript
 from contextevolve.llm.parsing import clip_to_sentence
-from contextevolve.loop.generation import hole_form
 from contextevolve.loop.policy import NO_EFFECT_SEED, REASK_HOTTER
 from contextevolve.nodes.navigate import GUIDANCE_CHARS
-from contextevolve.program.changes import changed_lines, changes_text
 from contextevolve.program.docstrings import without_docstrings
-from contextevolve.program.forms import EditForm, edit_form, edit_format
-from contextevolve.program.holes import choose, punched
+from contextevolve.program.forms import edit_form, edit_format
 from contextevolve.program.mutations import MUTATIONS, mutation_for
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import hole_messages, reask_messages, reference_changes, with_change_line
+from contextevolve.prompts.generator import reask_messages, with_change_line
 from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
         "direction": int, "nodoc": int, "refdoc": int, "paragraph": int, "plan": int, "renav": int,
-        "changes": int, "refcopy": int, "refcode": int, "refview": str, "refs": int, "mutations": str}
-REASKS = ("fresh", "edits", "followup", "hole", "plan")
+        "refcopy": int, "refcode": int, "refs": int, "mutations": str}
+REASKS = ("fresh", "edits", "followup", "plan")
 MUTATION_LISTS = {"run": MUTATIONS, "several": (*MUTATIONS[:3], (
     "build several candidate solutions (for example from different orders) and keep the best one"),
     *MUTATIONS[4:])}
@@ -125,7 +114,7 @@ MUTATION_LISTS = {"run": MUTATIONS, "several": (*MUTATIONS[:3], (
 runs named before 2026-12-06, whose fourth entry built several solutions and kept the best instead of
 changing what the program decides by (docs/decisions/second-ask-mutations.md). The replay then keeps only
 the asks whose mutation the lists' choice changes."""
-FIRSTS = ("stored", "fresh", "guided", "hole")
+FIRSTS = ("stored", "fresh", "guided")
 COPY_WARNING = ("These programs were evaluated already: writing one of them again is worth nothing. "
                 "Take ideas from them, not their whole code.")
 """What ``refcopy=1`` puts under the references' heading: a wording tried against the first version copying a
@@ -140,8 +129,8 @@ FIRST_ASK = re.compile(r"^## Current program \(score ", re.MULTILINE)
 second asks, repairs and the other agents show programs under other headings."""
 REASK_MARKERS = ("would teach the search nothing", "Make one concrete change to how this program computes",
                  "the line marked `# HOLE` stands for lines")
-"""Text only a second ask after a twin holds: the follow-up prompts runs sent before, and :data:`REASKS`
-``fresh`` and ``hole``."""
+"""Text only a second ask after a twin holds: the follow-up prompts runs sent before, :data:`REASKS`
+``fresh``, and the hole ask that runs with a since deleted setting sent (docs/decisions/hole-ask.md)."""
 
 NO_EFFECT_MARKER = "## What your last change did\nIt ran correctly but had no effect"
 """Text only the ask after a behavioural twin holds (:func:`prompts.generator.no_effect_messages`)."""
@@ -169,8 +158,6 @@ def parse_config(text: str) -> tuple[str, dict]:
         raise SystemExit(f"--config {text!r}: first must be one of {', '.join(FIRSTS)}")
     if values.get("first", "stored") != "stored" and values.get("mutation"):
         raise SystemExit(f"--config {text!r}: first= already names the change; drop mutation=1")
-    if values.get("refview", "program") not in ("program", "changes"):
-        raise SystemExit(f"--config {text!r}: refview must be program or changes")
     if values.get("mutations", "run") not in MUTATION_LISTS:
         raise SystemExit(f"--config {text!r}: mutations must be one of {', '.join(MUTATION_LISTS)}")
     return name, values
@@ -309,22 +296,13 @@ def reask_mutation(values: dict, prompt: dict, seed: int) -> str:
     return mutation_for(seed, prompt["iteration"] - 1, MUTATION_LISTS[values.get("mutations", "run")])
 
 
-def reask(kind: str, prompt: dict, task, seed: int,
-          mutation: str | None = None) -> tuple[str | EditForm, list]:
-    """Edit form (its name, or the form itself) and messages of a second ask of ``kind`` for a stored twin.
+def reask(kind: str, prompt: dict, task, seed: int, mutation: str | None = None) -> tuple[str, list]:
+    """Edit form name and messages of a second ask of ``kind`` for a stored twin.
 
-    ``kind`` is one of :data:`REASKS`; ``hole`` shows the parent with the hole a run would choose
-    (``SearchPolicy.hole``), ``fresh`` when the parent has none; the others name ``mutation`` (by default
-    the one a run names: :func:`reask_mutation` of the run's list).
+    ``kind`` is one of :data:`REASKS`; each names ``mutation`` (by default the one a run names:
+    :func:`reask_mutation` of the run's list).
     """
     mutation = mutation or reask_mutation({}, prompt, seed)
-    if kind == "hole":
-        shown = without_docstrings(prompt["parent"])
-        hole = choose(shown, seed + prompt["iteration"] - 1)
-        if hole is not None:
-            return hole_form(hole), hole_messages(task.description, punched(shown, hole), hole.function,
-                                                  task.higher_is_better)
-        kind = "fresh"  # a parent with nowhere to put a hole, as a run asks it
     if kind in ("fresh", "plan"):
         return "full", reask_messages(task.description, prompt["parent"], mutation, task.higher_is_better,
                                       edit_form("full"), change_line=kind == "plan")
@@ -431,33 +409,9 @@ def with_direction(messages: list, guidance: str) -> list:
     return [*messages[:-1], HumanMessage(content)]
 
 
-STEP_LINE = re.compile(r"^Step \d+ \[[^\]]+\] (\S+) -> (\S+): .*$", re.MULTILINE)
-"""A step's line in a stored Navigator request (``prompts.navigator.messages``): parent and child ids."""
-
-
-@functools.lru_cache(maxsize=64)
-def _sources(run_dir: str) -> dict[str, str]:
-    """Program id -> source of the run stored at ``run_dir``."""
-    lines = (Path(run_dir) / "programs.jsonl").read_text().splitlines()
-    return {r["id"]: r["source"] for r in map(json.loads, lines)}
-
-
-def with_step_changes(messages: list, run_dir: str, limit: int) -> list:
-    """A stored Navigator request whose every step shows up to ``limit`` of its child's changed lines."""
-    sources = _sources(run_dir)
-
-    def shown(match: re.Match) -> str:
-        parent, child = sources.get(match.group(1)), sources.get(match.group(2))
-        if parent is None or child is None:
-            return match.group(0)
-        return match.group(0) + changes_text(changed_lines(parent, child), limit)
-
-    return [*messages[:-1], HumanMessage(STEP_LINE.sub(shown, messages[-1].content))]
-
-
 def renav_wanted(values: dict) -> bool:
-    """Whether configuration ``values`` asks the Navigator again (``renav=1`` or ``changes=N``)."""
-    return bool(values.get("renav") or values.get("changes"))
+    """Whether configuration ``values`` asks the Navigator again (``renav=1``)."""
+    return bool(values.get("renav"))
 
 
 def renav_replayable(prompt: dict) -> bool:
@@ -473,8 +427,6 @@ def asked_guidance(values: dict, prompt: dict, seed: int, base_url: str | None, 
     from contextevolve.llm.models import create_chat_model
 
     messages = _messages(prompt["navigator_messages"])
-    if values.get("changes"):
-        messages = with_step_changes(messages, prompt["run_dir"], values["changes"])
     ctx = RunContext(base_url=base_url, model=model, seed=seed)
     reply = create_chat_model("navigator", ctx).invoke(messages)
     usage = reply.usage_metadata or {}
@@ -544,19 +496,6 @@ def without_reference_code(messages: list) -> list:
     return _sub_references(messages, r"```python\n.*?```\n?", "")
 
 
-def with_reference_changes(messages: list, parent_source: str) -> list:
-    """``messages`` whose reference programs' code blocks are shown as their lines changed against the parent.
-
-    ``refview=changes``: each ``python`` block of the ``## Reference programs`` part becomes
-    :func:`~contextevolve.prompts.generator.reference_changes` of ``parent_source`` and that block, where it
-    gives lines (a rewrite keeps its block); a request without references is returned as it is.
-    """
-    def view(match: re.Match) -> str:
-        return reference_changes(parent_source, match.group(1)) or match.group(0)
-
-    return _sub_references(messages, r"```python\n(.*?)```\n?", view)
-
-
 def first_references(messages: list, count: int) -> list:
     """``messages`` whose ``## Reference programs`` part keeps only its first ``count`` programs (``refs=N``).
 
@@ -586,11 +525,6 @@ def _changes(prompt: dict, view) -> bool:
 def refs_change(prompt: dict, count: int) -> bool:
     """Whether ``refs=count`` changes ``prompt``'s stored request (it showed more reference programs)."""
     return _changes(prompt, lambda messages: first_references(messages, count))
-
-
-def refview_changes(prompt: dict) -> bool:
-    """Whether ``refview=changes`` changes ``prompt``'s stored request (a reference shown by its lines)."""
-    return _changes(prompt, lambda messages: with_reference_changes(messages, prompt["parent"]))
 
 
 def copied_stored(prompt: dict, task, mode: str) -> bool:
@@ -642,13 +576,7 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
     seeded by prompt and sample; ``mode`` is the run's edit form.
     """
     messages = _messages(prompt["messages"])
-    if values.get("first") == "hole":  # the parent with a hole, as the second ask of that kind shows it
-        form, messages = reask("hole", prompt, task, sample)
-        if isinstance(form, EditForm):
-            mode = form
-        else:  # nowhere to put a hole: the short form with a mutation, as first=fresh
-            messages = first_messages("fresh", prompt, task, sample, mode)
-    elif values.get("first", "stored") != "stored":
+    if values.get("first", "stored") != "stored":
         messages = first_messages(values["first"], prompt, task, sample, mode)
     if values.get("direction", 1) == 0:
         messages = without_direction(messages)
@@ -666,8 +594,6 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
         messages = with_copy_warning(messages)
     if values.get("refcode", 1) == 0:
         messages = without_reference_code(messages)
-    if values.get("refview") == "changes":
-        messages = with_reference_changes(messages, prompt["parent"])
     if "refs" in values:
         messages = first_references(messages, values["refs"])
     if values.get("mutation"):
@@ -689,12 +615,11 @@ def reask_request(values: dict, prompt: dict, task, sample: int,
     return mode, seed + prompt["iteration"], _temperature(values) + REASK_HOTTER, messages
 
 
-def judge(task, mode: str | EditForm, prompt: dict, text: str, truncated: bool) -> dict:
-    """The outcome of one reply as the run would see its first version (``mode``: its edit form or name)."""
+def judge(task, mode: str, prompt: dict, text: str, truncated: bool) -> dict:
+    """The outcome of one reply as the run would see its first version (``mode``: its edit form's name)."""
     entry = task.job().entry
-    form = mode if isinstance(mode, EditForm) else edit_form(mode)
     try:
-        child = form.build(prompt["parent"], text, truncated=truncated)
+        child = edit_form(mode).build(prompt["parent"], text, truncated=truncated)
     except EditError as exc:
         return {"outcome": "twin" if exc.unchanged else "not built", "reason": str(exc)[:160]}
     code = normalized_code(child, entry)
@@ -802,9 +727,6 @@ def main() -> int:
                              + ("copied a stored program" if copies else "copied no stored program"))
         if any(v.get("refcode", 1) == 0 for v in configs.values()):
             asks = kept_asks(run_dir.name, asks, refcode_changes, "refcode=0 changes {kept} of {of} requests")
-        if any(v.get("refview") == "changes" for v in configs.values()):
-            asks = kept_asks(run_dir.name, asks, refview_changes,
-                             "refview=changes changes {kept} of {of} requests")
         for count in sorted({v["refs"] for v in configs.values() if "refs" in v}):
             asks = kept_asks(run_dir.name, asks, lambda p, n=count: refs_change(p, n),
                              f"refs={count} changes {{kept}} of {{of}} requests")
@@ -843,7 +765,7 @@ def main() -> int:
                            "completion": (reply.usage_metadata or {}).get("output_tokens", 0),
                            "prompt": (reply.usage_metadata or {}).get("input_tokens", 0),
                            "seconds": seconds,
-                           "mode": getattr(mode, "name", mode), "reply": str(reply.content), **navigator,
+                           "mode": mode, "reply": str(reply.content), **navigator,
                            **judge(task, mode, prompt, str(reply.content), truncated)}
                     results[name].append(row)
                     print(f"{name:>8} {row['run']} it{row['iteration']} s{sample}: {row['outcome']}"

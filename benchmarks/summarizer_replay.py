@@ -14,11 +14,10 @@ A configuration is ``NAME=`` (the stored request, byte for byte, with today's ca
 * ``nodoc``: 1 shows the program without its docstrings (:func:`program.docstrings.without_docstrings`). A run
   now always does (``nodes.summarize.abstract_for``), so ``prompt=current,nodoc=1`` is what a run sends
   today; in transcripts recorded since then the programs have no docstrings left to drop;
-* ``cap``: the completion-token cap (default: today's ``DEFAULT_MAX_TOKENS["summarizer"]``);
-* ``changes``: N shows, after a child's code, up to N of the lines it changed in its parent's code
-  (:func:`program.changes.changed_lines`, the parent found in the run's ``programs.jsonl``), as a run with
-  ``search.summary_changes = N`` does; 0 shows none. Without it, ``prompt=current`` shows the lines the
-  stored request showed.
+* ``cap``: the completion-token cap (default: today's ``DEFAULT_MAX_TOKENS["summarizer"]``).
+
+A request stored by a run that showed the Summarizer a child's changed lines (a setting since deleted,
+docs/decisions/summarizer-abstracts.md) is still read; ``prompt=current`` renders it without them.
 
 Prints per configuration: requests, prompt and completion tokens and seconds per request, replies cut at the
 cap, replies that began with the parent's abstract (their first sentence is one of the parent abstract's),
@@ -53,18 +52,19 @@ from contextevolve.llm import transcript
 from contextevolve.llm.calls import MalformedReply, call_role
 from contextevolve.llm.parsing import sentences
 from contextevolve.nodes.summarize import changed_sentence, finish_abstract
-from contextevolve.program.changes import changed_lines, changes_text
+from contextevolve.program.changes import changed_lines
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.prompts import summarizer
 
-KEYS = {"prompt": str, "nodoc": int, "cap": int, "changes": int}
+KEYS = {"prompt": str, "nodoc": int, "cap": int}
 PROMPTS = ("stored", "current")
 REQUEST = re.compile(
     r"Task: (?P<title>.*?)\.\n\n(?:Parent abstract: (?P<parent>.*?)\n\nNew program:|Program:)\n```python\n"
-    r"(?P<code>.*?)```\n\n(?:Lines it changed[^\n]*(?P<changes>\n.*?)\n\n)?"
+    r"(?P<code>.*?)```\n\n(?:Lines it changed[^\n]*\n.*?\n\n)?"
     r"(?:Evaluator's feedback on it:\n(?P<feedback>.*?)\n\n)?(?P<instruction>[^\n]*)\Z",
     re.S)
-"""The parts of a stored Summarizer request (the layout of ``prompts.summarizer.messages``)."""
+"""The parts of a stored Summarizer request (the layout of ``prompts.summarizer.messages``, or of an older
+run's request that showed the child's changed lines after its code)."""
 
 
 def parse_config(text: str) -> tuple[str, dict]:
@@ -94,8 +94,8 @@ def summarizer_requests(run_dir: Path) -> list[dict]:
     """The first-attempt Summarizer requests of a run, each with its parts and its stored ``messages``.
 
     The parts are ``title``, ``parent`` (the parent's abstract, or None), ``code``, ``feedback``,
-    ``novel_only``, ``changes`` (the changed lines it showed, as rendered) and ``parent_code`` (the
-    parent's source where the run's ``programs.jsonl`` has it, else "").
+    ``novel_only`` and ``parent_code`` (the parent's source where the run's ``programs.jsonl`` has it,
+    else "").
 
     Raises:
         FileNotFoundError: the run has no transcript.
@@ -111,22 +111,16 @@ def summarizer_requests(run_dir: Path) -> list[dict]:
         requests.append({"run": run_dir.name, "messages": row["messages"], "title": match["title"],
                          "parent": match["parent"], "code": match["code"],
                          "feedback": match["feedback"] or "", "novel_only": "ONLY" in match["instruction"],
-                         "changes": match["changes"] or "",
                          "parent_code": parents.get(match["code"], "") if match["parent"] else ""})
     return requests
 
 
 def messages_for(request: dict, values: dict) -> list:
     """The request under configuration ``values`` (stored bytes, or rendered again; docstrings optional)."""
-    if values.get("prompt", "stored") == "current" or "changes" in values:
+    if values.get("prompt", "stored") == "current":
         code = without_docstrings(request["code"]) if values.get("nodoc") else request["code"]
         novelty = "novel_only" if request["novel_only"] else "inherited"
-        changes = request["changes"]  # as stored, unless the configuration says how many
-        if "changes" in values:
-            lines = changed_lines(request["parent_code"], request["code"]) if request["parent_code"] else []
-            changes = changes_text(lines, values["changes"])
-        return summarizer.messages(request["title"], code, request["parent"], novelty, request["feedback"],
-                                   changes)
+        return summarizer.messages(request["title"], code, request["parent"], novelty, request["feedback"])
     stored = convert_to_messages(request["messages"])
     if values.get("nodoc"):
         text = stored[-1].content.replace(request["code"], without_docstrings(request["code"]), 1)

@@ -14,9 +14,7 @@ the prompt are paid for once per n children.
 
 One pass from ``claim`` to ``update_buffer`` is one iteration of Algorithm 1 (phases 1-8, plus ``claim``,
 ``review`` and ``repair``, which runs only for a failed child; with ``repair_attempts = 0`` and no import
-fixes the iteration is exactly the paper's). A child asked for by one mutation of its parent (``ask``
-``mutation``, :func:`~contextevolve.nodes.select_parent.after_select_parent`) goes from select_parent
-straight to compose. A run is ``RunContext.parallelism.workers`` threads of this
+fixes the iteration is exactly the paper's). A run is ``RunContext.parallelism.workers`` threads of this
 graph over one Evolve Buffer (:func:`contextevolve.api.evolve` starts them), with no barrier between them.
 Every phase is a node of its own, so ``interrupt_before=["generate"]`` (any phase, or ``"*"``) pauses
 a worker there by name. Why not a subgraph: docs/decisions/workers.md; the graph: docs/architecture.md.
@@ -41,7 +39,7 @@ from contextevolve.nodes.navigate import navigate
 from contextevolve.nodes.repair import after_evaluate, after_repair, repair, repair_phase
 from contextevolve.nodes.review import review
 from contextevolve.nodes.sample import sample
-from contextevolve.nodes.select_parent import after_select_parent, select_parent
+from contextevolve.nodes.select_parent import select_parent
 from contextevolve.nodes.summarize import summarize
 from contextevolve.nodes.update_buffer import update_buffer
 from contextevolve.timing import phase_clock
@@ -120,8 +118,7 @@ def build_graph(checkpointer=None, *, store=None):
     builder.add_edge(START, "initialize")
     builder.add_edge("initialize", "claim")
     builder.add_conditional_edges("claim", after_claim, ["select_parent", "evaluate", END])
-    builder.add_conditional_edges("select_parent", after_select_parent, ["navigate", "compose"])
-    for a, b in (("navigate", "sample"), ("sample", "compose"),
+    for a, b in (("select_parent", "navigate"), ("navigate", "sample"), ("sample", "compose"),
                  ("compose", "review"), ("review", "generate"), ("generate", "evaluate"),
                  ("summarize", "update_buffer"), ("update_buffer", "claim")):
         builder.add_edge(a, b)

@@ -24,6 +24,7 @@ from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.graph.settings import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_TEMPERATURES,
+    REMOVED_SETTINGS,
     SCHEMA_CONFIG,
     Ablations,
     ModelSettings,
@@ -34,8 +35,8 @@ from contextevolve.graph.typed import typed_group, typed_value
 from contextevolve.roles import ROLES
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_TASK", "WORKER_SEED_STRIDE", "DEFAULT_TEMPERATURES", "GROUPS",
-           "SANDBOX_DEFAULTS", "SETTINGS", "Ablations", "ModelSettings", "Parallelism", "RunContext",
-           "SearchSettings", "UnknownSettingError", "check_setting_names", "flat_setting_names",
+           "REMOVED_SETTINGS", "SANDBOX_DEFAULTS", "SETTINGS", "Ablations", "ModelSettings", "Parallelism",
+           "RunContext", "SearchSettings", "UnknownSettingError", "check_setting_names", "flat_setting_names",
            "flat_settings", "setting_names"]
 
 WORKER_SEED_STRIDE = 10_000
@@ -83,6 +84,11 @@ def _refuse(unknown: Iterable[str], known: Iterable[str], where: str) -> None:
         return
     parts = []
     for name in unknown:
+        if name in REMOVED_SETTINGS:
+            default, record = REMOVED_SETTINGS[name]
+            parts.append(f"{name!r} (deleted, not adopted: docs/decisions/{record}; the search now always "
+                         f"runs its old default {default!r})")
+            continue
         near = difflib.get_close_matches(name, sorted(known), n=1)
         parts.append(f"{name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
     raise UnknownSettingError(f"unknown {where}{'s' if len(unknown) > 1 else ''} {', '.join(parts)}; "
@@ -138,9 +144,15 @@ def upgraded(data: Mapping[str, Any]) -> dict[str, Any]:
     """Saved settings of an older run.json in today's names (:data:`_RENAMED_SETTINGS`).
 
     ``lanes`` (runs before workers, buffer format 1) became ``workers``, ``generation_mode``
-    ``edit_form``, the sandbox's ``wall_s`` ``timeout_s``; flat or in their group.
+    ``edit_form``, the sandbox's ``wall_s`` ``timeout_s``; flat or in their group. A deleted setting
+    (:data:`REMOVED_SETTINGS`) saved at its old default is dropped; at another value it stays, to be refused.
     """
-    data = dict(data)
+    def kept(saved: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in saved.items() if k not in REMOVED_SETTINGS or v != REMOVED_SETTINGS[k][0]}
+
+    data = kept(data)
+    if isinstance(data.get("search"), Mapping):
+        data["search"] = kept(data["search"])
     for group, names in _RENAMED_SETTINGS.items():
         target = data if group is None else data.get(group)
         if not isinstance(target, Mapping) or not set(names) & set(target):
@@ -287,10 +299,6 @@ class RunContext:
             problems.append("samples_per_prompt must be >= 1 (children asked for with one composed prompt)")
         if search.unguided_hotter < 0:
             problems.append("unguided_hotter must be >= 0 (it is added to the Generator's temperature)")
-        if search.second_ask_top_p is not None and not 0 < search.second_ask_top_p <= 1:
-            problems.append("second_ask_top_p must be in (0, 1] (a nucleus-sampling mass)")
-        if search.second_ask_top_k is not None and search.second_ask_top_k < 0:
-            problems.append("second_ask_top_k must be >= 0 (0: no top-k cut)")
         if search.stale_after < 0:
             problems.append("stale_after must be >= 0 (0: a parent is never left out for its twins)")
         if search.stale_rest < 0:
@@ -304,12 +312,6 @@ class RunContext:
         if search.guidance_refresh_steps < 0 or search.sampler_choice < 1:
             problems.append("guidance_refresh_steps must be >= 0 (0: the Navigator is asked every iteration) "
                             "and sampler_choice >= 1 (1: the Sampler is asked whenever it has a choice)")
-        if search.summary_changes < 0:
-            problems.append("summary_changes must be >= 0 (0: the Summarizer is shown no changed lines, "
-                            "as in the paper)")
-        if search.step_changes < 0:
-            problems.append("step_changes must be >= 0 (0: the Navigator is shown no changed lines, "
-                            "as in the paper)")
         if not 0 < search.navigator_sampler_share <= 1:
             problems.append("navigator_sampler_share must be in (0, 1] (1: the Navigator and the Sampler are "
                             "asked whatever they spent, as in the paper)")

@@ -10,7 +10,7 @@ the descriptions LangGraph Studio shows for the context schema (pydantic reads t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import ConfigDict
 
@@ -170,17 +170,6 @@ class SearchSettings:
     """The Navigator is asked again once this many evaluated steps (children that ran) arrived since its
     guidance was written, or when the best program changed; until then its last guidance is reused (it
     has nothing new to say). 0: asked every iteration, as in the paper."""
-    step_changes: int = 0
-    """Lines of code a step's child changed (taken out, put in; without comments or layout) shown to the
-    Navigator under that step, at most this many; 0: none, as in the paper, whose Navigator reads the steps
-    through the programs' abstracts only. Not the default: replayed, it changed no outcome measurably
-    (docs/decisions/step-changes.md)."""
-    summary_changes: int = 0
-    """Lines of code a child changed in its parent's (taken out, put in; without comments or layout) shown to
-    the Summarizer after the child's code, at most this many; 0: none, as in the paper, whose Summarizer
-    reads the parent's abstract and the child's code only. Not the default: replayed, the lines did not
-    stop the embedded model from repeating its parent's "Changed:" sentence, which is replaced by the
-    changed lines in any case (docs/decisions/summarizer-abstracts.md)."""
     num_exemplars: int = 2
     """k: exemplars the Sampler hands to the Generator."""
     candidate_pool: int = 6
@@ -214,27 +203,10 @@ class SearchSettings:
     """Show the reference programs' (exemplars') code with its docstrings too, where the parent is shown with
     them; off: without, which saves prompt tokens but made the embedded model misuse the interfaces they
     document (docs/decisions/exemplar-docstrings.md)."""
-    exemplar_view: Literal["program", "changes"] = "program"
-    """How a reference program's (exemplar's) code is shown in the Generator's first ask: ``program``, whole;
-    ``changes``, as the lines it changed against the current program's where they are at most half its code
-    (:func:`contextevolve.prompts.generator.reference_changes`; a rewrite stays whole), which keeps its idea
-    but is not a whole program to copy (docs/decisions/copy-warning.md)."""
     unguided_hotter: float = 0.3
     """Temperature added to the Generator's first ask when the Navigator gave no guidance (ignored with the
     Navigator switched off, so that ablation changes one thing); 0: the Generator's own
     (docs/decisions/search-settings.md)."""
-    second_ask: Literal["mutation", "hole"] = "mutation"
-    """How the Generator is asked again after a code twin: ``mutation`` shows the whole program and names one
-    concrete change (docs/decisions/second-ask.md); ``hole`` shows it with one block of statements removed
-    and asks for that function written anew, so the reply cannot copy the part it changes
-    (docs/decisions/hole-ask.md)."""
-    copied_parent_ask: Literal["full", "mutation"] = "full"
-    """How a child is asked for when its parent's last child was a code twin (both asks wrote a stored program
-    back). ``full``: as every child, the composed prompt (guidance, exemplars) and a second ask after a twin,
-    as in the paper. ``mutation``: the second ask's request alone (the parent and one concrete change, in
-    the ``second_ask`` kind), with no Navigator, Sampler or further ask; a twin again makes the parent
-    stale. Not the default: its children cost fewer tokens but were far worse than their parents
-    (docs/decisions/copied-parent-ask.md)."""
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
     """Which Generator asks want a line naming the edit before the program (second_ask, every_ask or none).
 
@@ -243,25 +215,11 @@ class SearchSettings:
     ``none``: no ask. Asked to name its change first, the small model
     copies its parent less often (docs/decisions/change-line.md).
     The diff form's first ask never asks for it (its edits name their change)."""
-    second_ask_top_p: float | None = None
-    """Nucleus-sampling mass of the second ask after a code twin (default: the run's ``llm.top_p``).
-
-    Wider cuts than the embedded model's make its second ask copy the parent a little less often, with no
-    cut at all it still mostly copies (docs/decisions/change-line.md)."""
-    second_ask_top_k: int | None = None
-    """Top-k of the second ask after a code twin, 0 for no cut (default: the run's ``llm.top_k``)."""
     mutations: tuple[str, ...] = MUTATIONS
     """The concrete changes an ask after a twin names, one per ask, in turn by seed and iteration: each is
     a clause that completes "Make one concrete change to how this program computes its result: ...". The
     default list suits the built-in tasks and one-line policies; a problem of another kind may name its own
     (docs/decisions/second-ask-mutations.md)."""
-    mutation_choice: Literal["turn", "history"] = "turn"
-    """Which of ``mutations`` an ask after a twin names.
-
-    ``turn``: the next by seed and iteration. ``history``: the one whose asks made children better than
-    their parents most often in this run so far, counting each entry as once better and once not before
-    any child (:func:`contextevolve.program.mutations.mutation_odds`); the turn breaks ties, so untried
-    entries come before failed ones (docs/decisions/second-ask-mutations.md)."""
     stop_at_code_end: bool = True
     """End the Generator's (and repair's) completion where its code block closes, in an edit form whose reply
     is one block: the prose a small model writes after its code is never read."""
@@ -286,6 +244,22 @@ class SearchSettings:
         """
         if not isinstance(self.mutations, str | tuple):
             self.mutations = tuple(self.mutations)
+
+
+REMOVED_SETTINGS: dict[str, tuple[Any, str]] = {
+    "step_changes": (0, "step-changes.md"),
+    "summary_changes": (0, "summarizer-abstracts.md"),
+    "copied_parent_ask": ("full", "copied-parent-ask.md"),
+    "second_ask": ("mutation", "hole-ask.md"),
+    "second_ask_top_p": (None, "change-line.md"),
+    "second_ask_top_k": (None, "change-line.md"),
+    "mutation_choice": ("turn", "second-ask-mutations.md"),
+    "exemplar_view": ("program", "copy-warning.md"),
+}
+"""``SearchSettings`` fields deleted because they were tried and not adopted: each one's default while it
+existed (the search runs that value today) and its decision record in docs/decisions/. An older run.json
+holds them: at their default they are dropped (:func:`contextevolve.graph.context.upgraded`); at another
+value, which this version cannot run, the setting is refused, naming its record."""
 
 
 @dataclass(kw_only=True)

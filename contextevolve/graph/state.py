@@ -86,12 +86,10 @@ class WorkerState:
     """Workers of the run when the iteration was claimed: the share above is split over them."""
     parent_id: str | None = None
     """c_p of the iteration (chosen by select_parent)."""
-    ask: Literal["full", "mutation", "sibling"] = "full"
-    """How the child is asked for (set by select_parent): ``full``, the composed prompt Φ after the
-    Navigator and the Sampler; ``mutation``, one concrete change of the parent alone, with no Navigator or
-    Sampler (``search.copied_parent_ask``, when the parent's last child was a code twin); ``sibling`` (set by
-    claim), it is a reply to an earlier iteration's prompt, stored already: the iteration starts at
-    evaluate."""
+    ask: Literal["full", "sibling"] = "full"
+    """How the child is asked for (set by claim): ``full``, the composed prompt Φ after the Navigator and
+    the Sampler; ``sibling``, it is a reply to an earlier iteration's prompt, stored already: the iteration
+    starts at evaluate."""
     sibling_ids: list[str] = field(default_factory=list)
     """Ids claimed for the prompt's other replies (``search.samples_per_prompt`` - 1 of them, fewer near the
     end of the budget): generate stores one child under each, and the worker's next claims evaluate them."""

@@ -1,8 +1,7 @@
 """The Generator's prompt Φ = (z_p, g, E_ctx) for an iteration, within a token budget.
 
 The parent's code, abstract and scores and the guidance are always included. Exemplars enter as abstracts;
-each working exemplar's code (whole, or as its changed lines with ``search.exemplar_view`` ``changes``) is
-added, in the Sampler's order, while the prompt stays within the budget; a
+each working exemplar's code is added, in the Sampler's order, while the prompt stays within the budget; a
 failed exemplar shows its abstract and error only (why: docs/decisions/failed-exemplars.md). If even the
 abstracts do not fit, exemplars are dropped from the end. ``compose`` keeps only the ids :func:`build_prompt`
 chose, so a checkpoint holds no program text; :func:`prompt_of` builds the same prompt again from them.
@@ -27,12 +26,10 @@ def parent_text(policy: SearchPolicy, parent: ProgramRecord) -> str:
                                  parent.metrics, parent.diagnostics)
 
 
-def _section(policy: SearchPolicy, n: int, ex: ProgramRecord, with_code: bool, parent: ProgramRecord) -> str:
-    code = with_code and bool(ex.source)
-    changes = policy.exemplar_changes(parent.source, ex.source) if code else None
+def _section(policy: SearchPolicy, n: int, ex: ProgramRecord, with_code: bool) -> str:
     return prompt.exemplar_section(n, prompt.Exemplar(
         status=ex.status, score=ex.combined_score, abstract=ex.abstract, reason=ex.reason,
-        code=policy.shown_exemplar(ex.source) if code and not changes else None, changes=changes))
+        code=policy.shown_exemplar(ex.source) if with_code and ex.source else None))
 
 
 def _shows_code(ex: ProgramRecord) -> bool:
@@ -55,9 +52,9 @@ def build_prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidan
     ``budget`` is in tokens; the exemplars come in the Sampler's order (the choice: see the module
     docstring). Each section is rendered once with and once without code.
     """
-    plain = [_section(policy, n, ex, False, parent) for n, ex in enumerate(exemplars, 1)]
+    plain = [_section(policy, n, ex, False) for n, ex in enumerate(exemplars, 1)]
     # a failed exemplar never shows its code (below), so its coded rendering is its plain one
-    coded = [_section(policy, n, ex, _shows_code(ex), parent) for n, ex in enumerate(exemplars, 1)]
+    coded = [_section(policy, n, ex, _shows_code(ex)) for n, ex in enumerate(exemplars, 1)]
     base = _prompt(policy, task, parent, guidance, [], [], [])  # the parent and job, rendered once
 
     def trial(count: int, code: set[int]) -> GeneratorPrompt:
@@ -93,6 +90,6 @@ def prompt_of(policy: SearchPolicy, task: Task, memory: RunMemory, state: Worker
     parent = memory.buffer.require(state.parent_id)
     exemplars = [memory.buffer.require(pid) for pid in state.context_exemplar_ids]
     code = set(state.exemplar_code_ids)
-    sections = [_section(policy, n, ex, ex.id in code, parent) for n, ex in enumerate(exemplars, 1)]
+    sections = [_section(policy, n, ex, ex.id in code) for n, ex in enumerate(exemplars, 1)]
     return _prompt(policy, task, parent, state.guidance, exemplars, sections,
                    [e.id for e in exemplars if e.id in code])

@@ -18,12 +18,11 @@ from contextevolve.llm.calls import MalformedReply, Reply, call_choices, call_ro
 from contextevolve.loop.policy import Sampling, SearchPolicy
 from contextevolve.memory.records import FailureKind, ProgramRecord
 from contextevolve.memory.store import RunMemory
-from contextevolve.program.docstrings import restore_docstrings, without_docstrings
-from contextevolve.program.forms import EditForm, edit_form
-from contextevolve.program.holes import Hole, fill, punched
+from contextevolve.program.docstrings import restore_docstrings
+from contextevolve.program.forms import EditForm
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import hole_messages, reask_messages
+from contextevolve.prompts.generator import reask_messages
 from contextevolve.roles import Role, TokenUsage, booked_as
 from contextevolve.tasks.base import Task
 
@@ -50,7 +49,7 @@ class Outcome:
     unchanged: bool = False
     """The reply gave the base program back (no failure, ``source`` is the base)."""
     mutation: str = ""
-    """The concrete change the request named (a second ask of the ``mutation`` kind), else ``""``."""
+    """The concrete change the request named (a second ask), else ``""``."""
 
 
 def whole_program(base: str, form: EditForm) -> Callable[[Reply], None]:
@@ -93,8 +92,7 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: S
     try:
         reply = call_role("generator", messages, ctx, check=whole_program(base, form),
                           stop=policy.stop(form),
-                          temperature=sampling.temperature, seed=sampling.seed,
-                          top_p=sampling.top_p, top_k=sampling.top_k)
+                          temperature=sampling.temperature, seed=sampling.seed)
     except MalformedReply as exc:  # the endpoint's fault, after the retries
         return Outcome(text=exc.text, usage=booked_as(exc.usage, book), failure="endpoint", problem=str(exc))
     return outcome_of(reply, policy, base=base, form=form, book=book, from_hidden_view=from_hidden_view)
@@ -113,8 +111,7 @@ def ask_generator_choices(ctx: RunContext, messages: list, sampling: Sampling, p
     form = policy.form
     try:
         replies = call_choices("generator", messages, ctx, n, check=whole_program(base, form),
-                               stop=policy.stop(form), temperature=sampling.temperature, seed=sampling.seed,
-                               top_p=sampling.top_p, top_k=sampling.top_k)
+                               stop=policy.stop(form), temperature=sampling.temperature, seed=sampling.seed)
     except MalformedReply as exc:  # the endpoint's fault, after the retries
         failed = Outcome(text=exc.text, usage=booked_as(exc.usage, "generator"), failure="endpoint",
                          problem=str(exc))
@@ -147,12 +144,8 @@ def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: Searc
                sampling: Sampling, *, after_restart: bool = False, book: Role = "generator") -> Outcome:
     """The second ask after a twin: a new conversation about the parent without its docstrings.
 
-    Of the ``mutation`` kind (:func:`~contextevolve.prompts.generator.reask_messages`, in the policy's
-    ``second_form``) it names one concrete mutation; of the ``hole`` kind
-    (:func:`~contextevolve.prompts.generator.hole_messages`) it shows the parent with one block removed
-    (:meth:`SearchPolicy.hole`) and splices the function the reply writes into the parent. It is also the
-    only ask of a child whose parent's last child was a code twin (``search.copied_parent_ask``
-    ``mutation``).
+    It names one concrete mutation (:func:`~contextevolve.prompts.generator.reask_messages`, in the policy's
+    ``second_form``).
     """
     messages, form, mutation = second_ask_request(task, parent, policy, after_restart=after_restart)
     outcome = ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form, book=book,
@@ -164,24 +157,11 @@ def second_ask_request(task: Task, parent: ProgramRecord, policy: SearchPolicy, 
                        after_restart: bool = False) -> tuple[list, EditForm, str]:
     """The messages of :func:`second_ask`, the edit form its reply is read in, and the change it names.
 
-    The change is :meth:`SearchPolicy.mutation`'s, ``""`` for a hole ask.
+    The change is :meth:`SearchPolicy.mutation`'s.
     """
-    shown = without_docstrings(parent.source) if policy.second_ask_kind == "hole" else ""
-    hole = policy.hole(shown, after_restart=after_restart) if shown else None
-    if hole is None:  # the mutation kind, or a parent with no hole
-        form, mutation = policy.second_form, policy.mutation(after_restart=after_restart)
-        return reask_messages(task.description, parent.source, mutation, task.higher_is_better, form,
-                              change_line=policy.second_change_line), form, mutation
-    return hole_messages(task.description, punched(shown, hole), hole.function,
-                         task.higher_is_better), hole_form(hole), ""
-
-
-def hole_form(hole: Hole) -> EditForm:
-    """The ``functions`` edit form, building a child only from a reply that writes ``hole``'s function anew.
-
-    (:func:`~contextevolve.program.holes.fill`.)
-    """
-    return replace(edit_form("functions"), rewrite=lambda parent, reply: fill(parent, reply, hole.function))
+    form, mutation = policy.second_form, policy.mutation(after_restart=after_restart)
+    return reask_messages(task.description, parent.source, mutation, task.higher_is_better, form,
+                          change_line=policy.second_change_line), form, mutation
 
 
 def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord,

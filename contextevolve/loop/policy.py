@@ -15,15 +15,12 @@ from typing import Literal
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
-from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.loop.stopping import worker_budget_spent
 from contextevolve.memory.records import ProgramRecord, repairable
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.fixes import missing_import
 from contextevolve.program.forms import EditForm, edit_form
-from contextevolve.program.holes import Hole, choose
-from contextevolve.program.mutations import MUTATIONS, mutation_for, mutation_odds
-from contextevolve.prompts.generator import reference_changes
+from contextevolve.program.mutations import MUTATIONS, mutation_for
 from contextevolve.roles import TokenUsage
 
 Strategy = Literal["import", "model", "restart", "no_effect"]
@@ -52,14 +49,10 @@ only keeps a program that keeps failing on new names from looping)."""
 
 @dataclass(frozen=True)
 class Sampling:
-    """Seed, temperature and, where they differ from the run's, the nucleus and top-k cuts of one request."""
+    """Seed and temperature of one request."""
 
     seed: int
     temperature: float
-    top_p: float | None = None
-    """None: the run's (``RunContext.llm.top_p``)."""
-    top_k: int | None = None
-    """None: the run's (``RunContext.llm.top_k``)."""
 
 
 def model_repairs(child: ProgramRecord) -> int:
@@ -68,25 +61,6 @@ def model_repairs(child: ProgramRecord) -> int:
     An added import made no request, and the ask after a behavioural twin fixed no failure.
     """
     return sum(a.method in ("model", "restart") for a in child.attempts)
-
-
-def run_mutation_odds(ctx: RunContext) -> tuple[float, ...]:
-    """:func:`~contextevolve.program.mutations.mutation_odds` of the run's committed children so far.
-
-    A child counts for the change its last ask after a twin named (:attr:`ProgramRecord.mutation`): better
-    when it is valid, behaves as nothing stored did, and its score beats its parent's
-    (:meth:`~contextevolve.tasks.base.Task.better`: the task's direction, beyond its timing noise); a
-    failure, a copy or a behavioural twin counts as not better. One entry per ``search.mutations``.
-    """
-    task, records = task_of(ctx), memory_of(ctx).buffer.committed()
-    scores = {r.id: r.combined_score for r in records}
-
-    def better(child: ProgramRecord) -> bool:
-        parent = scores.get(child.parent_id or "")
-        return child.useful and parent is not None and task.better(child.combined_score, parent)
-
-    outcomes = ((r.mutation, better(r)) for r in records if r.mutation)
-    return mutation_odds(outcomes, tuple(ctx.search.mutations))
 
 
 @dataclass(frozen=True)
@@ -98,8 +72,6 @@ class SearchPolicy:
         shows_docstrings: programs are shown to the Generator with their docstrings.
         exemplar_docstrings: with ``shows_docstrings``, the exemplars' code is shown with them too (off: the
             exemplars without docstrings).
-        exemplar_view: an exemplar's code shown whole (``program``) or as its lines changed against the
-            parent's where that is short (``changes``, :meth:`exemplar_changes`).
         stop_at_code_end: requests in a form that allows it stop where the reply's code block closes
             (:meth:`stop`).
         unguided_hotter: temperature added to the first ask when it has no guidance (0 with the
@@ -107,14 +79,9 @@ class SearchPolicy:
         repair_attempts: model repairs per child (R); import_fixes: missing imports are added without
             a model; repair_restart: the last model repair writes the child again from its parent.
         behavioural_twins: a valid child that changed no result is asked again once.
-        second_ask_kind: how a second ask after a code twin asks (``mutation`` or ``hole``, :meth:`hole`).
         change_line: which asks want a ``Change:`` line before the program (``none``, ``second_ask``,
             ``every_ask``; :func:`~contextevolve.prompts.generator.with_change_line`).
-        second_ask_top_p, second_ask_top_k: the nucleus and top-k cuts of a second ask after a code twin
-            (None: the run's).
-        mutations: the concrete changes an ask after a twin names (:meth:`mutation`); mutation_odds: with
-            ``search.mutation_choice`` ``history``, how often each made a better child in the run so far
-            (:func:`~contextevolve.program.mutations.mutation_odds`), else empty (named in turn).
+        mutations: the concrete changes an ask after a twin names, in turn (:meth:`mutation`).
         seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before
             the child (the child is ``iteration + 1``).
     """
@@ -128,17 +95,12 @@ class SearchPolicy:
     import_fixes: bool
     repair_restart: bool
     behavioural_twins: bool
-    second_ask_kind: Literal["mutation", "hole"]
     seed: int
     temperature: float
     iteration: int
-    second_ask_top_p: float | None = None
-    second_ask_top_k: int | None = None
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
     exemplar_docstrings: bool = True
-    exemplar_view: Literal["program", "changes"] = "program"
     mutations: tuple[str, ...] = MUTATIONS
-    mutation_odds: tuple[float, ...] = ()
 
     @classmethod
     def of(cls, ctx: RunContext, iteration: int, worker: int | None = 0) -> SearchPolicy:
@@ -150,12 +112,8 @@ class SearchPolicy:
                    unguided_hotter=search.unguided_hotter if ctx.ablations.navigator_enabled else 0.0,
                    repair_attempts=search.repair_attempts, import_fixes=search.import_fixes,
                    repair_restart=search.repair_restart, behavioural_twins=search.behavioural_twins,
-                   second_ask_kind=search.second_ask,
-                   second_ask_top_p=search.second_ask_top_p, second_ask_top_k=search.second_ask_top_k,
                    change_line=search.change_line, exemplar_docstrings=search.exemplar_docstrings,
-                   exemplar_view=search.exemplar_view,
                    mutations=tuple(search.mutations),
-                   mutation_odds=run_mutation_odds(ctx) if search.mutation_choice == "history" else (),
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
 
@@ -184,14 +142,6 @@ class SearchPolicy:
         """An exemplar's ``source`` as the Generator sees it (without docstrings unless both are shown)."""
         return self.shown(source) if self.exemplar_docstrings else without_docstrings(source)
 
-    def exemplar_changes(self, parent_source: str, source: str) -> str | None:
-        """An exemplar's lines changed against its parent's, as the first ask shows them; None: show its code.
-
-        Only with :attr:`exemplar_view` ``changes`` and where
-        :func:`~contextevolve.prompts.generator.reference_changes` gives them.
-        """
-        return reference_changes(parent_source, source) if self.exemplar_view == "changes" else None
-
     def first(self, guidance: str) -> Sampling:
         """The Generator's own request: seed ``seed + FIRST_ASK_SEED + iteration``, its temperature.
 
@@ -201,12 +151,8 @@ class SearchPolicy:
         return Sampling(self.seed + FIRST_ASK_SEED + self.iteration, self.temperature + hotter)
 
     def second_ask(self) -> Sampling:
-        """The second ask after a twin: seed ``seed + 1 + iteration``, ``REASK_HOTTER`` hotter.
-
-        Its nucleus and top-k are :attr:`second_ask_top_p` and :attr:`second_ask_top_k`.
-        """
-        return Sampling(self.seed + 1 + self.iteration, self.temperature + REASK_HOTTER,
-                        self.second_ask_top_p, self.second_ask_top_k)
+        """The second ask after a twin: seed ``seed + 1 + iteration``, ``REASK_HOTTER`` hotter."""
+        return Sampling(self.seed + 1 + self.iteration, self.temperature + REASK_HOTTER)
 
     def no_effect_ask(self) -> Sampling:
         """The ask after a behavioural twin: seed ``seed + NO_EFFECT_SEED + iteration``, hotter by 0.3.
@@ -230,29 +176,18 @@ class SearchPolicy:
         Its seed is the restart's + ``SECOND_ASK_SEED``; it is ``REASK_HOTTER`` hotter.
         """
         return Sampling(self.repair(number, restart=True).seed + SECOND_ASK_SEED,
-                        self.temperature + REASK_HOTTER, self.second_ask_top_p, self.second_ask_top_k)
+                        self.temperature + REASK_HOTTER)
 
     def no_effect_mutation(self) -> str:
         """The change the ask after a behavioural twin names: not the second ask's, nor a restart's."""
-        return mutation_for(self.seed + 2, self.iteration, self.mutations, self.mutation_odds)
+        return mutation_for(self.seed + 2, self.iteration, self.mutations)
 
     def mutation(self, *, after_restart: bool = False) -> str:
         """The concrete change a second ask names (:func:`~contextevolve.program.mutations.mutation_for`).
 
         A restart's second ask names another than the Generator's own.
         """
-        return mutation_for(self.seed + int(after_restart), self.iteration, self.mutations,
-                            self.mutation_odds)
-
-    def hole(self, source: str, *, after_restart: bool = False) -> Hole | None:
-        """The hole a second ask of the ``hole`` kind shows in ``source`` (its docstring-free view).
-
-        The ``seed + iteration``-th of its holes, counted round (one further for a restart's second ask);
-        None for the ``mutation`` kind or a program with no hole (that ask then names a mutation).
-        """
-        if self.second_ask_kind != "hole":
-            return None
-        return choose(source, self.seed + self.iteration + int(after_restart))
+        return mutation_for(self.seed + int(after_restart), self.iteration, self.mutations)
 
     def import_fix(self, child: ProgramRecord) -> str:
         """The import line that would fix ``child``'s failure, else ``""``.
@@ -330,16 +265,12 @@ def ignored_settings(ctx: RunContext) -> list[str]:
     if _changed(search, "exemplar_docstrings") and not form.shows_docstrings(search.docstrings_shown):
         out.append("exemplar_docstrings is ignored where programs are shown without their docstrings "
                    f"(edit form {form.name!r}, docstrings_shown {search.docstrings_shown})")
-    if _changed(search, "exemplar_view") and search.num_exemplars == 0:
-        out.append("exemplar_view is ignored with num_exemplars 0 (no reference programs are shown)")
     if _changed(search, "stop_at_code_end") and not form.stops_at_code_end:
         out.append(f"stop_at_code_end is ignored with edit form {form.name!r}: its replies never stop at a "
                    "code end")
     if _changed(search, "unguided_hotter") and not ctx.ablations.navigator_enabled:
         out.append("unguided_hotter is ignored with the Navigator switched off (every ask is then unguided, "
                    "so that ablation changes one thing)")
-    if _changed(search, "step_changes") and not ctx.ablations.navigator_enabled:
-        out.append("step_changes is ignored with the Navigator switched off (no one reads the steps)")
     if _changed(search, "repair_restart") and search.repair_attempts == 0:
         out.append("repair_restart is ignored with repair_attempts 0 (no model repairs)")
     if search.candidate_pool < search.num_exemplars + search.sampler_choice and ctx.ablations.sampler_enabled:

@@ -11,9 +11,7 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
-from contextevolve.llm.calls import estimate_tokens
 from contextevolve.loop.composing import build_prompt
-from contextevolve.loop.generation import second_ask_request
 from contextevolve.loop.policy import SearchPolicy
 from contextevolve.loop.resources import memory_of, task_of
 
@@ -22,17 +20,12 @@ def compose(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Choose the exemplars (and which exemplars' code) the Generator's prompt shows within the budget.
 
     Writes ``context_exemplar_ids``, ``exemplar_code_ids`` and ``context_tokens`` (the Sampler's
-    ``exemplar_ids`` stay its own). A child asked for by one mutation (``ask`` ``mutation``) shows none;
-    ``context_tokens`` is then that request's estimate.
+    ``exemplar_ids`` stay its own).
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     parent = memory.buffer.require(state.parent_id)
     policy = SearchPolicy.of(ctx, state.iteration, state.worker)
-    if state.ask == "mutation":  # one concrete change of the parent alone: no exemplars
-        messages, _, _ = second_ask_request(task, parent, policy)
-        return {"context_exemplar_ids": [], "exemplar_code_ids": [],
-                "context_tokens": sum(estimate_tokens(m.content) for m in messages)}
     exemplars = [memory.buffer.require(pid) for pid in state.exemplar_ids]
     composed = build_prompt(policy, task, parent, state.guidance, exemplars,
                             ctx.search.context_token_budget)

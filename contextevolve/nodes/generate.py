@@ -42,24 +42,20 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     once more (:func:`~contextevolve.loop.generation.second_ask`). A second twin, or a first once the
     worker has spent its share of the token budget
     (:func:`~contextevolve.loop.stopping.worker_budget_spent`), is a failed child of kind ``twin``, never
-    evaluated nor repaired (docs/decisions/second-ask.md). A child whose ``ask`` is ``mutation`` gets that
-    second ask's request alone, once (docs/decisions/copied-parent-ask.md).
+    evaluated nor repaired (docs/decisions/second-ask.md).
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     policy = SearchPolicy.of(ctx, state.iteration, state.worker)
     parent = memory.buffer.require(state.parent_id)
-    if state.sibling_ids and state.ask == "full":
+    if state.sibling_ids:
         return _store_replies(ctx, state, policy, parent)
     record = _record(state, parent, state.child_id)
-    if state.ask == "mutation":  # the parent's last child was a copy: one short ask, no other
-        outcome = second_ask(ctx, task, parent, policy, policy.second_ask())
-    else:
-        outcome = ask_generator(ctx, prompt_of(policy, task, memory, state).messages(),
-                                policy.first(state.guidance), policy, base=parent.source)
+    outcome = ask_generator(ctx, prompt_of(policy, task, memory, state).messages(),
+                            policy.first(state.guidance), policy, base=parent.source)
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
     record.source, record.mutation = outcome.source, outcome.mutation
-    if twin is not None and state.ask == "full" and not worker_budget_spent(ctx, state, usage):
+    if twin is not None and not worker_budget_spent(ctx, state, usage):
         outcome = second_ask(ctx, task, parent, policy, policy.second_ask())
         usage, twin = add_usage(usage, outcome.usage), twin_of(memory, task, outcome, parent)
         record.mutation = outcome.mutation

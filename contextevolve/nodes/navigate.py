@@ -28,7 +28,6 @@ from contextevolve.loop.resources import memory_of, rng_for, task_of
 from contextevolve.loop.spending import share_spent
 from contextevolve.memory.records import ProgramRecord
 from contextevolve.nodes.summarize import failure_prefix
-from contextevolve.program.changes import changed_lines
 from contextevolve.prompts import navigator as prompt
 from contextevolve.tasks.base import Task
 
@@ -193,14 +192,12 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
             if record.id != parent.id:
                 programs.setdefault(record.id, {"summary": program_summary(record),
                                                 "abstract": shown_abstract(record)})
-    shown = ctx.search.step_changes
     messages = prompt.messages(
         task.description, metric_names,
         {"id": parent.id, "summary": program_summary(parent), "abstract": shown_abstract(parent)},
         [{"category": s.category.replace("_", " "), "parent": s.parent.id, "child": s.child.id,
-          "delta": s.delta_text(), "changes": changed_lines(s.parent.source, s.child.source) if shown else []}
-         for s in steps],
-        programs, ctx.ablations.guidance_variant, shown)
+          "delta": s.delta_text()} for s in steps],
+        programs, ctx.ablations.guidance_variant)
     try:
         reply = call_role("navigator", messages, ctx, seed=ctx.worker_seed(state.worker))
     except MalformedReply as exc:

@@ -33,11 +33,8 @@ def review(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     the value it is resumed with (``Command(resume=...)``) replaces the guidance when it is a non-empty
     string; any other value keeps the Navigator's, with a warning for one that is not a string. (Raising
     would not help: LangGraph hands the same resume value back on every retry, so the worker could never
-    go on.) A child asked for by one mutation of its parent (``ask`` ``mutation``) follows no guidance, so
-    nobody is asked for one.
+    go on.)
     """
-    if state.ask == "mutation":
-        return {}
     if not runtime.context.review_guidance:
         return _replaced(state, steering_of(runtime.context).review(state.worker, state.child_id,
                                                                      state.parent_id, state.guidance))

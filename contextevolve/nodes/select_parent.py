@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 from langgraph.runtime import Runtime
 
@@ -42,16 +41,6 @@ def stale_parents(records: list[ProgramRecord], after: int, *, now: int | None =
             and (now is None or rest is None or now - last[parent] <= rest)}
 
 
-def last_child_copied(records: list[ProgramRecord], parent_id: str) -> bool:
-    """Whether the last of ``parent_id``'s children in ``records`` is a code twin.
-
-    The children are taken in the buffer's iteration order; a code twin means the model wrote a stored
-    program back on every ask. False for a program with no child.
-    """
-    kinds = [r.failure_kind for r in records if r.parent_id == parent_id]
-    return bool(kinds) and kinds[-1] == "twin"
-
-
 def pareto_front(records: list[ProgramRecord], metrics: list[MetricSpec]) -> dict[str, int]:
     """The programs best on some metric and dominated by none, each with the number of metrics it is best on.
 
@@ -88,9 +77,7 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     stays a parent (a tournament while the front holds one program: no trade-off to exploit). A stale
     parent (:func:`stale_parents`, after ``search.stale_after`` twins in a row) is left out for
     ``search.stale_rest`` iterations while another ok program is left (why:
-    docs/decisions/search-settings.md). With ``search.copied_parent_ask`` ``mutation``, a parent whose last
-    child was a code twin sets ``ask`` to ``mutation`` (:func:`after_select_parent`). Falls back to the
-    initial program if nothing is ok. The RNG is
+    docs/decisions/search-settings.md). Falls back to the initial program if nothing is ok. The RNG is
     seeded by the child's iteration, so parallel workers draw independently and replays draw the same.
     """
     ctx = runtime.context
@@ -118,14 +105,4 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     else:
         entrants = rng.sample(pool, min(ctx.search.tournament_size, len(pool)))
         parent = max(entrants, key=fitness)
-    copied = ctx.search.copied_parent_ask == "mutation" and last_child_copied(committed, parent.id)
-    return {"parent_id": parent.id, "ask": "mutation" if copied else "full"}
-
-
-def after_select_parent(state: WorkerState) -> Literal["navigate", "compose"]:
-    """Route a child after select_parent: to compose or to navigate.
-
-    A child asked for by one mutation of its parent (``ask`` ``mutation``) skips the Navigator and the
-    Sampler; any other goes to navigate.
-    """
-    return "compose" if state.ask == "mutation" else "navigate"
+    return {"parent_id": parent.id}

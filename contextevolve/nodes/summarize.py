@@ -18,7 +18,7 @@ from contextevolve.llm.parsing import clip_to_sentence, ends_sentence, sentences
 from contextevolve.loop.behind import hand_over
 from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.memory.records import ProgramRecord
-from contextevolve.program.changes import changed_lines, changes_text
+from contextevolve.program.changes import changed_lines
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.prompts import summarizer as prompt
 from contextevolve.roles import TokenUsage
@@ -42,9 +42,9 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
     """The abstract of ``source`` and the tokens it cost (``{}`` when no LLM call was made).
 
     The program's ``diagnostics`` are shown to the Summarizer only where the task asks
-    (:attr:`Task.abstract_feedback`); with ``parent_source``, up to ``search.summary_changes`` of the lines
-    ``source`` changed in it (:func:`~contextevolve.program.changes.changed_lines`), which also replace a
-    "Changed:" sentence copied from the parent's abstract (:func:`with_measured_change`). The Summarizer is
+    (:attr:`Task.abstract_feedback`); with ``parent_source``, the lines ``source`` changed in it
+    (:func:`~contextevolve.program.changes.changed_lines`) replace a "Changed:" sentence copied from the
+    parent's abstract (:func:`with_measured_change`). The Summarizer is
     shown the program without its docstrings: they restate the task's contract, which every abstract would
     otherwise repeat, and they cost prompt tokens (the replay: docs/decisions/summarizer-abstracts.md).
 
@@ -57,8 +57,7 @@ def abstract_for(ctx: RunContext, task: Task, source: str, parent_abstract: str 
         changes = changed_lines(parent_source, source) if parent_source else []
         messages = prompt.messages(task.title, without_docstrings(source), parent_abstract,
                                    ctx.ablations.summary_variant,
-                                   diagnostics if task.abstract_feedback else "",
-                                   changes_text(changes, ctx.search.summary_changes))
+                                   diagnostics if task.abstract_feedback else "")
         reply = call_role("summarizer", messages, ctx)
     except MalformedReply as exc:
         return EMPTY_ABSTRACT, exc.usage

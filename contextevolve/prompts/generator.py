@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from contextevolve.llm.calls import estimate_tokens
-from contextevolve.program.changes import changed_lines
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.forms import EditForm
 
@@ -65,23 +64,6 @@ def reask_messages(task_description: str, parent_source: str, mutation: str, hig
         f"{ending}")]
 
 
-def hole_messages(task_description: str, shown: str, function: str, higher_is_better: bool) -> list:
-    """The Generator's second ask after a twin in the ``hole`` kind: write one function with a part removed.
-
-    A new conversation like :func:`reask_messages`, holding the task and the program ``shown`` with one
-    block of ``function`` replaced by the hole's placeholder (:mod:`contextevolve.program.holes`), without
-    docstrings; the reply writes ``function`` again, complete, with new code in the hole.
-    """
-    return [SystemMessage(SYSTEM), HumanMessage(
-        f"## Task\n{task_description}\n\n"
-        f"## Current program, with some lines removed\n```python\n{shown}```\n\n"
-        f"## Your job\nIn `{function}` the line marked `# HOLE` stands for lines that were removed. Write "
-        f"`{function}` again, complete from its def line to its last line, with code of your own in place of "
-        f"the hole, so that the program {goal_of(higher_is_better)}. Keep the function name and signature, "
-        "and set every variable the rest of the function reads after the hole. Reply with only that "
-        "function in a single ```python code block, then nothing else.")]
-
-
 def no_effect_messages(task_description: str, version_source: str, effect: str, mutation: str,
                        higher_is_better: bool, form: EditForm, *, change_line: bool = False) -> list:
     """The Generator's ask after a behavioural twin: its valid version changed no result.
@@ -108,8 +90,7 @@ def no_effect_messages(task_description: str, version_source: str, effect: str, 
 class Exemplar:
     """One reference program as the Generator sees it.
 
-    ``code``: its program, or (``changes``) the lines it changed against the current program
-    (:func:`reference_changes`); neither: abstract only.
+    ``code``: its program; None: abstract only.
     """
 
     status: str
@@ -117,34 +98,6 @@ class Exemplar:
     abstract: str
     code: str | None = None
     reason: str = ""
-    changes: str | None = None
-
-
-CHANGES_WIDTH = 200
-"""A reference's changed line is cut after this many characters (one statement of a small program fits)."""
-
-CHANGES_SHARE = 0.5
-"""A reference is shown by its changed lines only where they take at most this share of its code's characters
-(docstrings aside): a rewrite reads better, and costs little more, as a whole program."""
-
-
-def reference_changes(parent_source: str, source: str) -> str | None:
-    """A reference program's code as the lines it changed against the current program's, or None.
-
-    ``- line`` the current program has and the reference does not, ``+ line`` the reference put in
-    (:func:`~contextevolve.program.changes.changed_lines`, statements as parsed, without docstrings or
-    comments, indented as in the program less their common margin, lines cut at :data:`CHANGES_WIDTH`),
-    one line each under the sentence that says so. None where they would not save the reader much: more
-    than :data:`CHANGES_SHARE` of the reference's code (without docstrings), or no line at all (the same
-    statements, or a source that does not parse beside one that does).
-    """
-    lines = changed_lines(parent_source, source, width=CHANGES_WIDTH, indent=True)
-    margin = min((len(line[2:]) - len(line[2:].lstrip()) for line in lines), default=0)
-    text = "".join(f"\n    {line[:2]}{line[2 + margin:]}" for line in lines)
-    if not lines or len(text) > CHANGES_SHARE * len(without_docstrings(source)):
-        return None
-    return ("Its code is the current program's with these lines changed (- the current program's line, "
-            f"+ this program's):{text}\n")
 
 
 def _scores(metrics: dict[str, float]) -> str:
@@ -160,13 +113,13 @@ def parent_section(code: str, abstract: str, score: float, metrics: dict[str, fl
 
 
 def exemplar_section(n: int, ex: Exemplar) -> str:
-    """One reference program: outcome, abstract and, if budgeted, its code or its changed lines."""
+    """One reference program: outcome, abstract and, if budgeted, its code."""
     if ex.status == "ok":
         head = f"### Reference {n} (score {ex.score:.4g})"
     else:
         head = (f"### Reference {n} (FAILED, {ex.status}: {ex.reason[:160]}). Its idea may be worth keeping; "
                 "do not repeat its error.")
-    code = ex.changes or (f"```python\n{ex.code}```\n" if ex.code else "")
+    code = f"```python\n{ex.code}```\n" if ex.code else ""
     return f"{head}\nAbstract: {ex.abstract}\n{code}"
 
 

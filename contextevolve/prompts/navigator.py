@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from contextevolve.program.changes import changes_text
-
 SYSTEM = ("You are the Navigator of an evolutionary search over programs. From past parent->child steps and "
           "how each changed the metrics, you infer which directions of change help and which hurt.")
 
@@ -27,22 +25,19 @@ def _clip(text: str, limit: int = 320) -> str:
 
 
 def messages(task_description: str, metric_names: str, parent: dict, steps: list[dict],
-             programs: dict[str, dict], variant: str, change_lines: int = 0) -> list:
+             programs: dict[str, dict], variant: str) -> list:
     """Messages asking for guidance g (paper Eq. 5: m steps (z_p, z_c, Δs)).
 
     ``parent``: the current parent, a dict with ``id``, ``summary`` (its score or status) and
     ``abstract``. ``steps``: dicts with ``category``, ``parent`` and ``child`` (program ids) and ``delta``
-    (the change, signed so that + is better), in the order shown, and optionally ``changes``: the child's
-    changed lines, of which ``change_lines`` are shown under the step
-    (:func:`~contextevolve.program.changes.changes_text`).
-    ``programs``: id -> dict with ``summary`` and ``abstract`` for every other program a step names. Each
-    abstract is shown once and the steps name programs by id (why: docs/architecture.md, *2. navigate*);
-    the pairs the paper's Navigator sees are unchanged.
+    (the change, signed so that + is better), in the order shown. ``programs``: id -> dict with
+    ``summary`` and ``abstract`` for every other program a step names. Each abstract is shown once and the
+    steps name programs by id (why: docs/architecture.md, *2. navigate*); the pairs the paper's Navigator
+    sees are unchanged.
     """
     listed = "\n".join(f"{pid} ({info['summary']}): {_clip(info['abstract'])}"
                        for pid, info in programs.items())
     lines = [f"Step {n} [{step['category']}] {step['parent']} -> {step['child']}: {step['delta']}"
-             + changes_text(step.get("changes", []), change_lines)
              for n, step in enumerate(steps, 1)]
     history = ("Other programs in the steps:\n" + listed + "\n\n" if listed else "") + (
         "Past steps (parent -> child):\n" + "\n".join(lines) if lines

@@ -56,22 +56,14 @@ def measured_change(lines: list[str]) -> str:
     return f"Changed: its code adds {into}." if into else f"Changed: its code takes out {out}."
 
 
-CHANGES_HEAD = "Lines it changed in the parent's code (- taken out, + put in):"
-"""The heading of the changed lines a child's request shows after its code."""
-
-
 def messages(task_title: str, child_code: str, parent_abstract: str | None, variant: str,
-             feedback: str = "", changes: str = "") -> list:
+             feedback: str = "") -> list:
     """Messages asking for z_c, the abstract of ``child_code``.
 
     ``parent_abstract=None`` abstracts the initial program; ``feedback`` (the evaluator's diagnostics of
-    the program, capped at :data:`FEEDBACK_CHARS`) follows the code when given; ``changes`` (the child's
-    changed lines as :func:`~contextevolve.program.changes.changes_text` renders them) follows the code of
-    a child, under :data:`CHANGES_HEAD`, when given.
+    the program, capped at :data:`FEEDBACK_CHARS`) follows the code when given.
     """
     shown = f"Evaluator's feedback on it:\n{feedback[:FEEDBACK_CHARS]}\n\n" if feedback.strip() else ""
-    if changes.strip() and parent_abstract is not None:
-        shown = f"{CHANGES_HEAD}{changes}\n\n{shown}"
     if parent_abstract is None:
         user = f"Task: {task_title}.\n\nProgram:\n```python\n{child_code}```\n\n{shown}{INITIAL}"
     else:

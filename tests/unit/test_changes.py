@@ -1,8 +1,8 @@
-"""program/changes.py: the lines a child took out of its parent and put in, as the Navigator sees them."""
+"""program/changes.py: the lines a child took out of its parent and put in."""
 
 from __future__ import annotations
 
-from contextevolve.program.changes import LINE_CHARS, changed_lines, changes_text, code_lines
+from contextevolve.program.changes import LINE_CHARS, changed_lines, code_lines
 
 PARENT = '''def choose_victim(cache, stats, now):
     """Return the key to evict."""
@@ -32,13 +32,6 @@ def test_a_program_that_does_not_parse_is_compared_line_by_line_and_long_lines_a
     assert lines[0] == "- return min(cache, key=lambda k: stats[k][2])"  # the docstrings both keep are equal
     assert lines[1] == "+ return ( min(cache, key=lambda k: stats[k][2])"
     assert lines[2].endswith("...") and len(lines[2]) == len("+ ") + LINE_CHARS + 3
-
-
-def test_the_navigator_sees_at_most_the_limit_and_how_many_more():
-    lines = [f"+ x{n} = {n}" for n in range(5)]
-    assert changes_text(lines, 2) == "\n    + x0 = 0\n    + x1 = 1\n    (3 more changed lines)"
-    assert changes_text(lines, 5) == "".join(f"\n    + x{n} = {n}" for n in range(5))
-    assert changes_text(lines, 0) == "" and changes_text([], 4) == ""
 
 
 def test_a_child_stored_without_its_code_shows_no_change():

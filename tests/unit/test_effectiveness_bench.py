@@ -72,8 +72,7 @@ def _arguments(monkeypatch, tmp_path, argv) -> dict:
 @pytest.mark.parametrize("argv, expected", [
     ([], {}),
     (["--stale-after", "0", "--unguided-hotter", "0"], {"stale_after": 0, "unguided_hotter": 0.0}),
-    (["--second-ask", "hole"], {"second_ask": "hole"}),
-    (["--copied-parent-ask", "mutation"], {"copied_parent_ask": "mutation"}),
+    (["--change-line", "every_ask"], {"change_line": "every_ask"}),
     (["--stale-rest", "100", "--parent-selection", "tournament"],
      {"stale_rest": 100, "parent_selection": "tournament"}),
     (["--mutation", "reverse the order", "--mutation", "change a constant"],
@@ -81,8 +80,7 @@ def _arguments(monkeypatch, tmp_path, argv) -> dict:
 ])
 def test_the_newer_search_switches_reach_the_run_only_when_given(monkeypatch, tmp_path, argv, expected):
     seen = _arguments(monkeypatch, tmp_path, argv)
-    names = ("stale_after", "unguided_hotter", "second_ask", "stale_rest", "parent_selection", "mutations",
-             "copied_parent_ask")
+    names = ("stale_after", "unguided_hotter", "change_line", "stale_rest", "parent_selection", "mutations")
     assert {k: seen[k] for k in names if k in seen} == expected
 
 

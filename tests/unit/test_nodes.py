@@ -231,22 +231,16 @@ def test_navigate_shows_each_abstract_once_and_no_deltas_for_failed_children(see
     assert "FAILED (failed)" not in prompt and prompt.count("Greedy placement") == 1
 
 
-def test_navigate_shows_each_steps_changed_lines_only_when_asked(seeded, ctx, models):
+def test_navigate_shows_each_step_by_its_line_without_the_lines_it_changed(seeded, ctx, models):
+    """As in the paper, the Navigator reads a step through the programs' abstracts, not its changed code."""
     state, memory = seeded
-    changed = INITIAL.replace("return", "# a comment the change adds\n    return", 1)  # no statement changed
     add_program(memory, 1, score=25.0, source=BETTER_PROGRAM)
     add_program(memory, 2, parent="it00001", score=24.0, source=BETTER_PROGRAM + "\nLIMIT = 3\n")
-    add_program(memory, 3, score=20.0, source=changed)
-    state = replace(state, parent_id="it00001", iteration=4)
+    state = replace(state, parent_id="it00001", iteration=3)
     weights = {"improvement": 1.0, "mixed": 1.0, "decline": 1.0}
-    run_node(navigate, state, replace(ctx, num_trajectories=3, category_weights=weights))
-    assert "\n    + LIMIT = 3" not in models["navigator"].seen[-1][1].content  # the default, the paper's
-    run_node(navigate, state, replace(ctx, num_trajectories=3, category_weights=weights, step_changes=6))
+    run_node(navigate, state, replace(ctx, num_trajectories=2, category_weights=weights))
     prompt = models["navigator"].seen[-1][1].content
-    step = next(line for line in prompt.split("Step ")[1:] if "it00001 -> it00002" in line)
-    assert step.rstrip().endswith("\n    + LIMIT = 3")  # the one statement it added, under its step
-    unchanged = next(line for line in prompt.split("Step ")[1:] if "it00000 -> it00003" in line)
-    assert "\n    " not in unchanged.split("\n\n")[0]  # a comment is no change of code
+    assert "it00001 -> it00002" in prompt and "LIMIT = 3" not in prompt
 
 
 def test_step_delta_text_names_the_failed_side():
@@ -438,25 +432,14 @@ def test_summary_variants(seeded, ctx, models):
     assert memory.buffer.require("it00001").abstract == BETTER_PROGRAM[:1500]
 
 
-def test_the_summarizer_is_shown_the_lines_a_child_changed(seeded, ctx, models):
-    """The child's request shows its changed lines after its code, at most ``summary_changes``; 0: none."""
-    from contextevolve.program.changes import changed_lines
-    from contextevolve.prompts.summarizer import CHANGES_HEAD
-
+def test_the_summarizer_is_shown_no_lines_a_child_changed(seeded, ctx, models):
+    """As in the paper, the Summarizer reads the parent's abstract and the child's code only."""
     state, memory = seeded
     add_program(memory, 1, source=BETTER_PROGRAM)
-    state = replace(state, child_id="it00001")
-    lines = changed_lines(memory.buffer.require("it00000").source, BETTER_PROGRAM)
-    assert len(lines) == 2
-    run_node(summarize, state, replace(ctx, summary_changes=12))
+    run_node(summarize, replace(state, child_id="it00001"), ctx)
     shown = models["summarizer"].seen[-1][1].content
-    assert CHANGES_HEAD in shown and all(f"\n    {line}" in shown for line in lines)
-    assert shown.index(CHANGES_HEAD) > shown.index("New program:")
-    run_node(summarize, state, replace(ctx, summary_changes=1))
-    shown = models["summarizer"].seen[-1][1].content
-    assert f"\n    {lines[0]}\n    (1 more changed line)" in shown and lines[1] not in shown
-    run_node(summarize, state, ctx)  # the default: none, as in the paper
-    assert CHANGES_HEAD not in models["summarizer"].seen[-1][1].content
+    assert "New program:" in shown and "Lines it changed" not in shown
+    assert "- kvpr" not in shown and "+ kvpr" not in shown
 
 
 def test_an_abstract_drops_the_parent_abstract_its_reply_begins_with(seeded, ctx):

@@ -97,9 +97,6 @@ def test_a_changed_setting_the_others_make_ignored_is_named():
     assert "exemplar_docstrings is ignored" in ignored_settings(RunContext(exemplar_docstrings=False,
                                                                            edit_form="functions"))[0]
     assert ignored_settings(RunContext(exemplar_docstrings=False)) == []
-    assert ignored_settings(RunContext(exemplar_view="changes")) == []
-    assert "exemplar_view is ignored" in " ".join(ignored_settings(RunContext(exemplar_view="changes",
-                                                                              num_exemplars=0)))
     never = ignored_settings(RunContext(candidate_pool=3))  # k 2 + sampler_choice 2 > 3: never a choice
     assert len(never) == 1 and "Sampler agent is never asked" in never[0]
     assert ignored_settings(RunContext(candidate_pool=3, sampler_enabled=False)) == []
@@ -145,26 +142,8 @@ def test_the_agents_declared_once_are_what_every_list_of_agents_reads():
     assert set(OWN_SERVER_ROLES) == {a.name for a in AGENTS if a.own_server}
 
 
-def test_only_a_second_ask_after_a_code_twin_samples_with_its_own_nucleus_and_top_k():
-    plain = policy(second_ask_top_p=None, second_ask_top_k=None)
-    assert (plain.second_ask().top_p, plain.second_ask().top_k) == (None, None)  # the run's
-    wide = policy(second_ask_top_p=0.95, second_ask_top_k=40)
-    assert (wide.second_ask().top_p, wide.second_ask().top_k) == (0.95, 40)
-    assert (wide.restart_second_ask(1).top_p, wide.restart_second_ask(1).top_k) == (0.95, 40)
-    assert wide.second_ask().temperature == plain.second_ask().temperature  # only the cuts differ
-    for other in (wide.first(""), wide.first("go"), wide.repair(1, restart=False),
-                  wide.repair(2, restart=True), wide.no_effect_ask()):
-        assert (other.top_p, other.top_k) == (None, None)
-    with pytest.raises(ValueError, match=r"second_ask_top_p must be in \(0, 1\]"):
-        RunContext(second_ask_top_p=0)
-    with pytest.raises(ValueError, match=r"second_ask_top_p must be in \(0, 1\]"):
-        RunContext(second_ask_top_p=1.5)
-    with pytest.raises(ValueError, match="second_ask_top_k must be >= 0"):
-        RunContext(second_ask_top_k=-1)
-
-
-def test_the_second_asks_cuts_reach_its_request_and_no_other(tmp_path, monkeypatch):
-    """A code twin's second ask is sent with the setting's top_p and top_k; the first ask with the run's."""
+def test_the_first_and_the_second_ask_sample_with_the_runs_nucleus_and_top_k(tmp_path, monkeypatch):
+    """A code twin's second ask is sent with no top_p or top_k of its own, as the first ask: the run's."""
     from contextevolve.loop import generation
     from tests.fakes import BETTER_PROGRAM, fenced
     from tests.unit.test_repair import run
@@ -178,8 +157,8 @@ def test_the_second_asks_cuts_reach_its_request_and_no_other(tmp_path, monkeypat
     monkeypatch.setattr(generation, "call_role", spy)
     generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 400),
                          cycle=False)
-    _, records, _ = run(tmp_path, generator, second_ask_top_p=0.95, second_ask_top_k=40)
-    assert sent == [(None, None), (0.95, 40)]  # the first ask copied its parent; the second did not
+    _, records, _ = run(tmp_path, generator)
+    assert sent == [(None, None), (None, None)]  # the first ask copied its parent; the second did not
     assert records[1]["status"] == "ok"
 
 

@@ -112,6 +112,25 @@ def test_run_json_with_an_unknown_key_is_a_clear_error(tmp_path):
         prepare_context(tmp_path, resume=True)
 
 
+def test_a_run_json_with_a_deleted_setting_loads_at_its_old_default_and_is_refused_at_another(tmp_path):
+    """Settings tried and not adopted were deleted; an older run.json still names them (to_json wrote all)."""
+    from contextevolve.graph.context import REMOVED_SETTINGS
+
+    saved = RunContext().to_json()
+    older = {**saved, "search": {**saved["search"], **{n: d for n, (d, _) in REMOVED_SETTINGS.items()}}}
+    assert RunContext.from_json(older) == RunContext.from_json(saved)
+    assert RunContext.from_json({**saved, "step_changes": 0}) == RunContext.from_json(saved)  # flat, older
+    other = {**saved, "search": {**saved["search"], "exemplar_view": "changes"}}
+    with pytest.raises(UnknownSettingError, match=r"'exemplar_view' \(deleted, not adopted: "
+                                                  r"docs/decisions/copy-warning\.md"):
+        RunContext.from_json(other)
+    (tmp_path / "run.json").write_text(json.dumps(other))
+    with pytest.raises(UnknownSettingError, match=r"unknown search setting 'exemplar_view' \(deleted"):
+        prepare_context(tmp_path, resume=True)
+    with pytest.raises(UnknownSettingError, match="'step_changes' \\(deleted, not adopted"):
+        RunContext(step_changes=0)  # not a setting to give a new run
+
+
 def test_langgraph_run_context_with_an_unknown_field_is_refused():
     # what `langgraph dev` does with a run's context dict: the graph coerces it into RunContext
     with pytest.raises(UnknownSettingError, match="'sed' \\(did you mean 'seed'\\?\\)"):
@@ -207,8 +226,9 @@ def test_a_setting_of_another_type_is_named_when_the_run_is_configured(tmp_path)
 
 def test_a_choice_setting_given_as_a_flat_keyword_is_checked():
     """A Literal setting's value is one of its choices, named in the message, however it is given."""
-    for name, value, choices in (("second_ask", "x", "mutation, hole"), ("edit_form", "patch", "full, diff"),
-                                 ("executor", "k8s", "local, ray"), ("summary_variant", "x", "inherited")):
+    for name, value, choices in (("change_line", "x", "none, second_ask"),
+                                 ("edit_form", "patch", "full, diff"), ("executor", "k8s", "local, ray"),
+                                 ("summary_variant", "x", "inherited")):
         with pytest.raises(ValueError, match=f"{name} must be one of {choices}.*not '{value}'"):
             RunContext(**{name: value})
-    assert RunContext(second_ask="hole", edit_form="functions").search.second_ask == "hole"
+    assert RunContext(change_line="none", edit_form="functions").search.change_line == "none"

@@ -129,11 +129,6 @@ def test_reask_prompts_take_the_second_ask_after_a_twin_with_the_first_conversat
     assert edits[2].content == "copy 1" and "<<<<<<< SEARCH" in edits[-1].content
     mode, followup = bench.reask("followup", found[0], task, seed=0)
     assert mode == "full" and "complete changed program" in followup[-1].content
-    form, hole = bench.reask("hole", found[0], task, seed=0)  # the hole a run with this seed would show
-    assert form.name == "functions" and "# HOLE" in hole[-1].content
-    assert "Make one concrete change" not in hole[-1].content
-    kept = fenced("def compute_model_placement(gpu_num, models):\n    ...  # HOLE\n")
-    assert bench.judge(task, form, {**found[0], "parent_score": 0.0}, kept, False)["outcome"] == "not built"
     with pytest.raises(SystemExit, match="reask must be one of"):
         bench.parse_config("x=reask=shout")
 
@@ -151,7 +146,7 @@ def test_iterations_start_at_their_first_ask_when_the_navigator_is_not_asked_eve
             row("navigator", "n2", "guide"), row("generator", first.format(1, 1), "new"),
             row("generator", first.format(2, 2), "copy 3"),  # guidance reused: no Navigator request
             row("generator", "## Current program, with some lines removed\n... the line marked `# HOLE` "
-                             "stands for lines")]
+                             "stands for lines")]  # the hole ask older runs could send
     (tmp_path / "prompts.jsonl").write_text("\n".join(rows) + "\n")
     programs = [{"id": f"it0000{i}", "iteration": i, "parent_id": f"it0000{i - 1}" if i else None,
                  "source": INITIAL, "combined_score": float(i), "guidance": "g" if i > 1 else ""}
@@ -189,20 +184,6 @@ def test_replies_are_judged_as_a_run_judges_a_first_version():
     figures = bench.summary(rows)
     assert (figures["valid"], figures["new"]) == (2, 1)
     assert figures["new/10k tokens"] == pytest.approx(1e4 / 3000) and figures["prompt/reply"] == 900
-
-
-def test_first_hole_asks_the_first_version_with_one_block_of_the_parent_taken_out():
-    task = get_task("model_placement")
-    prompt = {"run": "r", "iteration": 3, "messages": [{"type": "human", "content": "stored"}],
-              "parent": INITIAL, "parent_score": 1.0}
-    form, seed, _, messages = bench.first_request({"first": "hole"}, prompt, task, sample=0, n=2, mode="full")
-    assert form.name == "functions" and seed == 2 and "# HOLE" in messages[-1].content
-    assert "stored" not in messages[-1].content
-    assert bench.parse_config("h=first=hole") == ("h", {"first": "hole"})
-    flat = {**prompt, "parent": "X = 1\n"}  # nowhere to put a hole: the short form naming a mutation
-    mode, _, _, messages = bench.first_request({"first": "hole"}, flat, task, sample=0, n=2, mode="full")
-    assert mode == "full" and "Make one concrete change" in messages[-1].content
-    assert bench.reask("hole", {**flat, "first": [], "first_reply": ""}, task, seed=0)[0] == "full"
 
 
 def test_requests_are_seeded_as_the_replay_promises():
@@ -299,21 +280,12 @@ def test_no_effect_prompts_take_the_ask_after_a_behavioural_twin_with_its_versio
     assert text.count("`Change:`") == 1 and text.index("`Change:`") > text.index("## Your job")
 
 
-def test_changes_n_shows_each_steps_changed_lines_in_the_stored_navigator_request(tmp_path):
-    programs = [{"id": "it00000", "source": "def f(x):\n    return x\n"},
-                {"id": "it00001", "source": "def f(x):\n    # doubled\n    return 2 * x\n"}]
-    (tmp_path / "programs.jsonl").write_text("\n".join(map(json.dumps, programs)) + "\n")
-    stored = bench._messages([{"type": "human", "content": "Past steps (parent -> child):\n"
-                               "Step 1 [improvement] it00000 -> it00001: Δscore +1\n"
-                               "Step 2 [decline] it00001 -> it00009: the child failed, no metrics\n\n"
-                               "Give..."}])
-    shown = bench.with_step_changes(stored, str(tmp_path), 6)[-1].content
-    assert "it00001: Δscore +1\n    - return x\n    + return 2 * x\nStep 2" in shown
-    assert "it00009: the child failed, no metrics\n\nGive" in shown  # a program the run did not store
-    assert bench.renav_wanted({"changes": 6}) and bench.renav_wanted({"renav": 1})
-    assert not bench.renav_wanted({})
+def test_renav_asks_the_navigator_again_only_where_it_gave_the_stored_guidance():
+    assert bench.renav_wanted({"renav": 1}) and not bench.renav_wanted({})
     assert not bench.renav_replayable({"navigator_messages": None, "guidance": "g"})
     assert not bench.renav_replayable({"navigator_messages": [{}], "guidance": ""})
+    with pytest.raises(SystemExit, match="unknown key 'changes'"):
+        bench.parse_config("c=changes=6")
 
 
 def test_refcopy_1_and_refcode_0_change_only_the_reference_programs_part():
@@ -334,30 +306,6 @@ def test_refcopy_1_and_refcode_0_change_only_the_reference_programs_part():
     assert bench.refcode_changes({"messages": [{"type": "human", "content": stored[0].content}]})
     assert not bench.refcode_changes({"messages": [{"type": "human", "content": alone[0].content}]})
     assert bench.parse_config("w=refcopy=1,refcode=0") == ("w", {"refcopy": 1, "refcode": 0})
-
-
-def test_refview_changes_shows_each_reference_by_its_lines_changed_against_the_parent():
-    from langchain_core.messages import HumanMessage
-
-    from contextevolve.prompts.generator import reference_changes
-
-    def request(reference: str) -> str:
-        return (f"## Current program\n```python\n{INITIAL}```\n\n## Reference programs\n"
-                f"### Reference 1 (score 2)\nAbstract: A.\n```python\n{reference}```\n\n## Your job\nJ")
-
-    stored = [HumanMessage(request(BETTER_PROGRAM))]
-    shown = bench.with_reference_changes(stored, INITIAL)[0].content
-    assert shown.count("```python\n") == 1 and reference_changes(INITIAL, BETTER_PROGRAM) in shown
-    assert shown.endswith("## Your job\nJ") and "Abstract: A." in shown
-    rewrite = [HumanMessage(request("def f():\n    return 1\n"))]  # no lines to show: kept whole
-    assert bench.with_reference_changes(rewrite, INITIAL) == rewrite
-    assert bench.refview_changes({"messages": [{"type": "human", "content": stored[0].content}],
-                                  "parent": INITIAL})
-    assert not bench.refview_changes({"messages": [{"type": "human", "content": rewrite[0].content}],
-                                      "parent": INITIAL})
-    assert bench.parse_config("c=refview=changes") == ("c", {"refview": "changes"})
-    with pytest.raises(SystemExit):
-        bench.parse_config("c=refview=diff")
 
 
 def test_refs_keeps_the_first_reference_programs_of_the_stored_request():

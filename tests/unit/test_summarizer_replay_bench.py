@@ -50,9 +50,8 @@ def test_requests_are_read_into_their_parts_and_rendered_again(tmp_path):
     ("T", 'S = """\n```\n\nnot a fence\n"""\n', "P.", "line one\n\nline three\n"),
     ("T", CODE, "P.", "max_kvpr 3.2\n\n"),
 ])
-@pytest.mark.parametrize("changes", ["", "\n    - return None\n    + return {}\n    (2 more changed lines)"])
-def test_hard_layouts_are_read_back(tmp_path, title, code, parent, feedback, changes):
-    sent = summarizer.messages(title, code, parent, "inherited", feedback, changes)
+def test_hard_layouts_are_read_back(tmp_path, title, code, parent, feedback):
+    sent = summarizer.messages(title, code, parent, "inherited", feedback)
     [request] = bench.summarizer_requests(_transcript(tmp_path, (sent, 1)))
     assert bench.messages_for(request, {"prompt": "current"}) == sent
     assert request["parent"] == parent and request["title"] == title
@@ -72,16 +71,19 @@ def test_what_it_refuses(tmp_path):
     assert bench.parse_config("new=prompt=current,cap=120") == ("new", {"prompt": "current", "cap": 120})
 
 
-def test_changed_lines_come_from_the_parent_in_the_runs_programs(tmp_path):
+def test_the_parent_comes_from_the_runs_programs_and_older_changed_lines_are_read(tmp_path):
     parent = "def place(n):\n    return None\n"
     records = [{"id": "it00000", "source": parent}, {"id": "it00001", "parent_id": "it00000", "source": CODE}]
     (tmp_path / "programs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     sent = summarizer.messages("T", "def place(n):\n    return {}\n", "Returns nothing.", "inherited")
-    [request] = bench.summarizer_requests(_transcript(tmp_path, (sent, 1)))
-    assert request["parent_code"] == parent  # matched by the code shown, without its docstrings
-    shown = bench.messages_for(request, {"changes": 12})[-1].content
-    assert f"{summarizer.CHANGES_HEAD}\n    - return None\n    + return {{}}\n" in shown
-    assert bench.messages_for(request, {"changes": 0}) == sent == bench.messages_for(request, {})
+    # a run that showed the Summarizer the changed lines (a deleted setting) stored them after the code
+    older = [sent[0], type(sent[1])(sent[1].content.replace(
+        "```\n\n", "```\n\nLines it changed in the parent's code (- taken out, + put in):\n"
+        "    - return None\n    + return {}\n\n", 1))]
+    [request, old] = bench.summarizer_requests(_transcript(tmp_path, (sent, 1), (older, 1)))
+    assert request["parent_code"] == parent == old["parent_code"]  # matched by the code, without docstrings
+    assert bench.messages_for(old, {}) == older  # stored bytes
+    assert bench.messages_for(old, {"prompt": "current"}) == sent == bench.messages_for(request, {})
 
 
 def test_what_an_abstract_is_judged_on():
