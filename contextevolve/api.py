@@ -260,8 +260,8 @@ def evolve(task: str | None = None, *, iterations: int | None = None, run_dir: s
     try:
         if own_server:  # start them all before the first node, side by side
             generator = models.embedded_server_key("generator", ctx)
-            embedded.start_shared_servers(models.embedded_server_keys(ctx),
-                                          {k: ctx.server_slots(k == generator) for k in models.embedded_server_keys(ctx)})
+            keys = models.embedded_server_keys(ctx)
+            embedded.start_shared_servers(keys, {k: ctx.server_slots(k == generator) for k in keys})
         graph = build_graph(SqliteSaver(conn))
         run = Workers(graph, ctx, root, on_update=on_update, on_phase=on_phase, on_commit=on_commit)
         steering_for(root).open()

@@ -84,7 +84,8 @@ class FakeEndpoint:
                                                 "code": "unsupported_parameter"}}, status=400)
         texts = [self.reply(body) for _ in range(1 if self.choices == "ignore" else n)]
         counted = texts[:1] if self.choices == "one" else texts
-        usage = {"prompt_tokens": words(prompt_text(body)), "completion_tokens": sum(words(t) for t in counted)}
+        usage = {"prompt_tokens": words(prompt_text(body)),
+                 "completion_tokens": sum(words(t) for t in counted)}
         usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
         if "messages" in body:
             choices = [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop"}

@@ -218,8 +218,8 @@ class RunContext:
 
     max_iterations: int = 10
     """Stop once this many iterations have been completed in the run. An iteration is one child (one
-    candidate evaluated), in ``run``, ``compare`` and every stop rule alike: with ``search.samples_per_prompt``
-    n, the run composes about ``max_iterations / n`` prompts."""
+    candidate evaluated), in ``run``, ``compare`` and every stop rule alike: with
+    ``search.samples_per_prompt`` n, the run composes about ``max_iterations / n`` prompts."""
     target_score: float | None = None
     """Stop once the best combined score reaches this (in the task's orientation)."""
     token_budget: int | None = None
@@ -358,8 +358,11 @@ class RunContext:
         return self.parallelism.llm_concurrency or self.parallelism.workers
 
     def server_slots(self, generator: bool) -> int:
-        """Requests an embedded server decodes together: :attr:`llm_slots`, times ``search.samples_per_prompt``
-        for the server that answers the Generator (one request of ``n`` choices takes ``n`` slots)."""
+        """Requests an embedded server decodes together: :attr:`llm_slots`, times n for the Generator's.
+
+        n is ``search.samples_per_prompt``: one request of n choices takes n slots of the server that answers
+        the Generator.
+        """
         return self.llm_slots * (self.search.samples_per_prompt if generator else 1)
 
     def to_json(self) -> dict[str, Any]:

@@ -32,7 +32,8 @@ def append_calls(left: list[dict], right: list[dict]) -> list[dict]:
     return [*(left or []), *(right or [])]
 
 
-ITERATION_FIELDS = ("parent_id", "ask", "sibling_ids", "trajectory_ids", "guidance", "navigator_guidance", "candidate_ids",
+ITERATION_FIELDS = ("parent_id", "ask", "sibling_ids", "trajectory_ids", "guidance", "navigator_guidance",
+                    "candidate_ids",
                     "exemplar_ids", "context_exemplar_ids", "exemplar_code_ids", "context_tokens",
                     "repair_step", "fix_pending", "repair_due",
                     "iteration_usage", "seconds", "llm_calls")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import re
 import threading
 import time
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from contextevolve.llm import models, transcript
 from contextevolve.llm.faults import EndpointUnavailable, MalformedReply
+from contextevolve.llm.tokens import CHARS_PER_TOKEN, choice_counts, estimate_tokens
 from contextevolve.roles import Role, TokenUsage, add_usage
 from contextevolve.timing import LLMCall, note_call
 
@@ -33,18 +33,10 @@ if TYPE_CHECKING:
 __all__ = ["CHARS_PER_TOKEN", "EndpointUnavailable", "MalformedReply", "Reply", "call_choices", "call_role",
            "choice_counts", "estimate_tokens"]
 
-CHARS_PER_TOKEN = 3.5
-"""Characters per token used for budget estimates; only for composing within a budget, never for reported
-usage (why this value: docs/decisions/chars-per-token.md)."""
 _log = logging.getLogger(__name__)
 
 MAX_WAIT_S = 60.0
 """Longest backoff wait between two attempts, seconds."""
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough token count of ``text`` (ceil(chars / 3.5)); reported usage comes from the endpoint."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
 
 
 def _retryable() -> tuple[type[BaseException], ...]:
@@ -214,8 +206,16 @@ def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: in
     endpoint that honours seeds gives ``n`` different replies either way.
 
     Args:
+        role: the agent whose chat model answers.
+        messages: the conversation to send.
+        ctx: the run's settings.
         n: replies wanted (>= 1); ``n = 1`` is :func:`call_role`.
-        Others: as :func:`call_role`.
+        check: called on every reply; raising :class:`MalformedReply` marks it unusable.
+        stop: stop sequences.
+        temperature: the sampling temperature.
+        seed: the seed of the request (``seed + j`` for a ``j``-th reply asked for alone).
+        top_p: nucleus-sampling mass; default the run's.
+        top_k: top-k cut; default the run's.
 
     Returns:
         ``n`` replies, or fewer where a one-choice request found no usable reply after its retries (at
@@ -235,51 +235,6 @@ def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: in
         except MalformedReply:
             continue
     return replies
-
-
-def choice_counts(base_url: str | None, texts: list[str], reported: int) -> list[int]:
-    """Completion tokens of each of one request's choices, ``texts``, whose usage says ``reported``.
-
-    An OpenAI-compatible endpoint reports the sum over the choices: it is shared out in proportion to their
-    lengths (largest remainder), so the counts add up to what it bills. llama.cpp's server reports one
-    choice's: a report no larger than about one choice's estimate (:func:`estimate_tokens`) is taken for
-    that, and each choice is counted with the endpoint's tokenizer (``POST /tokenize``, llama.cpp's), else
-    estimated.
-    """
-    if len(texts) == 1:
-        return [reported]
-    estimates = [estimate_tokens(t) for t in texts]
-    if reported <= ONE_CHOICE * max(estimates):
-        return tokenized(base_url, texts) or estimates
-    weights = [max(len(t), 1) for t in texts]
-    shares = [reported * w / sum(weights) for w in weights]
-    counts = [int(s) for s in shares]
-    for i in sorted(range(len(texts)), key=lambda i: counts[i] - shares[i])[:reported - sum(counts)]:
-        counts[i] += 1
-    return counts
-
-
-ONE_CHOICE = 1.5
-"""A request's reported completion tokens up to this many times its longest choice's estimate are one
-choice's count, not the sum over its choices (:func:`choice_counts`): the estimate is within this factor."""
-
-
-def tokenized(base_url: str | None, texts: list[str]) -> list[int] | None:
-    """Each of ``texts`` counted by the tokenizer of the llama.cpp server at ``base_url``, or None.
-
-    None when there is no endpoint or it has no ``/tokenize`` (any other server).
-    """
-    import httpx
-
-    if not base_url:
-        return None
-    root = base_url.rstrip("/").removesuffix("/v1")
-    try:
-        with httpx.Client(timeout=10) as client:
-            replies = [client.post(f"{root}/tokenize", json={"content": text}) for text in texts]
-            return [len(r.raise_for_status().json()["tokens"]) for r in replies]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
-        return None
 
 
 def _request(role: Role, messages: list[BaseMessage], ctx: RunContext, n: int, *, json_mode: bool = False,
@@ -311,8 +266,8 @@ def _request(role: Role, messages: list[BaseMessage], ctx: RunContext, n: int, *
             try:
                 with request_slot(base_url, ctx.llm_slots):
                     if "n" in sent:
-                        return _several(model, msgs, n, stop if "stop" in sent else None,
-                                        model.seed + attempts - 1 if attempts > 1 and "seed" in sent else None)
+                        reseed = model.seed + attempts - 1 if attempts > 1 and "seed" in sent else None
+                        return _several(model, msgs, n, stop if "stop" in sent else None, reseed)
                     target = (model.bind(response_format={"type": "json_object"})
                               if "response_format" in sent else model)
                     if attempts > 1 and "seed" in sent:

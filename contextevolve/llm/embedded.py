@@ -303,8 +303,8 @@ def start_shared_servers(keys: list[str], slots: int | dict[str, int] = 1) -> li
 
     All are launched, then waited for (at most 300 s each; they map one file, so several load about as fast
     as one), under the process lock. A new server decodes ``slots`` requests together (llama.cpp's own server
-    only; a dict gives each key its own); a running one keeps its slots. The servers die with this process, even when it is SIGKILLed
-    (:func:`contextevolve.llm.lifetime.popen_tied`).
+    only; a dict gives each key its own); a running one keeps its slots. The servers die with this process,
+    even when it is SIGKILLed (:func:`contextevolve.llm.lifetime.popen_tied`).
 
     Returns:
         The servers of ``keys``, in order.
@@ -320,7 +320,8 @@ def start_shared_servers(keys: list[str], slots: int | dict[str, int] = 1) -> li
             if key not in _servers or not _servers[key].running():
                 if key in _servers:  # died: close its log before it is replaced
                     _servers[key].stop()
-                _servers[key] = EmbeddedServer(slots=slots.get(key, 1) if isinstance(slots, dict) else slots)
+                wanted = slots.get(key, 1) if isinstance(slots, dict) else slots
+                _servers[key] = EmbeddedServer(slots=wanted)
                 fresh.append(_servers[key])
         if fresh:
             atexit.unregister(stop_shared_server)  # once, however many calls start servers

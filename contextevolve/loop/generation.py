@@ -98,8 +98,8 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: S
     return outcome_of(reply, policy, base=base, form=form, book=book, from_hidden_view=from_hidden_view)
 
 
-def ask_generator_choices(ctx: RunContext, messages: list, sampling: Sampling, policy: SearchPolicy, n: int, *,
-                          base: str) -> list[Outcome]:
+def ask_generator_choices(ctx: RunContext, messages: list, sampling: Sampling, policy: SearchPolicy,
+                          n: int, *, base: str) -> list[Outcome]:
     """``n`` outcomes of one prompt: :func:`ask_generator` asking for ``n`` replies at once.
 
     (:func:`~contextevolve.llm.calls.call_choices`.) The first outcome's usage carries the prompt's tokens,

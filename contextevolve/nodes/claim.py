@@ -70,7 +70,8 @@ def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     if stored is not None and not stored.committed:  # (also one a worker no longer in the run stored)
         return {**fresh_iteration(), **sibling_iteration(stored), "iteration": number - 1,
                 "child_id": stored.id, "run_tokens": spent[0], "workers": workers, "stop_reason": None}
-    more = memory.buffer.claim_more(state.worker, ctx.max_iterations, ctx.search.samples_per_prompt - 1, number)
+    more = memory.buffer.claim_more(state.worker, ctx.max_iterations, ctx.search.samples_per_prompt - 1,
+                                    number)
     return {**fresh_iteration(), "iteration": number - 1, "child_id": program_id(number),
             "sibling_ids": [program_id(k) for k in more], "run_tokens": spent[0], "workers": workers,
             "stop_reason": None}
@@ -90,7 +91,7 @@ def sibling_iteration(child: ProgramRecord) -> dict:
 
 
 def after_claim(state: WorkerState) -> Literal["select_parent", "evaluate", "__end__"]:
-    """Go on to phase 1 with the claimed child, to evaluate with a stored reply, or end the worker's thread."""
+    """Go on to phase 1 with the claimed child, to evaluate with a stored reply, or end the thread."""
     if state.stop_reason:
         return END
     return "evaluate" if state.ask == "sibling" else "select_parent"

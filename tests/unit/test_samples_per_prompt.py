@@ -29,8 +29,11 @@ def _ctx(url: str, **kw) -> RunContext:
 
 @pytest.mark.parametrize("mode", ["sum", "one"])
 def test_one_request_of_n_choices_books_the_prompt_once_and_each_choices_completion(mode):
-    """OpenAI's usage (summed over the choices) is shared out so that the replies add up to what it billed;
-    llama.cpp's (one choice's) gives way to each choice counted by the endpoint's tokenizer."""
+    """Each reply books its own completion; the prompt is booked once.
+
+    OpenAI's usage (summed over the choices) is shared out so that the replies add up to what it billed;
+    llama.cpp's (one choice's) gives way to each choice counted by the endpoint's tokenizer.
+    """
     with FakeEndpoint(numbered, choices=mode) as endpoint:
         replies = call_choices("generator", [HumanMessage("one two three")], _ctx(endpoint.url), 3,
                                temperature=0.7, seed=5)
@@ -137,8 +140,11 @@ def test_a_run_makes_n_children_of_each_prompt_evaluates_each_and_books_tokens_o
 
 
 def test_the_counting_proxy_counts_each_choice_where_the_endpoint_reports_one(tmp_path):
-    """llama.cpp's server reports one choice's completion for a request of n: the proxy counts every choice
-    with its tokenizer, so a comparison at equal tokens charges n replies what n requests would cost."""
+    """The counting proxy counts each choice of a request of several with the endpoint's tokenizer.
+
+    llama.cpp's server reports one choice's completion for a request of n: the proxy counts every choice
+    with its tokenizer, so a comparison at equal tokens charges n replies what n requests would cost.
+    """
     from openai import OpenAI
 
     from contextevolve.compare.proxy import CountingProxy
