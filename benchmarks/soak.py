@@ -20,6 +20,7 @@ run-directory size and peak RSS per 100 iterations; kills survived; wall time. W
 children are committed in whatever order the workers finish them, and nothing here assumes otherwise.
 
 Usage: python benchmarks/soak.py [--iterations 200] [--workers 1] [--executor local|ray] [--seed 0]
+                                 [--samples-per-prompt N]
                                  [--kill-min 5] [--kill-max 40] [--out DIR] [--json FILE]
 
 Exit status 0 when every check holds, 1 otherwise. Not part of the test suite (it runs for minutes).
@@ -191,7 +192,8 @@ def run_command(args: argparse.Namespace, run_dir: Path, url: str) -> list[str]:
             "--model", "ctx", "--role-model", "generator=gen",
             "--max-retries", "2", "--retry-wait", "0.05", "--request-timeout", str(REQUEST_TIMEOUT_S),
             "--seed", str(args.seed), "--workers", str(args.workers), "--executor", args.executor,
-            "--eval-timeout", "10", "--no-report"]
+            "--eval-timeout", "10", "--no-report",
+            *(["--samples-per-prompt", str(args.samples_per_prompt)] if args.samples_per_prompt else [])]
 
 
 def soak(args: argparse.Namespace) -> dict:
@@ -426,6 +428,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1, metavar="W",
                         help="workers of the run (run --workers; default 1)")
     parser.add_argument("--executor", choices=["local", "ray"], default="local")
+    parser.add_argument("--samples-per-prompt", type=int, default=0, metavar="N",
+                        help="children per composed prompt (default: the run's default)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--kill-min", type=float, default=5.0, help="seconds (default 5)")
     parser.add_argument("--kill-max", type=float, default=40.0, help="seconds (default 40)")

@@ -60,12 +60,14 @@ def _words(text: str) -> int:
     return len(str(text).split())
 
 
-def _completion(content: str, prompt: int, finish: str = "stop") -> dict:
+def _completion(contents: list[str], prompt: int, finish: str = "stop") -> dict:
+    """A chat completion of one choice per text in ``contents``, its usage summed over them (as OpenAI's)."""
+    completion = sum(_words(c) for c in contents)
     return {"id": "soak", "object": "chat.completion", "created": 0, "model": "soak",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
-                         "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": _words(content),
-                      "total_tokens": prompt + _words(content)}}
+            "choices": [{"index": i, "message": {"role": "assistant", "content": content},
+                         "finish_reason": finish} for i, content in enumerate(contents)],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion}}
 
 
 class ScriptedEndpoint:
@@ -159,7 +161,8 @@ class ScriptedEndpoint:
         prompt = _words("\n".join(str(m.get("content", "")) for m in body.get("messages", [])))
         with self.lock:
             fault = self._draw(FAULTS)
-            kind, text = self._reply(body)
+            replies = [self._reply(body) for _ in range(max(1, int(body.get("n") or 1)))]
+            kind, texts = replies[0][0], [text for _, text in replies]
             pause = self.rng.uniform(1, 4) if fault == "slow" else self.rng.uniform(0.02, 0.3)
         if fault == "hang":
             time.sleep(self.hang_s)
@@ -171,8 +174,8 @@ class ScriptedEndpoint:
         else:
             time.sleep(pause)
             if fault == "truncated":
-                text = text[: max(1, len(text) // 3)]
-            status, payload = 200, _completion(text, prompt, "length" if fault == "truncated" else "stop")
+                texts = [text[: max(1, len(text) // 3)] for text in texts]
+            status, payload = 200, _completion(texts, prompt, "length" if fault == "truncated" else "stop")
         raw = json.dumps(payload).encode() if payload is not None else b"<html>upstream garbage"
         try:
             handler.send_response(status)

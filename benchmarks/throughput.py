@@ -2,7 +2,7 @@
 
 Each setting gets a fresh :class:`benchmarks.latency_endpoint.LatencyEndpoint` (``--streams`` requests at
 once, ``--ttft`` seconds to the first token, ``--tpot`` seconds per token; the same seeded mix of replies)
-and evolves ``--task`` for ``--iterations`` iterations: ContextEvolve in this process with W workers
+and evolves ``--task`` for ``--iterations`` iterations (children): ContextEvolve in this process with W workers
 (``--workers 1,2,4,8``), OpenEvolve 0.4.1 asking for whole programs in its own process with N worker
 processes (``--openevolve 1,8``; its candidates are scored by our sandboxed evaluator into a ledger, as in
 ``contextevolve compare``). Every figure is over the same window for every system: from the endpoint's first
@@ -14,7 +14,7 @@ valid), speed-up in iterations/min over the same system with one worker, endpoin
 
 Usage: python benchmarks/throughput.py [--iterations 24] [--per-worker 6] [--workers 1,2,4,8]
            [--openevolve 1,8] [--streams 8 --ttft 0.3 --tpot 0.025] [--task model_placement] [--seed 0]
-           [--summarize-behind on|off|default] [--json FILE]
+           [--summarize-behind on|off|default] [--samples-per-prompt N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def run_contextevolve(args: argparse.Namespace, workers: int, folder: Path, behi
     try:
         evolve(args.task, iterations=iterations_for(args, workers), run_dir=folder / "run", workers=workers,
                base_url=endpoint.url, model="ctx", models={"generator": "gen"}, api_key="none",
-               max_retries=1, seed=args.seed, summarize_behind={"on": True, "off": False}.get(behind))
+               max_retries=1, seed=args.seed, summarize_behind={"on": True, "off": False}.get(behind),
+               **({"samples_per_prompt": args.samples_per_prompt} if args.samples_per_prompt else {}))
         figures = endpoint.figures()
     finally:
         endpoint.close()
@@ -137,6 +138,8 @@ def main() -> int:
     parser.add_argument("--summarize-behind", choices=["on", "off", "default"], default="default",
                         help="ContextEvolve's Summarizer behind its worker (default: on with several "
                              "workers)")
+    parser.add_argument("--samples-per-prompt", type=int, default=0,
+                        help="ContextEvolve's children per prompt (default: the run's default)")
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args()
     settings = [("contextevolve", int(w.partition(":")[0]), w.partition(":")[2] or args.summarize_behind)

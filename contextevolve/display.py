@@ -40,8 +40,8 @@ PHASE_LABELS = {"initialize": "evaluating and abstracting the initial program",
 def child_line(child: dict, workers: int = 1) -> str:
     """The printed line of a committed child (:func:`contextevolve.workers.commit_report`).
 
-    It gives the status, the score (or why it failed), whether it is a behavioural twin, repairs, tokens,
-    seconds, and the worker when there are several.
+    It gives the status, the score (or why it failed), whether it is a behavioural twin, the prompt it was a
+    later reply to, repairs, tokens, seconds, and the worker when there are several.
     """
     outcome = (f"score {child['score']:.4f}" if child["status"] == "ok"
                else f"[red]{escape(str(child.get('reason') or child['status'])[:200])}[/red]")
@@ -50,6 +50,8 @@ def child_line(child: dict, workers: int = 1) -> str:
     repairs = f" | repaired {child['repairs']}x" if child.get("repairs") else ""
     if child.get("asked_again"):
         repairs += " | asked again after no effect"
+    if child.get("sibling_of"):
+        repairs += f" | another reply to {child['sibling_of']}'s prompt"
     seconds = f" | {child['seconds']:.0f} s" if child.get("seconds") else ""
     worker = f" (worker {child['worker']})" if workers > 1 else ""
     money = f" ({dollars(child['cost'])})" if child.get("cost") is not None else ""

@@ -60,7 +60,8 @@ def commit_report(ctx: RunContext, child_id: str) -> dict:
 
     Keys: ``child_id``, ``worker``, ``status``, ``score``, ``reason``, ``repairs``, ``twin_of`` (the program
     whose results a behavioural twin equals, else ``""``), ``asked_again`` (the Generator was asked again
-    after a version changed no result), ``usage`` (tokens by
+    after a version changed no result), ``sibling_of`` (the first child of the prompt it was a later reply
+    to, else ``""``), ``usage`` (tokens by
     role), ``tokens``, ``cost`` (dollars, None without prices), ``seconds`` (its wall seconds),
     ``iterations`` (children committed so far), ``best_score``, ``run_tokens`` (every committed program's
     tokens) and ``run_cost``.
@@ -75,7 +76,7 @@ def commit_report(ctx: RunContext, child_id: str) -> dict:
             "score": record.combined_score, "reason": record.reason,
             "repairs": len(record.repairs),
             "twin_of": record.behavioural_twin_of,
-            "asked_again": record.asked_after_no_effect,
+            "asked_again": record.asked_after_no_effect, "sibling_of": record.sibling_of,
             "usage": record.tokens, "tokens": total_tokens(record.tokens), "cost": cost(ctx, record.tokens),
             "seconds": wall(record.seconds), "iterations": memory.buffer.count() - 1,
             "best_score": best.combined_score if best else None, "run_tokens": memory.buffer.spent()[0],

@@ -79,6 +79,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
         iterations=max(p.iteration for p in data.programs), programs=data.programs, children=len(children),
         valid_children=sum(p.status == "ok" for p in children),
         behavioural_twins=sum(bool(p.behavioural_twin_of) for p in children),
+        prompts=sum(not p.sibling_of for p in children),
         initial=data.programs[0], best=data.best, improvements=data.improvements,
         total_tokens=data.total_tokens(), tokens_per_improvement=data.tokens_per_improvement(),
         cost=dollars(data.cost(data.tokens_by_role())),

@@ -20,13 +20,15 @@ TEXT_LIMIT = 4000
 def _brief(data: RunData, program: ProgramRecord) -> dict:
     """What a list or a chart shows of a program.
 
-    ``cost``: dollars, None without prices; ``twin_of``: the program a behavioural twin's results equal.
+    ``cost``: dollars, None without prices; ``twin_of``: the program a behavioural twin's results equal;
+    ``sibling_of``: the first child of the prompt the program was a later reply to (``""``: none).
     """
     return {"id": program.id, "iteration": program.iteration, "parent_id": program.parent_id,
             "status": program.status, "score": program.combined_score if program.status == "ok" else None,
             "reason": program.reason[:300], "failure_kind": program.failure_kind, "worker": program.worker,
             "tokens": total_tokens(program.tokens), "seconds": round(sum(program.seconds.values()), 2),
             "cost": data.cost(program.tokens), "twin_of": program.behavioural_twin_of,
+            "sibling_of": program.sibling_of,
             "repairs": len(program.repairs)}
 
 

@@ -158,3 +158,51 @@ def test_the_counting_proxy_counts_each_choice_where_the_endpoint_reports_one(tm
         (record,) = proxy.records("contextevolve-s0")
         assert record.completion_tokens == sum(words(t) for t in texts) == reply.usage.completion_tokens
         assert record.prompt_tokens == 3
+
+
+def test_claims_of_a_prompt_are_distinct_bounded_and_found_again_after_a_lost_checkpoint(tmp_path):
+    """claim_more takes numbers no one holds, up to the budget; a worker's claims without a stored child come
+    back to it first; a stored child is its next iteration (stored_reply) until committed."""
+    from contextevolve.memory.buffer import EvolveBuffer
+    from contextevolve.memory.records import ProgramRecord, program_id
+
+    buffer = EvolveBuffer(tmp_path / "buffer.sqlite")
+    first = buffer.claim(0, limit=7)
+    assert (first, buffer.claim_more(0, 7, 2, first)) == (1, [2, 3])
+    other = buffer.claim(1, limit=7)
+    assert (other, buffer.claim_more(1, 7, 2, other)) == (4, [5, 6])
+    assert buffer.claim_more(2, 7, 2, 0) == [7]  # the budget leaves one
+    # worker 0 lost its checkpoint: its claims come back, the lowest first, then the others it holds
+    assert buffer.claim(0, limit=7) == 1 and buffer.claim_more(0, 7, 2, 1) == [2, 3]
+    buffer.put(ProgramRecord(id=program_id(2), iteration=2, parent_id=program_id(0), sibling_of=program_id(1)))
+    assert buffer.stored_reply(0) == 2 and buffer.stored_reply(1) is None
+    record = buffer.require(program_id(2))
+    record.committed = True
+    buffer.put(record)
+    assert buffer.stored_reply(0) is None
+    buffer.close()
+
+
+def test_a_stored_reply_is_evaluated_even_after_a_stop_rule_holds(tmp_path):
+    """A run stopped by its token budget still commits the replies its last prompt stored (their tokens
+    are spent): no child is left uncommitted, and the prompt's children share its context."""
+    from contextevolve.api import evolve
+    from contextevolve.memory.buffer import EvolveBuffer
+
+    generator_reply.calls = -1
+    run = dict(run_dir=tmp_path / "run", base_url="", model="ctx", models={"generator": "gen"}, api_key="k",
+               samples_per_prompt=3, max_retries=0, seed=0, behavioural_twins=False)
+    with FakeEndpoint(context_reply) as endpoint:
+        run["base_url"] = endpoint.url
+        evolve("model_placement", iterations=0, **run)  # the initial program only: its tokens
+        buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite", read_only=True)
+        initial = buffer.spent()[0]
+        buffer.close()
+        evolve("model_placement", iterations=9, resume=True, token_budget=initial + 1, **run)
+    buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite", read_only=True)
+    with buffer._lock:
+        uncommitted = buffer._db.execute("SELECT COUNT(*) FROM programs WHERE committed = 0").fetchone()[0]
+    children = [r for r in buffer.committed() if r.iteration]
+    buffer.close()
+    assert uncommitted == 0 and [r.iteration for r in children] == [1, 2, 3]
+    assert [r.sibling_of for r in children] == ["", "it00001", "it00001"]
