@@ -161,8 +161,11 @@ def test_the_counting_proxy_counts_each_choice_where_the_endpoint_reports_one(tm
 
 
 def test_claims_of_a_prompt_are_distinct_bounded_and_found_again_after_a_lost_checkpoint(tmp_path):
-    """claim_more takes numbers no one holds, up to the budget; a worker's claims without a stored child come
-    back to it first; a stored child is its next iteration (stored_reply) until committed."""
+    """A prompt's claims are numbers no one holds, up to the budget, found again by their worker.
+
+    A worker's claims without a stored child come back to it first; a stored child is its next iteration
+    (stored_reply) until committed.
+    """
     from contextevolve.memory.buffer import EvolveBuffer
     from contextevolve.memory.records import ProgramRecord, program_id
 
@@ -174,7 +177,8 @@ def test_claims_of_a_prompt_are_distinct_bounded_and_found_again_after_a_lost_ch
     assert buffer.claim_more(2, 7, 2, 0) == [7]  # the budget leaves one
     # worker 0 lost its checkpoint: its claims come back, the lowest first, then the others it holds
     assert buffer.claim(0, limit=7) == 1 and buffer.claim_more(0, 7, 2, 1) == [2, 3]
-    buffer.put(ProgramRecord(id=program_id(2), iteration=2, parent_id=program_id(0), sibling_of=program_id(1)))
+    buffer.put(ProgramRecord(id=program_id(2), iteration=2, parent_id=program_id(0),
+                             sibling_of=program_id(1)))
     assert buffer.stored_reply(0) == 2 and buffer.stored_reply(1) is None
     record = buffer.require(program_id(2))
     record.committed = True
@@ -184,8 +188,10 @@ def test_claims_of_a_prompt_are_distinct_bounded_and_found_again_after_a_lost_ch
 
 
 def test_a_stored_reply_is_evaluated_even_after_a_stop_rule_holds(tmp_path):
-    """A run stopped by its token budget still commits the replies its last prompt stored (their tokens
-    are spent): no child is left uncommitted, and the prompt's children share its context."""
+    """A run stopped by its token budget still commits the replies its last prompt stored.
+
+    Their tokens are spent: no child is left uncommitted, and the prompt's children share its context.
+    """
     from contextevolve.api import evolve
     from contextevolve.memory.buffer import EvolveBuffer
 
