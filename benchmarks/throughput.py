@@ -5,8 +5,9 @@ once, ``--ttft`` seconds to the first token, ``--tpot`` seconds per token; the s
 and evolves ``--task`` for ``--iterations`` iterations (children): ContextEvolve in this process with W
 workers (``--workers 1,2,4,8``; ``--samples-per-prompt N`` children per prompt), OpenEvolve 0.4.1 asking
 for whole programs in its own process with N worker processes (``--openevolve 1,8``; its candidates are
-scored by our sandboxed evaluator into a ledger, as in ``contextevolve compare``). Every figure is over the same window for every system: from the endpoint's first
-request to its last reply (a process's start-up is not counted).
+scored by our sandboxed evaluator into a ledger, as in ``contextevolve compare``). Every figure is over the
+same window for every system: from the endpoint's first request to its last reply (a process's start-up is
+not counted).
 
 Printed per setting: iterations/min (children evaluated), valid children/min (ok and new code; a twin is not
 valid), speed-up in iterations/min over the same system with one worker, endpoint busy (busy stream-seconds /
