@@ -133,7 +133,7 @@ class SearchSettings:
 
     __pydantic_config__ = SCHEMA_CONFIG
 
-    samples_per_prompt: int = 1
+    samples_per_prompt: int = 3
     """n: children one composed prompt yields. The parent, the Navigator's guidance, the Sampler's exemplars
     and the Generator's prompt are made once and asked for ``n`` replies (one request of ``n`` choices where
     the endpoint takes it, else ``n`` requests); each reply is a child of its own, evaluated, summarized and

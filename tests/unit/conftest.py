@@ -21,3 +21,18 @@ def no_embedded_llm(monkeypatch):
         raise AssertionError("a unit test tried to start the embedded LLM: script the models "
                              "(tests/fakes.py) or give the run a fake endpoint")
     monkeypatch.setattr(embedded.EmbeddedServer, "launch", refuse)
+
+
+@pytest.fixture(autouse=True)
+def one_child_per_prompt(monkeypatch):
+    """Unit tests script one reply per request, in order: they ask one child per prompt.
+
+    The run's default (``search.samples_per_prompt`` 3) would send every scripted reply list through three
+    children per prompt; a test that names ``samples_per_prompt`` gets what it names
+    (tests/unit/test_samples_per_prompt.py), and the integration tests and the crash runners' subprocesses
+    run the default.
+    """
+    from contextevolve.graph.settings import SearchSettings
+
+    monkeypatch.setitem(SearchSettings.__init__.__kwdefaults__, "samples_per_prompt", 1)
+    monkeypatch.setattr(SearchSettings.__dataclass_fields__["samples_per_prompt"], "default", 1)

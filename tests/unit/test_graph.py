@@ -185,27 +185,33 @@ def test_finished_run_can_be_extended(tmp_path, models):
     assert json.loads((tmp_path / "r" / "run.json").read_text())["max_iterations"] == 4
 
 
-def test_sigkill_mid_iteration_then_resume(tmp_path, models):
+@pytest.mark.parametrize("per_prompt, node, seen, committed", [
+    (1, "generate", 3, 2),  # iteration 3 generated but not evaluated, summarised or committed
+    (3, "evaluate", 2, 1),  # the prompt's second child, stored by generate, evaluated but not committed
+])
+def test_sigkill_mid_iteration_then_resume(tmp_path, models, per_prompt, node, seen, committed):
     run_dir = tmp_path / "r"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.crash_runner", str(run_dir), "5"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "tests.unit.crash_runner", str(run_dir), "5",
+                             "--samples-per-prompt", str(per_prompt)], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, text=True)
-    generated = 0
+    count = 0
     for line in proc.stdout:
-        generated += line.strip() == "generate"
-        if generated == 3:  # iteration 3 generated but not evaluated, summarised or committed
+        count += line.strip() == node
+        if count == seen:
             proc.send_signal(signal.SIGKILL)
             break
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
     killed = run_status(run_dir)
-    assert killed["iterations"] == 2 and killed["programs"] == 3
+    assert killed["iterations"] == committed and killed["programs"] == committed + 1
     result = evolve("model_placement", iterations=5, run_dir=run_dir, resume=True)
     status = run_status(run_dir)
     assert status["iterations"] == 5 and status["programs"] == 6
     assert [json.loads(line)["id"] for line in (run_dir / "programs.jsonl").read_text().splitlines()] == [
         f"it{n:05d}" for n in range(6)]
     assert result.iterations == 5
+    assert status["children_per_prompt"] == (1.0 if per_prompt == 1 else 2.5)  # prompts of 3 and 2 children
 
 
 def test_workers_share_one_buffer_and_claim_distinct_children(tmp_path, models):
