@@ -286,6 +286,7 @@ class CountingProxy:
             counted = await self._choices_counted(reply)
             if counted is not None and counted > record.completion_tokens:
                 record.completion_tokens = usage["completion_tokens"] = counted
+                usage["total_tokens"] = record.prompt_tokens + counted
         self._record(record)
         if record.status != 200 or not isinstance(reply, dict):
             return web.Response(status=record.status, body=raw, content_type="application/json")

@@ -232,8 +232,8 @@ def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: in
         try:
             replies += _request(role, messages, ctx, 1, check=check, stop=stop, temperature=temperature,
                                 seed=seed + j, top_p=top_p, top_k=top_k)
-        except MalformedReply:
-            continue
+        except MalformedReply as exc:  # no reply, but its tokens were spent: the first reply books them
+            replies[0].usage = add_usage(replies[0].usage, exc.usage)
     return replies
 
 

@@ -82,10 +82,12 @@ class Claims:
             try:
                 numbers = [r[0] for r in self._db.execute(mine, (worker, taken, count)).fetchall()]
                 claimed = {r[0] for r in self._db.execute("SELECT iteration FROM claims").fetchall()}
+                # (a number whose child is stored, a reply of a worker the run no longer has, is left to claim)
+                stored = {r[0] for r in self._db.execute("SELECT iteration FROM programs").fetchall()}
                 number = 0
-                while len(numbers) < count and len(claimed) < limit:
+                while len(numbers) < count and len(claimed) < limit and number < limit:
                     number += 1
-                    if number not in claimed:
+                    if number not in claimed and number not in stored:
                         self._db.execute("INSERT INTO claims VALUES (?, ?, 0)", (number, worker))
                         claimed.add(number)
                         numbers.append(number)
