@@ -82,7 +82,7 @@ class Claims:
             try:
                 numbers = [r[0] for r in self._db.execute(mine, (worker, taken, count)).fetchall()]
                 claimed = {r[0] for r in self._db.execute("SELECT iteration FROM claims").fetchall()}
-                # (a number whose child is stored, a reply of a worker the run no longer has, is left to claim)
+                # (a number whose child is stored, a reply of a worker gone from the run, is left to claim)
                 stored = {r[0] for r in self._db.execute("SELECT iteration FROM programs").fetchall()}
                 number = 0
                 while len(numbers) < count and len(claimed) < limit and number < limit:
