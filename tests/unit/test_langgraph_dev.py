@@ -87,12 +87,13 @@ def test_a_served_worker_pauses_before_generate_shows_the_guidance_and_completes
     client = get_sync_client(url=server, timeout=120)
     threads = [client.threads.create()["thread_id"] for _ in range(workers)]  # one thread per worker
     run_dir = tmp_path / "run"
-    # (the Summarizer in each worker's order, so that a worker's second iteration sees its first child)
+    # (the Summarizer in each worker's order, so that a worker's second iteration sees its first child; one
+    # child per prompt, so that the second iteration has a generate to pause before)
     context = {"run_dir": str(run_dir), "max_iterations": 2 * workers,
                "parallelism": {"workers": workers, "summarize_behind": False},
                "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"},
                        "max_retries": 0},
-               "search": {"repair_attempts": 0}}
+               "search": {"repair_attempts": 0, "samples_per_prompt": 1}}
     for thread in threads:
         client.runs.wait(thread, "contextevolve", input={}, context=context, interrupt_before=["generate"])
     first = [client.threads.get_state(t) for t in threads]
