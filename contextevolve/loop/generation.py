@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from contextevolve.graph.context import RunContext
-from contextevolve.llm.calls import MalformedReply, Reply, call_choices, call_role
+from contextevolve.llm.calls import MalformedReply, Reply, call_choices
 from contextevolve.loop.policy import Sampling, SearchPolicy
 from contextevolve.memory.records import FailureKind, ProgramRecord
 from contextevolve.memory.store import RunMemory
@@ -88,37 +88,34 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: S
     Raises:
         EndpointUnavailable: the endpoint is down (the run stops).
     """
-    form = form or policy.form
-    try:
-        reply = call_role("generator", messages, ctx, check=whole_program(base, form),
-                          stop=policy.stop(form),
-                          temperature=sampling.temperature, seed=sampling.seed)
-    except MalformedReply as exc:  # the endpoint's fault, after the retries
-        return Outcome(text=exc.text, usage=booked_as(exc.usage, book), failure="endpoint", problem=str(exc))
-    return outcome_of(reply, policy, base=base, form=form, book=book, from_hidden_view=from_hidden_view)
+    return ask_generator_choices(ctx, messages, sampling, policy, 1, base=base, form=form, book=book,
+                                 from_hidden_view=from_hidden_view)[0]
 
 
 def ask_generator_choices(ctx: RunContext, messages: list, sampling: Sampling, policy: SearchPolicy,
-                          n: int, *, base: str) -> list[Outcome]:
+                          n: int, *, base: str, form: EditForm | None = None, book: Role = "generator",
+                          from_hidden_view: bool | None = None) -> list[Outcome]:
     """``n`` outcomes of one prompt: :func:`ask_generator` asking for ``n`` replies at once.
 
-    (:func:`~contextevolve.llm.calls.call_choices`.) The first outcome's usage carries the prompt's tokens,
-    each its own reply's; replies that never came are ``endpoint`` failures at no cost.
+    (:func:`~contextevolve.llm.calls.call_choices`; ``n = 1`` is one request, as :func:`ask_generator`.) The
+    first outcome's usage carries the prompt's tokens, each its own reply's; replies that never came are
+    ``endpoint`` failures at no cost.
 
     Raises:
         EndpointUnavailable: the endpoint is down (the run stops).
     """
-    form = policy.form
+    form = form or policy.form
     try:
         replies = call_choices("generator", messages, ctx, n, check=whole_program(base, form),
                                stop=policy.stop(form), temperature=sampling.temperature, seed=sampling.seed)
     except MalformedReply as exc:  # the endpoint's fault, after the retries
-        failed = Outcome(text=exc.text, usage=booked_as(exc.usage, "generator"), failure="endpoint",
+        failed = Outcome(text=exc.text, usage=booked_as(exc.usage, book), failure="endpoint",
                          problem=str(exc))
         return [failed, *(replace(failed, usage={}, text="") for _ in range(n - 1))]
-    outcomes = [outcome_of(reply, policy, base=base, form=form) for reply in replies]
-    missing = Outcome(failure="endpoint", problem="the endpoint gave no usable reply for this choice")
-    return outcomes + [missing] * (n - len(outcomes))
+    outcomes = [outcome_of(reply, policy, base=base, form=form, book=book,
+                           from_hidden_view=from_hidden_view) for reply in replies]
+    missing = "the endpoint gave no usable reply for this choice"
+    return outcomes + [Outcome(failure="endpoint", problem=missing) for _ in range(n - len(outcomes))]
 
 
 def outcome_of(reply: Reply, policy: SearchPolicy, *, base: str, form: EditForm, book: Role = "generator",

@@ -148,13 +148,13 @@ def test_the_first_and_the_second_ask_sample_with_the_runs_nucleus_and_top_k(tmp
     from tests.fakes import BETTER_PROGRAM, fenced
     from tests.unit.test_repair import run
 
-    sent, real = [], generation.call_role
+    sent, real = [], generation.call_choices
 
-    def spy(role, messages, ctx, **kwargs):
+    def spy(role, messages, ctx, n, **kwargs):
         sent.append((kwargs.get("top_p"), kwargs.get("top_k")))
-        return real(role, messages, ctx, **kwargs)
+        return real(role, messages, ctx, n, **kwargs)
 
-    monkeypatch.setattr(generation, "call_role", spy)
+    monkeypatch.setattr(generation, "call_choices", spy)
     generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 400),
                          cycle=False)
     _, records, _ = run(tmp_path, generator)
