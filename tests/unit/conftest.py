@@ -32,7 +32,18 @@ def one_child_per_prompt(monkeypatch):
     (tests/unit/test_samples_per_prompt.py), and the integration tests and the crash runners' subprocesses
     run the default.
     """
+    from contextevolve import flags
+    from contextevolve.graph import typed
     from contextevolve.graph.settings import SearchSettings
 
+    # pydantic's validators and the flags' JSON schema copy a field's default when they are built; both are
+    # cached, so they are rebuilt on each side of the patch (an integration test run earlier in the same
+    # process built them at the run's default).
+    caches = (typed._adapter, flags._fields)
+    for cache in caches:
+        cache.cache_clear()
     monkeypatch.setitem(SearchSettings.__init__.__kwdefaults__, "samples_per_prompt", 1)
     monkeypatch.setattr(SearchSettings.__dataclass_fields__["samples_per_prompt"], "default", 1)
+    yield
+    for cache in caches:
+        cache.cache_clear()
