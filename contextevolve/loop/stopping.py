@@ -50,6 +50,23 @@ def budget_spent_reason(ctx: RunContext) -> str:
     return f"iteration budget reached ({ctx.max_iterations}/{ctx.max_iterations})"
 
 
+def replies_within_budget(ctx: RunContext, wanted: int, spent: tuple[int, int], workers: int) -> int:
+    """How many of a prompt's ``wanted`` other replies a worker claims, so the run ends near its token budget.
+
+    A prompt's replies are asked at once and all paid for, so they are sized before the ask: each child so
+    far cost ``tokens / children`` on average; the prompt's first child and its other replies together may
+    take the worker's share (``1 / workers``) of what is left of ``ctx.token_budget``. ``wanted`` with no
+    token budget, or before any child is committed (nothing to average). ``spent``: ``(tokens, children)``
+    of the committed programs, the initial program's tokens counted with the children's.
+    """
+    tokens, children = spent
+    if ctx.token_budget is None or children < 1:
+        return wanted
+    per_child = max(1.0, tokens / children)
+    share = (ctx.token_budget - tokens) / max(1, workers)
+    return max(0, min(wanted, int(share // per_child) - 1))
+
+
 def worker_budget_spent(ctx: RunContext, state: WorkerState, usage: TokenUsage | None = None) -> bool:
     """Whether the worker's iteration in progress has spent its share of the run's token or cost budget.
 

@@ -21,7 +21,7 @@ from contextevolve.loop.behind import settle
 from contextevolve.loop.identity import check_identity
 from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.loop.steering import steering_of
-from contextevolve.loop.stopping import budget_spent_reason, stop_reason
+from contextevolve.loop.stopping import budget_spent_reason, replies_within_budget, stop_reason
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.nodes.summarize import write_abstract
 
@@ -49,7 +49,8 @@ def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     stored by an earlier iteration's prompt (one of its ``samples_per_prompt`` replies) comes first, even
     past a stop rule (its tokens are spent): the iteration starts at evaluate with that prompt's parent,
     guidance and exemplars (:func:`sibling_iteration`). Otherwise the claim takes the ids of the prompt's
-    other replies too (``sibling_ids``).
+    other replies too (``sibling_ids``), fewer near a token budget
+    (:func:`~contextevolve.loop.stopping.replies_within_budget`).
     """
     ctx = runtime.context
     check_identity(state.run_identity, ctx)
@@ -70,8 +71,9 @@ def claim(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     if stored is not None and not stored.committed:  # (also one a worker no longer in the run stored)
         return {**fresh_iteration(), **sibling_iteration(stored), "iteration": number - 1,
                 "child_id": stored.id, "run_tokens": spent[0], "workers": workers, "stop_reason": None}
-    more = memory.buffer.claim_more(state.worker, ctx.max_iterations, ctx.search.samples_per_prompt - 1,
-                                    number)
+    wanted = replies_within_budget(ctx, ctx.search.samples_per_prompt - 1,
+                                   (spent[0], memory.buffer.count() - 1), workers)
+    more = memory.buffer.claim_more(state.worker, ctx.max_iterations, wanted, number)
     return {**fresh_iteration(), "iteration": number - 1, "child_id": program_id(number),
             "sibling_ids": [program_id(k) for k in more], "run_tokens": spent[0], "workers": workers,
             "stop_reason": None}

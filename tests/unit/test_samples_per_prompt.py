@@ -212,3 +212,15 @@ def test_a_stored_reply_is_evaluated_even_after_a_stop_rule_holds(tmp_path):
     buffer.close()
     assert uncommitted == 0 and [r.iteration for r in children] == [1, 2, 3]
     assert [r.sibling_of for r in children] == ["", "it00001", "it00001"]
+
+
+def test_near_a_token_budget_a_prompt_asks_only_the_replies_the_workers_share_pays_for():
+    from contextevolve.loop.stopping import replies_within_budget
+
+    ctx = RunContext(run_dir="unused", token_budget=10_000, search={"samples_per_prompt": 3})
+    assert replies_within_budget(ctx, 2, (900, 0), 1) == 2  # nothing committed yet: nothing to average
+    assert replies_within_budget(ctx, 2, (2_000, 2), 1) == 2  # 8,000 left at 1,000 a child
+    assert replies_within_budget(ctx, 2, (7_500, 5), 1) == 0  # 2,500 left at 1,500: this child alone
+    assert replies_within_budget(ctx, 2, (6_000, 6), 1) == 2
+    assert replies_within_budget(ctx, 2, (6_000, 6), 2) == 1  # two workers share what is left
+    assert replies_within_budget(RunContext(run_dir="unused"), 2, (10**9, 1), 4) == 2  # no token budget
