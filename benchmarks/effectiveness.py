@@ -7,10 +7,11 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
 * behaviourally new valid children (valid, and results unlike every earlier program's: every metric to
   the bit, and the outputs, :func:`contextevolve.loop.behaviour.same_results`, judged the same way whether
   the run marked behavioural twins or not) and how many per 10,000 tokens;
-* repairs attempted / children they turned ``ok``, pre-check stops, duplicates;
+* repairs attempted (imports added without a model; older runs' model repairs) / children they turned
+  ``ok``, pre-check stops, duplicates;
 * improvements of the best (children that beat the best-so-far), initial vs best score;
 * tokens per iteration by role, tokens per evaluated child (a child that ran: what ``compare`` counts as a
-  peer's candidate), completion tokens of the Generator and repairs per iteration
+  peer's candidate), completion tokens of the Generator (and an older run's repairs) per iteration
   ("code tokens", what an edit form costs), tokens per valid child;
 * seconds per iteration, from the end of ``initialize`` (LLM server up, c_0 scored) to the
   end of the run, and the median over children of their own seconds;
@@ -22,14 +23,14 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
 Navigator asked every iteration, the Sampler whenever it has a choice, the Summarizer for invalid children
 too, no behavioural twins (the "before" of a before/after pair).
 ``--no-docstrings-shown`` shows the Generator programs without their docstrings (the ``full`` edit form).
-``--repair-attempts 0`` runs the paper's loop: no repair, and no import added without a model either.
+``--no-import-fixes`` adds no missing import without a model (with ``--paper-agents``: the paper's loop).
 ``--no-stop``, ``--no-prompt-cache`` and ``--one-server`` switch off the stop at the end of the code
 block, the embedded server's prompt cache (off by default since it ran out of memory; the flag forces it
 off when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set) and the Navigator's and Generator's servers of their
 own; ``--logits-all`` has the servers keep every prompt token's logits, as llama-cpp-python's server does
-unless told otherwise. A run with ``--edit-form full --repair-attempts 2 --no-restart --no-stop
---no-prompt-cache --one-server --logits-all --max-tokens navigator=160`` measures the system as it was before
-them, beside one with the defaults;
+unless told otherwise. A run with ``--edit-form full --no-stop --no-prompt-cache --one-server --logits-all
+--max-tokens navigator=160`` measures the system as it was before them (but for its model repairs, deleted
+since: docs/decisions/repair-restart.md), beside one with the defaults;
 ``PYTHONPATH=DIR`` with an AVX2 build of llama-cpp-python installed in DIR (``pip install --no-deps
 --target DIR``) adds the build it ran on then. The JSON records which build, prompt cache and servers
 served the run (``llama_cpp_build``, ``prompt_cache``, ``embedded_servers``, ``logits_all``).
@@ -47,7 +48,7 @@ markdown table over several such runs (no LLM needed).
 
 Usage:
     python benchmarks/effectiveness.py --task model_placement [--iterations 8] [--seed 0]
-        [--repair-attempts R] [--no-restart] [--edit-form full|diff|functions] [--one-server] [--logits-all]
+        [--no-import-fixes] [--edit-form full|diff|functions] [--one-server] [--logits-all]
         [--workers W] [--server native|python] [--no-speculative]
         [--base-url URL --model NAME] [--run-dir DIR]
     python benchmarks/effectiveness.py --table runs/eff-*
@@ -115,9 +116,8 @@ def figures(run_dir: Path, seconds_per_iteration: float | None, settings: dict) 
     tokens = sum(total_tokens(c.get("tokens")) for c in children)
     n = max(len(children), 1)
     return {
-        "task": settings["task"], "repair_attempts": settings.get("repair_attempts"),
-        "repair_restart": settings.get("repair_restart", False),  # runs before the setting only fixed
-        "mode": settings.get("edit_form") or settings.get("generation_mode"), "seed": settings.get("seed"),
+        "task": settings["task"], "mode": settings.get("edit_form") or settings.get("generation_mode"),
+        "seed": settings.get("seed"),
         "iterations": len(children),
         "valid": valid, "valid_rate": valid / n, "new_valid": new_valid,
         "new_valid_per_10k_tokens": 10_000 * new_valid / tokens if tokens else None,
@@ -181,8 +181,9 @@ def row(f: dict) -> list[str]:
     per_valid = f"{f['tokens_per_valid_child']:,.0f}" if f["tokens_per_valid_child"] else "-"
     secs = f"{f['seconds_per_iteration']:.0f}" if f["seconds_per_iteration"] else "-"
     code = f.get("generator_completion_per_iteration")
-    repairs = str(f["repair_attempts"]) + (" fix-only" if (f["repair_attempts"] or 0) >= 2
-                                           and not f.get("repair_restart") else "")
+    # R: an older run's model repairs per child (runs before their restart only fixed)
+    repairs = str(f.get("repair_attempts") or 0) + (" fix-only" if (f.get("repair_attempts") or 0) >= 2
+                                                    and not f.get("repair_restart") else "")
     per_10k = f.get("new_valid_per_10k_tokens")
     return [f["task"], repairs, str(f["mode"]), str(f["iterations"]), str(f["valid"]),
             f"{100 * f['valid_rate']:.0f} %", str(f.get("new_valid", "-")),
@@ -231,11 +232,9 @@ def main() -> int:
     parser.add_argument("--task", default="model_placement")
     parser.add_argument("--iterations", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repair-attempts", type=int, default=None,
-                        help="default: RunContext's; 0: the paper's loop (no import fixes either)")
+    parser.add_argument("--no-import-fixes", action="store_true",
+                        help="add no missing import without a model (SearchSettings.import_fixes = False)")
     parser.add_argument("--edit-form", choices=tuple(EDIT_FORMS), default=None, help="default: RunContext's")
-    parser.add_argument("--no-restart", action="store_true",
-                        help="every repair fixes the failing program (SearchSettings.repair_restart = False)")
     parser.add_argument("--no-stop", action="store_true",
                         help="let the Generator write past the end of its code block "
                              "(SearchSettings.stop_at_code_end)")
@@ -289,7 +288,7 @@ def main() -> int:
                         help="keep every prompt and reply in RUN_DIR/prompts.jsonl")
     parser.add_argument("--base-url")
     parser.add_argument("--model")
-    parser.add_argument("--run-dir", help="default runs/eff-TASK-R-MODE-seedS")
+    parser.add_argument("--run-dir", help="default runs/eff-TASK-MODE-seedS")
     parser.add_argument("--table", nargs="+", metavar="RUN_DIR", help="print one table over finished runs")
     args = parser.parse_args()
     if args.table:
@@ -310,10 +309,8 @@ def main() -> int:
         os.environ["CONTEXTEVOLVE_LLAMA_SERVER"] = args.server
     if args.no_speculative:
         os.environ["CONTEXTEVOLVE_SPECULATIVE"] = "none"
-    repair = SearchSettings.repair_attempts if args.repair_attempts is None else args.repair_attempts
     mode = args.edit_form or SearchSettings.edit_form
-    fix_only = "-fixonly" if args.no_restart else ""
-    old = "".join([
+    old = "".join(["-noimports" if args.no_import_fixes else "",
         "-nostop" if args.no_stop else "", "-nocache" if args.no_prompt_cache else "",
         "-oneserver" if args.one_server else "", "-logitsall" if args.logits_all else "",
         "-nodoc" if args.no_docstrings_shown else "", f"-workers{args.workers}" if args.workers != 1 else "",
@@ -325,7 +322,7 @@ def main() -> int:
         f"-change{args.change_line}" if args.change_line else "",
         f"-mutations{len(args.mutation)}" if args.mutation else "",
         "-paperagents" if args.paper_agents else ""])
-    run_dir = Path(args.run_dir or f"runs/eff-{args.task}-R{repair}{fix_only}-{mode}{old}-seed{args.seed}")
+    run_dir = Path(args.run_dir or f"runs/eff-{args.task}-{mode}{old}-seed{args.seed}")
     marks: dict[str, float] = {}
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip() or None
@@ -341,9 +338,8 @@ def main() -> int:
                                 ("mutations", tuple(args.mutation) or None)) if v is not None}
     if args.paper_agents:
         search.update(PAPER_AGENTS)
-    # an explicit --repair-attempts 0 is the paper's loop: no import is added without a model either
-    evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed, repair_attempts=repair,
-           import_fixes=args.repair_attempts != 0, edit_form=mode, repair_restart=not args.no_restart,
+    evolve(args.task, iterations=args.iterations, run_dir=run_dir, seed=args.seed,
+           import_fixes=not args.no_import_fixes, edit_form=mode,
            base_url=args.base_url, model=args.model, log_prompts=args.log_prompts or None,
            on_update=on_update, stop_at_code_end=not args.no_stop, max_tokens={**DEFAULT_MAX_TOKENS, **caps},
            embedded_server_per_role=False if args.one_server else None,

@@ -9,10 +9,10 @@ first request where the traces differ (or that they are identical).
 
 The scripted Generator answers with a mix chosen by the request's hash: valid Model Placement
 children (the projected-KVPR rule with a weight from the hash, so children differ), a child with a
-missing import (the mechanical fix), one that does not compile (a restart), a copy of the initial
+missing import (the mechanical fix), one that does not compile (a failed child), a copy of the initial
 program (a twin, then the second ask), prose (an ``edit`` failure) and endpoint faults (an empty
 completion, a program cut off at the token cap; the run makes no retries), so the Generator, its
-second ask, the import fix, restarts, their second asks and the endpoint-fault paths all run.
+second ask, the import fix and the endpoint-fault paths all run.
 Besides the requests, the runs' children must match (statuses, repairs, sources; failure kinds are
 shown, not compared, as a tree older than them has none).
 
@@ -123,20 +123,15 @@ class TraceEndpoint:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
 
-def run_flags(tree: Path, form: str, repair_attempts: int | None, no_repair_restart: bool) -> list[str]:
-    """The ``run`` flags that ask ``tree`` for edit form ``form`` and these repair settings, in its names.
+def run_flags(tree: Path, form: str) -> list[str]:
+    """The ``run`` flags that ask ``tree`` for edit form ``form``, in its names.
 
     A tree from before ``generation_mode`` became ``edit_form`` (its flags module maps ``generation_mode``
-    to ``mode``) takes ``--mode`` and adds no import without a model with ``repair_attempts`` 0; a newer tree
-    takes ``--edit-form`` and is then told ``--no-import-fixes``, so that both run the same loop.
+    to ``mode``) takes ``--mode``; a newer tree takes ``--edit-form``.
     """
     flags = tree / "contextevolve" / "flags.py"
     old = flags.exists() and '"generation_mode": "mode"' in flags.read_text()
-    out = ["--mode" if old else "--edit-form", form]
-    if repair_attempts is not None:
-        out += ["--repair-attempts", str(repair_attempts)]
-        out += [] if old or repair_attempts else ["--no-import-fixes"]
-    return out + (["--no-repair-restart"] if no_repair_restart else [])
+    return ["--mode" if old else "--edit-form", form]
 
 
 def trace(endpoint: TraceEndpoint, tree: Path, iterations: int, seed: int,
@@ -184,14 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--edit-form", choices=("full", "diff", "functions"), default="full",
                         help="passed on to run (as --mode to a tree older than the flag)")
-    parser.add_argument("--repair-attempts", type=int,
-                        help="passed on to run (default: run's); 0: no import fixes either, in every tree")
-    parser.add_argument("--no-repair-restart", action="store_true", help="passed on to run")
     args = parser.parse_args(argv)
     traces, summaries = [], []
     endpoint = TraceEndpoint()
     for tree in args.trees:
-        flags = run_flags(tree.resolve(), args.edit_form, args.repair_attempts, args.no_repair_restart)
+        flags = run_flags(tree.resolve(), args.edit_form)
         requests, records = trace(endpoint, tree.resolve(), args.iterations, args.seed, flags)
         traces.append(requests)
         summaries.append(summary(requests, records))

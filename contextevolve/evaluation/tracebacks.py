@@ -1,7 +1,7 @@
-"""The part of a candidate's traceback worth showing the Generator when it repairs the program.
+"""The part of a candidate's traceback worth keeping with its record (and reading for a missing import).
 
 The runner formats tracebacks from inside the sandbox, so they name the harness's and the
-runtime's files as well as the candidate's. A repair prompt needs only the frames in the
+runtime's files as well as the candidate's. A reader (a person, the import fix) needs only the frames in the
 candidate's own file (``candidate.py``, see :mod:`contextevolve.evaluation.isolation`) with
 their line numbers and code, and the exception itself.
 """

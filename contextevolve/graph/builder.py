@@ -13,11 +13,12 @@ children straight to ``evaluate`` (the dotted path ``claim -> evaluate``), so th
 the prompt are paid for once per n children.
 
 One pass from ``claim`` to ``update_buffer`` is one iteration of Algorithm 1 (phases 1-8, plus ``claim``,
-``review`` and ``repair``, which runs only for a failed child; with ``repair_attempts = 0`` and no import
-fixes the iteration is exactly the paper's). A run is ``RunContext.parallelism.workers`` threads of this
-graph over one Evolve Buffer (:func:`contextevolve.api.evolve` starts them), with no barrier between them.
-Every phase is a node of its own, so ``interrupt_before=["generate"]`` (any phase, or ``"*"``) pauses
-a worker there by name. Why not a subgraph: docs/decisions/workers.md; the graph: docs/architecture.md.
+``review`` and ``repair``, which runs only for a child with a missing import or a behavioural twin; with
+``import_fixes`` and ``behavioural_twins`` off the iteration is exactly the paper's). A run is
+``RunContext.parallelism.workers`` threads of this graph over one Evolve Buffer
+(:func:`contextevolve.api.evolve` starts them), with no barrier between them. Every phase is a node of its
+own, so ``interrupt_before=["generate"]`` (any phase, or ``"*"``) pauses a worker there by name. Why not a
+subgraph: docs/decisions/workers.md; the graph: docs/architecture.md.
 """
 
 from __future__ import annotations

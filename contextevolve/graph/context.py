@@ -2,7 +2,7 @@
 
 A :class:`RunContext` holds a few run-wide fields and five groups: ``llm`` (:class:`ModelSettings`),
 ``search`` (:class:`SearchSettings`), ``parallelism``, ``ablations`` and ``sandbox`` (:class:`SandboxLimits`);
-nodes read ``runtime.context.search.repair_attempts``. Every setting also has one *flat name*, the vocabulary
+nodes read ``runtime.context.search.import_fixes``. Every setting also has one *flat name*, the vocabulary
 of ``evolve()``, CLI flags and older run.json files: a group field's own name, or ``eval_*`` for a sandbox
 limit. :class:`RunContext` accepts flat names and groups alike, so ``dataclasses.replace(ctx, workers=2)``
 works. Settings are not checkpointed: the CLI saves them to ``RUN_DIR/run.json`` (secrets excluded) for
@@ -199,7 +199,7 @@ def _group(name: str, value: Any, updates: dict[str, Any]) -> Any:
 class RunContext:
     """Settings of one evolution run. All fields have defaults; see docs/usage.md for the CLI flags.
 
-    ``RunContext(task="eplb", repair_attempts=0, parallelism=Parallelism(workers=4))``: keywords
+    ``RunContext(task="eplb", import_fixes=False, parallelism=Parallelism(workers=4))``: keywords
     are run-wide fields, groups (instances or dicts) or flat names of grouped settings
     (:data:`SETTINGS`); a flat name overrides the same field of a group given alongside.
 
@@ -224,8 +224,8 @@ class RunContext:
     """Stop once the best combined score reaches this (in the task's orientation)."""
     token_budget: int | None = None
     """Stop once prompt + completion tokens over all roles reach this: no iteration is claimed past it,
-    and a worker that has spent its share of what was left asks for no second ask after a twin and no
-    model repair (:func:`~contextevolve.loop.stopping.worker_budget_spent`)."""
+    and a worker that has spent its share of what was left asks for no second ask after a twin
+    (:func:`~contextevolve.loop.stopping.worker_budget_spent`)."""
     cost_budget: float | None = None
     """Stop once the run's cost in US dollars reaches this (every model it uses needs a price,
     ``ModelSettings.prices``); checked when a worker claims its next iteration."""
@@ -293,8 +293,6 @@ class RunContext:
             problems.append("prices must be >= 0 (US dollars per million tokens)")
         if llm.max_retries < 0 or llm.retry_wait_s < 0:
             problems.append("max_retries and retry_wait_s must be >= 0")
-        if search.repair_attempts < 0:
-            problems.append("repair_attempts must be >= 0")
         if search.samples_per_prompt < 1:
             problems.append("samples_per_prompt must be >= 1 (children asked for with one composed prompt)")
         if search.unguided_hotter < 0:

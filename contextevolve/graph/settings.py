@@ -126,7 +126,7 @@ class ModelSettings:
 
 @dataclass(kw_only=True)
 class SearchSettings:
-    """How the search runs: parent selection, the context agents' inputs, generation and repair.
+    """How the search runs: parent selection, the context agents' inputs, generation and import fixes.
 
     The ``RunContext.search`` group.
     """
@@ -193,7 +193,7 @@ class SearchSettings:
     context_token_budget: int = 3500
     """Token budget of the composed generator context Φ (parent code included)."""
     edit_form: EditFormName = "full"
-    """How the Generator (and repair) writes a child: the whole program, SEARCH/REPLACE edits against the
+    """How the Generator writes a child: the whole program, SEARCH/REPLACE edits against the
     parent, or only the whole functions it changes (:mod:`contextevolve.program.forms`;
     docs/decisions/generation-mode.md)."""
     docstrings_shown: bool = True
@@ -221,21 +221,15 @@ class SearchSettings:
     default list suits the built-in tasks and one-line policies; a problem of another kind may name its own
     (docs/decisions/second-ask-mutations.md)."""
     stop_at_code_end: bool = True
-    """End the Generator's (and repair's) completion where its code block closes, in an edit form whose reply
+    """End the Generator's completion where its code block closes, in an edit form whose reply
     is one block: the prose a small model writes after its code is never read."""
-    repair_attempts: int = 0
-    """R: times a failed child (error, invalid output, a diff that does not apply) goes back to the
-    Generator's model with its error; 0 with ``import_fixes`` off: the paper's algorithm
-    (docs/decisions/repair-restart.md)."""
     import_fixes: bool = True
     """A child that fails on a missing import of a known name gets the import added without a model call
-    (:mod:`contextevolve.program.fixes`), on top of the ``repair_attempts`` model repairs."""
-    repair_restart: bool = True
-    """The last model repair writes the child again from its parent, told the error the failed version met,
-    instead of fixing the failing program; False: every repair is a fix (docs/decisions/repair-restart.md)."""
+    (:mod:`contextevolve.program.fixes`), its only repair: no failure goes back to the model
+    (docs/decisions/repair-restart.md); off: the paper's algorithm."""
     prechecks: bool = True
     """Check that a child compiles, has the entry function's signature and survives a smoke run on one
-    small case before its full evaluation (a failure goes straight to repair)."""
+    small case before its full evaluation (a failure is not evaluated in full)."""
 
     def __post_init__(self) -> None:
         """Read ``mutations`` given as a list (run.json, a Python caller) as a tuple.
@@ -255,6 +249,8 @@ REMOVED_SETTINGS: dict[str, tuple[Any, str]] = {
     "second_ask_top_k": (None, "change-line.md"),
     "mutation_choice": ("turn", "second-ask-mutations.md"),
     "exemplar_view": ("program", "copy-warning.md"),
+    "repair_attempts": (0, "repair-restart.md"),
+    "repair_restart": (True, "repair-restart.md"),
 }
 """``SearchSettings`` fields deleted because they were tried and not adopted: each one's default while it
 existed (the search runs that value today) and its decision record in docs/decisions/. An older run.json

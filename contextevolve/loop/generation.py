@@ -1,7 +1,7 @@
 """One way to ask the Generator's model for a program, and how a program is found to be a twin.
 
-The Generator (phase 5), its second ask after a twin, repairs and restarts all ask the same model for a
-program: messages in, a reply that the run's edit form turns into source
+The Generator (phase 5), its second ask after a twin and its ask after a behavioural twin all ask the same
+model for a program: messages in, a reply that the run's edit form turns into source
 (:meth:`~contextevolve.program.forms.EditForm.build`), or a failure with its
 :data:`~contextevolve.memory.records.FailureKind`. :func:`ask_generator` is that one request; its seed,
 temperature and stop are the iteration's :class:`~contextevolve.loop.policy.SearchPolicy`'s, so a node only
@@ -23,7 +23,7 @@ from contextevolve.program.forms import EditForm
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
 from contextevolve.prompts.generator import reask_messages
-from contextevolve.roles import Role, TokenUsage, booked_as
+from contextevolve.roles import TokenUsage, booked_as
 from contextevolve.tasks.base import Task
 
 REPLY_EXCERPT = 600
@@ -71,14 +71,13 @@ def whole_program(base: str, form: EditForm) -> Callable[[Reply], None]:
 
 
 def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: SearchPolicy, *, base: str,
-                  form: EditForm | None = None, book: Role = "generator",
-                  from_hidden_view: bool | None = None) -> Outcome:
+                  form: EditForm | None = None, from_hidden_view: bool | None = None) -> Outcome:
     """Send ``messages`` to the Generator's model and build a program from the reply.
 
     The request samples with ``sampling`` and stops where ``policy`` says for ``form`` (default:
     ``policy.form``; :meth:`SearchPolicy.stop`); a reply cut off before a whole program is retried
     (:func:`whole_program`). The reply is an edit of ``base`` in ``form``; its tokens are booked under
-    ``book`` (``generator`` or ``repair``). ``from_hidden_view``: ``messages`` showed ``base`` without its
+    ``generator``. ``from_hidden_view``: ``messages`` showed ``base`` without its
     docstrings (None: as the policy shows programs); a rewrite written from that view gets them back
     (:attr:`EditForm.restores_docstrings`).
 
@@ -88,12 +87,12 @@ def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: S
     Raises:
         EndpointUnavailable: the endpoint is down (the run stops).
     """
-    return ask_generator_choices(ctx, messages, sampling, policy, 1, base=base, form=form, book=book,
+    return ask_generator_choices(ctx, messages, sampling, policy, 1, base=base, form=form,
                                  from_hidden_view=from_hidden_view)[0]
 
 
 def ask_generator_choices(ctx: RunContext, messages: list, sampling: Sampling, policy: SearchPolicy,
-                          n: int, *, base: str, form: EditForm | None = None, book: Role = "generator",
+                          n: int, *, base: str, form: EditForm | None = None,
                           from_hidden_view: bool | None = None) -> list[Outcome]:
     """``n`` outcomes of one prompt: :func:`ask_generator` asking for ``n`` replies at once.
 
@@ -109,22 +108,22 @@ def ask_generator_choices(ctx: RunContext, messages: list, sampling: Sampling, p
         replies = call_choices("generator", messages, ctx, n, check=whole_program(base, form),
                                stop=policy.stop(form), temperature=sampling.temperature, seed=sampling.seed)
     except MalformedReply as exc:  # the endpoint's fault, after the retries
-        failed = Outcome(text=exc.text, usage=booked_as(exc.usage, book), failure="endpoint",
+        failed = Outcome(text=exc.text, usage=booked_as(exc.usage, "generator"), failure="endpoint",
                          problem=str(exc))
         return [failed, *(replace(failed, usage={}, text="") for _ in range(n - 1))]
-    outcomes = [outcome_of(reply, policy, base=base, form=form, book=book,
+    outcomes = [outcome_of(reply, policy, base=base, form=form,
                            from_hidden_view=from_hidden_view) for reply in replies]
     missing = "the endpoint gave no usable reply for this choice"
     return outcomes + [Outcome(failure="endpoint", problem=missing) for _ in range(n - len(outcomes))]
 
 
-def outcome_of(reply: Reply, policy: SearchPolicy, *, base: str, form: EditForm, book: Role = "generator",
+def outcome_of(reply: Reply, policy: SearchPolicy, *, base: str, form: EditForm,
                from_hidden_view: bool | None = None) -> Outcome:
     """The :class:`Outcome` of one usable ``reply``: an edit of ``base`` in ``form`` built into a program.
 
     Arguments as :func:`ask_generator`'s.
     """
-    usage = booked_as(reply.usage, book)
+    usage = booked_as(reply.usage, "generator")
     try:
         source = form.build(base, reply.text, truncated=reply.truncated)
         hidden = not policy.shows_docstrings if from_hidden_view is None else from_hidden_view
@@ -138,25 +137,24 @@ def outcome_of(reply: Reply, policy: SearchPolicy, *, base: str, form: EditForm,
 
 
 def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: SearchPolicy,
-               sampling: Sampling, *, after_restart: bool = False, book: Role = "generator") -> Outcome:
+               sampling: Sampling) -> Outcome:
     """The second ask after a twin: a new conversation about the parent without its docstrings.
 
     It names one concrete mutation (:func:`~contextevolve.prompts.generator.reask_messages`, in the policy's
     ``second_form``).
     """
-    messages, form, mutation = second_ask_request(task, parent, policy, after_restart=after_restart)
-    outcome = ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form, book=book,
+    messages, form, mutation = second_ask_request(task, parent, policy)
+    outcome = ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form,
                             from_hidden_view=True)
     return replace(outcome, mutation=mutation)
 
 
-def second_ask_request(task: Task, parent: ProgramRecord, policy: SearchPolicy, *,
-                       after_restart: bool = False) -> tuple[list, EditForm, str]:
+def second_ask_request(task: Task, parent: ProgramRecord, policy: SearchPolicy) -> tuple[list, EditForm, str]:
     """The messages of :func:`second_ask`, the edit form its reply is read in, and the change it names.
 
     The change is :meth:`SearchPolicy.mutation`'s.
     """
-    form, mutation = policy.second_form, policy.mutation(after_restart=after_restart)
+    form, mutation = policy.second_form, policy.mutation()
     return reask_messages(task.description, parent.source, mutation, task.higher_is_better, form,
                           change_line=policy.second_change_line), form, mutation
 

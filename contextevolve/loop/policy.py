@@ -1,7 +1,7 @@
 """The search's switches for one iteration, resolved once into one object the nodes ask.
 
 The settings that shape how a child is asked for and repaired (the edit form, ``docstrings_shown``,
-``stop_at_code_end``, ``unguided_hotter``, ``repair_attempts``, ``import_fixes``, ``repair_restart``)
+``stop_at_code_end``, ``unguided_hotter``, ``import_fixes``)
 interact; :class:`SearchPolicy` resolves them in one place, with the seed and temperature of every
 Generator-model request of the iteration, and :func:`ignored_settings` names each setting the others make
 ignored (the run warns when it starts). How they interact: docs/decisions/search-settings.md; why each request
@@ -23,25 +23,21 @@ from contextevolve.program.forms import EditForm, edit_form
 from contextevolve.program.mutations import MUTATIONS, mutation_for
 from contextevolve.roles import TokenUsage
 
-Strategy = Literal["import", "model", "restart", "no_effect"]
-"""How a repair makes the child's next version (stored as :attr:`RepairAttempt.method`); ``no_effect``:
-the Generator asked again because a valid version changed no result (a behavioural twin)."""
+Strategy = Literal["import", "no_effect"]
+"""How a repair makes the child's next version (stored as :attr:`RepairAttempt.method`): ``import``, a
+missing import added without a model; ``no_effect``, the Generator asked again because a valid version
+changed no result (a behavioural twin). Older runs also stored ``model`` and ``restart``, the model repairs
+they made (docs/decisions/repair-restart.md)."""
 
 REASK_HOTTER = 0.3
 """Temperature added to the Generator's for a second ask after a twin."""
-REPAIR_HOTTER = 0.2
-"""Temperature added per model repair after the first."""
-REPAIR_SEED_STRIDE = 1000
-"""Seed offset per repair, so no two repair requests of a run share a seed."""
 FIRST_ASK_SEED = 300
 """Seed offset of an iteration's first ask from the worker's seed, plus the iteration: a reused guidance
 with the same parent and exemplars repeats the whole prompt, and an endpoint that honours seeds (llama.cpp's
 server, OpenAI's) would repeat the reply to it, a twin, with one seed for every iteration."""
-SECOND_ASK_SEED = 500
-"""Seed offset of a restart's second ask from the restart's own seed."""
 NO_EFFECT_SEED = 700
 """Seed offset of the ask after a behavioural twin from the worker's seed (another than the iteration's
-first ask, second ask and first repair use)."""
+first ask and second ask use)."""
 IMPORT_FIXES = 3
 """Most imports added to one child without a model (each adds a line the source lacks, so the bound
 only keeps a program that keeps failing on new names from looping)."""
@@ -53,14 +49,6 @@ class Sampling:
 
     seed: int
     temperature: float
-
-
-def model_repairs(child: ProgramRecord) -> int:
-    """Repairs of ``child`` so far that asked the model to fix a failure (a fix or a restart).
-
-    An added import made no request, and the ask after a behavioural twin fixed no failure.
-    """
-    return sum(a.method in ("model", "restart") for a in child.attempts)
 
 
 @dataclass(frozen=True)
@@ -76,8 +64,7 @@ class SearchPolicy:
             (:meth:`stop`).
         unguided_hotter: temperature added to the first ask when it has no guidance (0 with the
             Navigator off, so that ablation changes one thing).
-        repair_attempts: model repairs per child (R); import_fixes: missing imports are added without
-            a model; repair_restart: the last model repair writes the child again from its parent.
+        import_fixes: missing imports are added without a model.
         behavioural_twins: a valid child that changed no result is asked again once.
         change_line: which asks want a ``Change:`` line before the program (``none``, ``second_ask``,
             ``every_ask``; :func:`~contextevolve.prompts.generator.with_change_line`).
@@ -91,9 +78,7 @@ class SearchPolicy:
     shows_docstrings: bool
     stop_at_code_end: bool
     unguided_hotter: float
-    repair_attempts: int
     import_fixes: bool
-    repair_restart: bool
     behavioural_twins: bool
     seed: int
     temperature: float
@@ -110,8 +95,7 @@ class SearchPolicy:
                    shows_docstrings=form.shows_docstrings(search.docstrings_shown),
                    stop_at_code_end=search.stop_at_code_end,
                    unguided_hotter=search.unguided_hotter if ctx.ablations.navigator_enabled else 0.0,
-                   repair_attempts=search.repair_attempts, import_fixes=search.import_fixes,
-                   repair_restart=search.repair_restart, behavioural_twins=search.behavioural_twins,
+                   import_fixes=search.import_fixes, behavioural_twins=search.behavioural_twins,
                    change_line=search.change_line, exemplar_docstrings=search.exemplar_docstrings,
                    mutations=tuple(search.mutations),
                    seed=ctx.worker_seed(worker or 0),
@@ -161,33 +145,16 @@ class SearchPolicy:
         """
         return Sampling(self.seed + NO_EFFECT_SEED + self.iteration, self.temperature + REASK_HOTTER)
 
-    def repair(self, number: int, *, restart: bool) -> Sampling:
-        """Model repair ``number`` (1-based): seed ``seed + REPAIR_SEED_STRIDE * number + iteration``.
-
-        A fix is ``REPAIR_HOTTER * (number - 1)`` hotter, a restart samples at the Generator's
-        temperature.
-        """
-        hotter = 0.0 if restart else REPAIR_HOTTER * (number - 1)
-        return Sampling(self.seed + REPAIR_SEED_STRIDE * number + self.iteration, self.temperature + hotter)
-
-    def restart_second_ask(self, number: int) -> Sampling:
-        """The second ask after restart ``number`` wrote its parent again.
-
-        Its seed is the restart's + ``SECOND_ASK_SEED``; it is ``REASK_HOTTER`` hotter.
-        """
-        return Sampling(self.repair(number, restart=True).seed + SECOND_ASK_SEED,
-                        self.temperature + REASK_HOTTER)
-
     def no_effect_mutation(self) -> str:
-        """The change the ask after a behavioural twin names: not the second ask's, nor a restart's."""
+        """The change the ask after a behavioural twin names: not the second ask's.
+
+        (Seed + 1 was a restart's second ask's, in runs that made model repairs.)
+        """
         return mutation_for(self.seed + 2, self.iteration, self.mutations)
 
-    def mutation(self, *, after_restart: bool = False) -> str:
-        """The concrete change a second ask names (:func:`~contextevolve.program.mutations.mutation_for`).
-
-        A restart's second ask names another than the Generator's own.
-        """
-        return mutation_for(self.seed + int(after_restart), self.iteration, self.mutations)
+    def mutation(self) -> str:
+        """The concrete change a second ask names (:func:`~contextevolve.program.mutations.mutation_for`)."""
+        return mutation_for(self.seed, self.iteration, self.mutations)
 
     def import_fix(self, child: ProgramRecord) -> str:
         """The import line that would fix ``child``'s failure, else ``""``.
@@ -204,33 +171,26 @@ class SearchPolicy:
     def repair_due(self, child: ProgramRecord, budget_spent: bool = False) -> bool:
         """Whether the stored ``child`` has a next version to make.
 
-        A failure of a repairable kind has one while a model repair is left (fewer than
-        :attr:`repair_attempts` so far and ``budget_spent`` False: the worker's share of the token budget
-        is not spent) or an import fix (:meth:`import_fix`, free); a valid behavioural twin has one ask
-        after it (with :attr:`behavioural_twins`, once, budget left).
+        A failure of a repairable kind has one while an import fix is left (:meth:`import_fix`, free,
+        whatever the budget); a valid behavioural twin has one ask after it (with :attr:`behavioural_twins`,
+        once, and ``budget_spent`` False: the worker's share of the token budget is not spent).
         """
         if child.status == "ok":  # a behavioural twin gets one more ask (and it is not free)
             return (self.behavioural_twins and bool(child.behavioural_twin_of)
                     and not child.asked_after_no_effect and not budget_spent)
         if child.status == "pending" or not repairable(child.failure_kind):
             return False
-        return ((model_repairs(child) < self.repair_attempts and not budget_spent)
-                or bool(self.import_fix(child)))
+        return bool(self.import_fix(child))
 
     def strategy_for(self, child: ProgramRecord) -> tuple[Strategy, str]:
         """``(strategy, import line)`` of ``child``'s next repair.
 
-        ``no_effect`` for a valid child (a behavioural twin); ``import`` when :meth:`import_fix` has a line;
-        else ``restart`` for the last model repair with :attr:`repair_restart` and a source to restart
-        from; else ``model``.
+        ``no_effect`` for a valid child (a behavioural twin); else ``import``, with the line
+        :meth:`import_fix` has (a failed child's only repair: :meth:`repair_due`).
         """
         if child.status == "ok":
             return "no_effect", ""
-        line = self.import_fix(child)
-        if line:
-            return "import", line
-        last = model_repairs(child) + 1 >= self.repair_attempts
-        return ("restart" if self.repair_restart and last and child.source else "model"), ""
+        return "import", self.import_fix(child)
 
 
 def repair_due(ctx: RunContext, state: WorkerState, child: ProgramRecord,
@@ -271,8 +231,6 @@ def ignored_settings(ctx: RunContext) -> list[str]:
     if _changed(search, "unguided_hotter") and not ctx.ablations.navigator_enabled:
         out.append("unguided_hotter is ignored with the Navigator switched off (every ask is then unguided, "
                    "so that ablation changes one thing)")
-    if _changed(search, "repair_restart") and search.repair_attempts == 0:
-        out.append("repair_restart is ignored with repair_attempts 0 (no model repairs)")
     if search.candidate_pool < search.num_exemplars + search.sampler_choice and ctx.ablations.sampler_enabled:
         out.append(f"the Sampler agent is never asked: candidate_pool {search.candidate_pool} is below "
                    f"num_exemplars {search.num_exemplars} + sampler_choice {search.sampler_choice}, so "

@@ -74,7 +74,7 @@ def worker_budget_spent(ctx: RunContext, state: WorkerState, usage: TokenUsage |
     evenly over the run's workers (``state.workers``); the cost share is what the committed programs have
     left of ``ctx.cost_budget`` now, split the same way. ``usage``: tokens the calling phase spent that
     ``state.iteration_usage`` does not hold yet. Always False without either budget. Checked before a
-    worker asks the model for more of its own work (a second ask, a model repair or restart), so that a
+    worker asks the model for more of its own work (a second ask, an ask after a behavioural twin), so that a
     run ends close to its budget, as ``compare`` stops a peer (docs/compare.md).
     """
     spent = add_usage(state.iteration_usage, usage)

@@ -99,10 +99,11 @@ class RepairAttempt(BaseModel):
     attempt: int
     """1 for the first repair, 2 for the second, ..."""
     method: Literal["model", "import", "restart", "no_effect"] = "model"
-    """How the next version was made: the model fixed this one (``model``), the missing import was
-    added without a model (``import``), the model wrote the child again from its parent (``restart``), or
-    the Generator was asked again because this version changed no result (``no_effect``: a behavioural
-    twin)."""
+    """How the next version was made: the missing import was added without a model (``import``), or the
+    Generator was asked again because this version changed no result (``no_effect``: a behavioural twin).
+    Older runs also stored their model repairs, deleted since (docs/decisions/repair-restart.md): the
+    model fixed this version (``model``, the default of records that name none) or wrote the child again
+    from its parent (``restart``)."""
     status: ProgramStatus
     """How the version being repaired ended (failed | invalid | timeout; ok for a behavioural twin)."""
     reason: str

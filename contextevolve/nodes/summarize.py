@@ -135,19 +135,6 @@ def no_effect_abstract(child: ProgramRecord, twin: ProgramRecord) -> str:
     return f"NO EFFECT: the same results as {twin.id} (score {twin.combined_score:.6g}).{idea}"
 
 
-def repair_note(child: ProgramRecord) -> str:
-    """A sentence naming the errors of the child's earlier versions the model repaired ("" when none).
-
-    A missing import the repair added without the model, and a version that had no effect, are left out
-    (they say nothing about an error of the idea).
-    """
-    repaired = [a for a in child.attempts if a.method in ("model", "restart")]
-    if not repaired:
-        return ""
-    errors = "; ".join(a.reason[:REASON_CHARS // 2] for a in repaired)
-    return f" Earlier versions failed ({len(repaired)} repaired): {errors}."
-
-
 def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
     """Write z_c into the record of ``child_id``; returns the tokens the Summarizer spent.
 
@@ -155,8 +142,7 @@ def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
     not a behavioural twin, and for an invalid one with ``search.summarize_invalid`` (the paper's
     Summarizer); a child that failed, timed out or (by default) was invalid gets :func:`failure_abstract`,
     a behavioural twin :func:`no_effect_abstract`, at no cost. With the Summarizer ablated every child
-    that ran gets its raw source, as in the paper's ablation. Repaired failures
-    are named at the end of the abstract (:func:`repair_note`), so the Sampler sees them.
+    that ran gets its raw source, as in the paper's ablation.
     """
     task, memory = task_of(ctx), memory_of(ctx)
     child = memory.buffer.require(child_id)
@@ -171,7 +157,6 @@ def write_abstract(ctx: RunContext, child_id: str) -> TokenUsage:
         parent = memory.buffer.require(child.parent_id)
         abstract, usage = abstract_for(ctx, task, child.source, parent.abstract, child.diagnostics,
                                        parent.source)
-    abstract += repair_note(child)
     memory.buffer.update(child.id, abstract=abstract)
     return usage
 

@@ -1,7 +1,7 @@
 """Edit forms: the ways a Generator reply may write a child, one object each, kept in one registry.
 
 An edit form says everything that depends on how the model writes its change: the instructions of the
-Generator's ask and of a repair, where its reply stops, which view of a program it shows, how a reply becomes
+Generator's ask, where its reply stops, which view of a program it shows, how a reply becomes
 a child, and which form a second ask after a twin uses. :data:`EDIT_FORMS` is the registry; the ``edit_form``
 setting's choices are its keys (:data:`EditFormName`). Adding a form is one :class:`EditForm` here. Why
 ``full`` is the default: docs/decisions/generation-mode.md.
@@ -29,12 +29,6 @@ FUNCTIONS_FORMAT = ("Reply with only the top-level functions (or classes) you ch
                     "out complete from its def line to its last line, plus any new imports, in a single "
                     "```python code block, then nothing else. Do not repeat functions you leave unchanged: "
                     "they are kept as they are.")
-REPAIR_FULL = "Reply with the complete fixed program in a single ```python code block, then nothing else."
-REPAIR_FUNCTIONS = ("Reply with only the top-level functions (or classes) you change, each written out "
-                    "complete from its def line to its last line, plus any new imports, in a single "
-                    "```python code block, then nothing else. Functions you leave unchanged are kept as they "
-                    "are: do not repeat them.")
-REPAIR_DIFF = "Reply only with one or more SEARCH/REPLACE edits to the program above. "
 EDIT_RULES = ("Write each edit as a SEARCH part holding lines copied character for character from the "
               "current program and a REPLACE part holding the lines that take their place:")
 EXAMPLE_LINES = 2
@@ -128,7 +122,6 @@ class EditForm:
     restores_docstrings: bool
     _job: Callable[[str, str], str]
     _reply_format: Callable[[str], str]
-    _repair_format: Callable[[str], str]
 
     def job(self, goal: str, program: str) -> str:
         """The Generator's instructions for a child of ``program`` that ``goal`` (e.g. "raises the score")."""
@@ -137,10 +130,6 @@ class EditForm:
     def reply_format(self, program: str) -> str:
         """How a reply to a new conversation about ``program`` must be written (the second ask's ending)."""
         return self._reply_format(program)
-
-    def repair_format(self, program: str) -> str:
-        """How a repair's reply for the failing (or restarted-from) ``program`` must be written."""
-        return self._repair_format(program)
 
     def build(self, parent: str, reply: str, *, truncated: bool = False) -> str:
         """The child ``reply`` makes of ``parent`` (:func:`~contextevolve.program.edits.child_from`).
@@ -167,19 +156,18 @@ EDIT_FORMS: dict[str, EditForm] = {form.name: form for form in (
     EditForm(name="full", rewrite=apply_rewrite, edits_win=False, hides_docstrings=None,
              stops_at_code_end=True, second_ask="full", restores_docstrings=True,
              _job=lambda goal, program: _rewrite_job(goal, _full_format(program)),
-             _reply_format=_full_format, _repair_format=lambda program: REPAIR_FULL),
+             _reply_format=_full_format),
     EditForm(name="diff", rewrite=apply_rewrite, edits_win=True, hides_docstrings=False,
              stops_at_code_end=False, second_ask="full", restores_docstrings=False,
              _job=lambda goal, program: (
                  f"Edit the current program so that it {goal}, following the direction. Edit only inside "
                  "the EVOLVE-BLOCK. Reply only with one or more SEARCH/REPLACE edits; each SEARCH part must "
                  "match the current program exactly. " + edit_format(program)),
-             _reply_format=_full_format,
-             _repair_format=lambda program: REPAIR_DIFF + edit_format(program)),
+             _reply_format=_full_format),
     EditForm(name="functions", rewrite=apply_functions, edits_win=False, hides_docstrings=True,
              stops_at_code_end=True, second_ask="functions", restores_docstrings=False,
              _job=lambda goal, program: _rewrite_job(goal, FUNCTIONS_FORMAT),
-             _reply_format=lambda program: FUNCTIONS_FORMAT, _repair_format=lambda program: REPAIR_FUNCTIONS),
+             _reply_format=lambda program: FUNCTIONS_FORMAT),
 )}
 """Every edit form by name: ``full`` (the whole program), ``diff`` (SEARCH/REPLACE edits against the
 parent), ``functions`` (only the whole functions and classes that change, spliced in by name:

@@ -11,10 +11,10 @@ from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.forms import EditForm
 
 SYSTEM = "You are an expert systems programmer improving a program in an evolutionary search."
-"""The one system message of every Generator-model request (first asks, second asks, repairs, restarts):
+"""The one system message of every Generator-model request (first asks, asks after a twin):
 with the task description first in the user message, every such request starts with the same tokens,
-which a server reuses from the request just before instead of reading them again (a repair or second
-ask right after its Generator request)."""
+which a server reuses from the request just before instead of reading them again (a second ask right
+after its Generator request)."""
 def goal_of(higher_is_better: bool) -> str:
     """What a better program does to the score, as the asks name it."""
     return "raises the score (higher is better)" if higher_is_better else "lowers the score (lower is better)"
@@ -133,7 +133,7 @@ class GeneratorPrompt:
     """The Generator's prompt Φ = (z_p, g, E_ctx) as its parts.
 
     Built by :func:`contextevolve.loop.composing.build_prompt` (``compose`` chooses its exemplars) and
-    sent by ``generate``; a restart repeats its parent part word for word.
+    sent by ``generate``.
     """
 
     task: str

@@ -29,8 +29,7 @@ QUALITY = {"txn_scheduling": ("makespan", "validity"), "llm_sql": ("hit_rate",),
 @pytest.mark.parametrize("name", list(QUALITY))
 def test_one_real_iteration(name, tmp_path):
     task = get_task(name)
-    # one repair at most: this test is about each task's evaluator on real output, and CI time is bounded
-    result = evolve(name, iterations=1, run_dir=tmp_path / "run", seed=1, repair_attempts=1)
+    result = evolve(name, iterations=1, run_dir=tmp_path / "run", seed=1)
     assert result.iterations == 1 and result.programs == 2
     buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite")
     initial, child = buffer.committed()

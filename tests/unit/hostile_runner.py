@@ -87,7 +87,7 @@ def main() -> None:
     models["generator"] = scripted(*(reply(fenced(source), 900, 100) for source in programs))
     with use_chat_models(**models):
         evolve("model_placement", iterations=iterations, run_dir=run_dir, resume="--resume" in sys.argv,
-               max_retries=0, eval_timeout_s=20, eval_cpu_s=5, repair_attempts=0,
+               max_retries=0, eval_timeout_s=20, eval_cpu_s=5,
                prechecks=False,  # each attack meets the full evaluation (a smoke run stops some earlier)
                on_update=lambda node, _: print(node, flush=True))
 

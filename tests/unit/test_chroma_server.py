@@ -57,7 +57,7 @@ def test_two_runs_on_one_server_keep_separate_records(tmp_path, models, chroma_s
     first, second = tmp_path / "first", tmp_path / "second"
     for run_dir, iterations in ((first, 2), (second, 3)):
         result = evolve("model_placement", iterations=iterations, run_dir=run_dir, chroma_url=chroma_server,
-                        max_retries=0, repair_attempts=0)
+                        max_retries=0)
         assert result.iterations == iterations
     client = chromadb.HttpClient(host="127.0.0.1", port=int(chroma_server.rsplit(":", 1)[1]))
     stored = {}

@@ -123,8 +123,8 @@ def test_run_with_scripted_models_prints_summary(tmp_path, models, capsys):
 def test_log_prompts_keeps_every_request_and_reply(tmp_path, models):
     from contextevolve.llm.transcript import TRANSCRIPT_FILE
 
-    assert main(["run", "--iterations", "2", "--run-dir", str(tmp_path / "r"), "--log-prompts", "--no-report",
-                 "--repair-attempts", "0"]) == 0
+    assert main(["run", "--iterations", "2", "--run-dir", str(tmp_path / "r"), "--log-prompts",
+                 "--no-report"]) == 0
     lines = [json.loads(line) for line in (tmp_path / "r" / TRANSCRIPT_FILE).read_text().splitlines()]
     by_role = {role: [x for x in lines if x["role"] == role] for role in {x["role"] for x in lines}}
     # one line per model call, in the order made: as many as each scripted model answered
@@ -158,7 +158,7 @@ def test_run_flags_and_run_settings_agree():
                   "--top-k", "20", "--seed", "3", "--target-score", "30",
                   "--token-budget", "9", "--cost-budget", "0.5", "--price", "m=1,2", "--embedded",
                   "--time-budget", "1.5", "--edit-form", "diff",
-                  "--repair-attempts", "1", "--no-import-fixes", "--no-repair-restart",
+                  "--no-import-fixes",
                   "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop",
                   "--no-server-per-role", "--stale-after", "3", "--stale-rest", "2", "--no-behavioural-twins",
                   "--guidance-refresh-steps", "0", "--sampler-choice", "1", "--summarize-invalid",

@@ -27,7 +27,6 @@ ALLOWED = {
         "gives a record stored before records carried a kind its kind, once, on load",
     ("contextevolve/loop/policy.py", "import_fix"):
         "parses the candidate's own NameError (CPython's fixed message) to add an import, not our reason",
-    ("benchmarks/repair_replay.py", "main"): "replays the repair's own import check (import_fix)",
 }
 """(file, function) -> why it may read a reason's text."""
 
@@ -117,24 +116,23 @@ def test_prechecks_and_evaluations_carry_their_kind():
     assert TASK.evaluate(INITIAL).failure_kind == ""
 
 
-def test_a_child_is_repaired_by_its_kind_not_by_what_its_reason_says(tmp_path):
+def test_a_child_has_the_kind_of_where_it_failed_not_of_what_its_reason_says(tmp_path):
     """A program whose own error text reads like an endpoint fault is still the program's fault."""
     lying = BETTER_PROGRAM.replace("    ordered = sorted(",
                                    "    raise RuntimeError('endpoint fault: duplicate of it00000')\n"
                                    "    ordered = sorted(")
     generator = scripted(reply(fenced(lying), 900, 400), reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=1)
+    _, records, _ = run(tmp_path, generator)
     child = records[1]
-    assert len(generator.seen) == 2 and len(child["attempts"]) == 1  # it was repaired
-    assert (child["attempts"][0]["failure_kind"] == "precheck"
-            and "endpoint fault" in child["attempts"][0]["reason"])
-    assert child["status"] == "ok" and child["failure_kind"] == ""
+    assert len(generator.seen) == 1 and child["attempts"] == []  # neither a twin nor a missing import
+    assert child["status"] == "failed" and child["failure_kind"] == "precheck"
+    assert "endpoint fault" in child["reason"]
 
 
 def test_a_twin_is_a_failed_child_of_kind_twin_and_is_not_repaired(tmp_path):
     generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(INITIAL), 900, 400),
                          reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=1)
+    _, records, _ = run(tmp_path, generator)
     child = records[1]
     assert len(generator.seen) == 2  # the first ask and its second ask; no repair of a twin
     assert child["status"] == "failed" and child["failure_kind"] == "twin" and not child["attempts"]
@@ -149,24 +147,20 @@ def test_workers_sample_with_seeds_of_their_own():
     """
     ctx = RunContext(seed=7, workers=3)
     policies = [SearchPolicy.of(ctx, iteration, worker) for worker, iteration in enumerate((4, 5, 6))]
-    requests = [[p.first("go"), p.second_ask(), p.repair(1, restart=False), p.repair(2, restart=True),
-                 p.restart_second_ask(2)] for p in policies]
+    requests = [[p.first("go"), p.second_ask(), p.no_effect_ask()] for p in policies]
     assert (policies[0].seed, policies[0].temperature, policies[0].iteration) == (7, 0.8, 4)
     assert [ctx.worker_seed(worker) for worker in range(3)] == [7, 10_007, 20_007]
     seeds = [r.seed for worker in requests for r in worker]
-    assert len(set(seeds)) == len(seeds) == 15
+    assert len(set(seeds)) == len(seeds) == 9
 
 
 def test_the_sampling_policy_gives_every_request_of_an_iteration_its_own_seed():
     policy = SearchPolicy.of(RunContext(seed=7), 4)
-    seeds = [policy.first("go").seed, policy.second_ask().seed, policy.repair(1, restart=False).seed,
-             policy.repair(2, restart=True).seed, policy.restart_second_ask(2).seed]
-    assert seeds == [311, 12, 1011, 2011, 2511] and len(set(seeds)) == 5
-    assert (policy.second_ask().temperature == policy.restart_second_ask(1).temperature
+    seeds = [policy.first("go").seed, policy.second_ask().seed, policy.no_effect_ask().seed]
+    assert seeds == [311, 12, 711] and len(set(seeds)) == 3
+    assert (policy.second_ask().temperature == policy.no_effect_ask().temperature
             > policy.first("go").temperature)
-    assert policy.repair(1, restart=False).temperature == 0.8 < policy.repair(2, restart=False).temperature
-    assert policy.repair(3, restart=True).temperature == 0.8
-    assert policy.mutation() != policy.mutation(after_restart=True)
+    assert policy.mutation() != policy.no_effect_mutation()
 
 
 def test_a_failure_on_our_side_of_the_sandbox_is_kind_evaluator(monkeypatch):

@@ -43,7 +43,7 @@ def test_a_worker_pauses_before_generate_shows_the_guidance_and_resumes(tmp_path
 
     # (the Summarizer in the worker's order, so that what is committed when a worker pauses is exact)
     ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2 * workers, workers=workers, max_retries=0,
-                     repair_attempts=0, summarize_behind=False)
+                     summarize_behind=False)
     graph = build_graph(InMemorySaver())
     configs = [{"configurable": {"thread_id": f"t{i}"}} for i in range(workers)]
     try:
@@ -82,7 +82,7 @@ def test_phase_updates_stream_with_their_content(tmp_path, models):
     from contextevolve.graph.context import RunContext
     from contextevolve.memory.store import close_memory
 
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=1, max_retries=0, repair_attempts=0)
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=1, max_retries=0)
     try:
         updates = list(build_graph(InMemorySaver()).stream({}, {"configurable": {"thread_id": "t"}},
                                                            context=ctx, stream_mode="updates"))
@@ -101,7 +101,7 @@ def test_phase_updates_stream_with_their_content(tmp_path, models):
 def test_run_records_every_program_and_recomputes_best(tmp_path, models):
     # the paper's algorithm (no repair), so the scripted invalid and failed children stay as they are
     # (3 iterations: a 4th would repeat the scripted better program, a twin the Generator is re-asked for)
-    result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
+    result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0)
     assert result.iterations == 3 and result.programs == 4
     assert result.stop_reason.startswith("iteration budget")
     # the reported best is what the evaluator gives the stored best program
@@ -123,7 +123,7 @@ def test_run_records_every_program_and_recomputes_best(tmp_path, models):
 def test_the_thread_state_tells_what_the_worker_did(tmp_path, models):
     from contextevolve.api import thread_state, worker_states
 
-    evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0)
     state = thread_state(tmp_path / "r")
     records = {json.loads(line)["id"]: json.loads(line)
                for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()}
@@ -217,8 +217,7 @@ def test_sigkill_mid_iteration_then_resume(tmp_path, models, per_prompt, node, s
 def test_workers_share_one_buffer_and_claim_distinct_children(tmp_path, models):
     from contextevolve.memory.buffer import EvolveBuffer
 
-    result = evolve("model_placement", iterations=5, run_dir=tmp_path / "r", max_retries=0, workers=2,
-                    repair_attempts=0)
+    result = evolve("model_placement", iterations=5, run_dir=tmp_path / "r", max_retries=0, workers=2)
     assert result.iterations == 5 and result.programs == 6
     records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
     assert [r["id"] for r in records] == [f"it{n:05d}" for n in range(6)]
@@ -246,8 +245,7 @@ def test_a_worker_goes_on_while_another_is_paused(tmp_path, models):
     from contextevolve.graph.context import RunContext
     from contextevolve.memory.store import close_memory, open_memory
 
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=4, workers=2, max_retries=0,
-                     repair_attempts=0)
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=4, workers=2, max_retries=0)
     graph = build_graph(InMemorySaver())
     slow, fast = ({"configurable": {"thread_id": name}} for name in ("slow", "fast"))
     try:
@@ -305,7 +303,7 @@ def test_hostile_children_are_failed_and_the_run_goes_on(tmp_path):
     scripted_models["generator"] = scripted(*(reply(fenced(h + entry), 900, 100) for h in hostile))
     with use_chat_models(**scripted_models):
         result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0,
-                        eval_timeout_s=5, eval_cpu_s=2, repair_attempts=0)
+                        eval_timeout_s=5, eval_cpu_s=2)
     records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
     assert result.iterations == 3 and [r["status"] for r in records[2:]] == ["failed", "failed"]
     # the fork bomb ends at the wall clock, or at the CPU limit on a host with many cores
@@ -346,7 +344,7 @@ def test_a_person_can_edit_the_guidance_before_generate(tmp_path, models):
     from contextevolve.memory.store import close_memory, open_memory
 
     ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, workers=2, max_retries=0,
-                     repair_attempts=0, review_guidance=True)
+                     review_guidance=True)
     graph = build_graph(InMemorySaver())
     configs = [{"configurable": {"thread_id": name}} for name in ("t", "u")]
     try:
@@ -392,7 +390,7 @@ def test_a_thread_refuses_settings_of_another_run_and_a_second_thread_joins_as_a
     from contextevolve.memory.buffer import EvolveBuffer, stored_run_id
     from contextevolve.memory.store import BUFFER_FILE, close_memory, open_memory
 
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=1, max_retries=0, repair_attempts=0)
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=1, max_retries=0)
     graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
     try:
         graph.invoke({}, config, context=ctx, interrupt_before=["generate"])
@@ -429,7 +427,7 @@ def test_new_input_on_a_worker_stopped_mid_iteration_makes_the_same_child(tmp_pa
     from contextevolve.graph.context import RunContext
     from contextevolve.memory.store import close_memory, open_memory
 
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, max_retries=0, repair_attempts=2)
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, max_retries=0)
     graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
     try:
         # the child is evaluated but not committed; then the user submits new input instead of resuming
@@ -446,14 +444,14 @@ def test_new_input_on_a_worker_stopped_mid_iteration_makes_the_same_child(tmp_pa
 
 
 def test_a_moved_run_directory_still_resumes(tmp_path, models):
-    evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0)
     (tmp_path / "r").rename(tmp_path / "moved")
     result = evolve("model_placement", iterations=2, run_dir=tmp_path / "moved", resume=True)
     assert result.iterations == 2 and result.programs == 3
 
 
 def test_every_child_records_its_seconds_by_phase_and_its_llm_calls(tmp_path, models):
-    evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=2, run_dir=tmp_path / "r", max_retries=0)
     records = [json.loads(line) for line in (tmp_path / "r" / "programs.jsonl").read_text().splitlines()]
     initial, children = records[0], records[1:]
     assert (initial["seconds"]["initialize"] > 0
@@ -487,7 +485,7 @@ def test_every_child_records_its_seconds_by_phase_and_its_llm_calls(tmp_path, mo
 
 def test_a_time_budget_stops_the_run_before_the_next_claim(tmp_path, models):
     spent = evolve("model_placement", iterations=10, run_dir=tmp_path / "t", time_budget_s=0.01,
-                   max_retries=0, repair_attempts=0)
+                   max_retries=0)
     # the initial program took longer
     assert spent.iterations == 0 and "time budget reached" in spent.stop_reason
     with pytest.raises(ValueError, match="time_budget_s must be > 0"):

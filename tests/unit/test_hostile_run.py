@@ -91,7 +91,7 @@ def test_a_crashing_grader_fails_the_child_and_the_run_goes_on(tmp_path, models,
     monkeypatch.setattr(executors.LocalExecutor, "evaluate",
                         lambda self, task, source, timeout_s=None, limits=None: sometimes_explodes(
                             task, source, timeout_s, limits))
-    result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0)
+    result = evolve("model_placement", iterations=3, run_dir=tmp_path / "r", max_retries=0)
     records = _records(tmp_path / "r")
     assert result.iterations == 3 and len(records) == 4
     assert records[1]["status"] == "failed" and "disk full while staging" in records[1]["reason"]

@@ -93,7 +93,7 @@ def test_a_served_worker_pauses_before_generate_shows_the_guidance_and_completes
                "parallelism": {"workers": workers, "summarize_behind": False},
                "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"},
                        "max_retries": 0},
-               "search": {"repair_attempts": 0, "samples_per_prompt": 1}}
+               "search": {"samples_per_prompt": 1}}
     for thread in threads:
         client.runs.wait(thread, "contextevolve", input={}, context=context, interrupt_before=["generate"])
     first = [client.threads.get_state(t) for t in threads]
@@ -136,7 +136,7 @@ def test_a_served_thread_refuses_another_runs_settings_and_a_second_thread_joins
 
     client = get_sync_client(url=server, timeout=120)
     thread = client.threads.create()["thread_id"]
-    context = {"run_dir": str(tmp_path / "run"), "max_iterations": 1, "search": {"repair_attempts": 0},
+    context = {"run_dir": str(tmp_path / "run"), "max_iterations": 1,
                "llm": {"base_url": endpoint.url, "model": "ctx", "models": {"generator": "gen"},
                        "max_retries": 0}}
     client.runs.wait(thread, "contextevolve", input={}, context=context)

@@ -65,23 +65,15 @@ def test_a_first_ask_without_guidance_is_hotter_only_with_the_navigator_on():
     assert off.first("").temperature == off.first("go").temperature == on.first("go").temperature
 
 
-def test_import_fixes_are_their_own_setting_apart_from_model_repairs():
-    paper, imports_only = policy(repair_attempts=0, import_fixes=False), policy(repair_attempts=0)
+def test_a_missing_import_is_a_failed_childs_only_repair():
+    paper, imports = policy(import_fixes=False), policy()
     assert not paper.repair_due(failed())
-    assert (imports_only.repair_due(failed())
-            and imports_only.strategy_for(failed()) == ("import", "import heapq"))
-    assert not imports_only.repair_due(failed(["import"] * IMPORT_FIXES))  # bounded
-    assert not imports_only.repair_due(failed(source="import heapq\nx = heapq.nlargest(1, [1])\n"))
-
-
-def test_the_last_model_repair_restarts_from_the_parent():
-    one, two, fixes = policy(import_fixes=False), policy(repair_attempts=2, import_fixes=False), \
-        policy(repair_attempts=2, repair_restart=False, import_fixes=False)
-    assert one.strategy_for(failed())[0] == "restart"
-    assert two.strategy_for(failed())[0] == "model" and two.strategy_for(failed(["model"]))[0] == "restart"
-    assert fixes.strategy_for(failed(["model"]))[0] == "model"
-    assert one.strategy_for(failed(source=""))[0] == "model"  # nothing to restart from: fix from the parent
-    assert not two.repair_due(failed(["model", "restart"])) and not two.repair_due(failed(["model"]), True)
+    assert imports.repair_due(failed()) and imports.strategy_for(failed()) == ("import", "import heapq")
+    assert imports.repair_due(failed(), True)  # free: made whatever the budget
+    assert not imports.repair_due(failed(["import"] * IMPORT_FIXES))  # bounded
+    assert not imports.repair_due(failed(source="import heapq\nx = heapq.nlargest(1, [1])\n"))
+    unknown = failed().model_copy(update={"reason": "NameError: name 'pq' is not defined", "traceback": ""})
+    assert not imports.repair_due(unknown)  # no import fixes it, and no model is asked
 
 
 def test_a_changed_setting_the_others_make_ignored_is_named():
@@ -89,10 +81,8 @@ def test_a_changed_setting_the_others_make_ignored_is_named():
     assert ignored_settings(RunContext(workers=4)) == []  # defaults left alone say nothing
     said = " | ".join(ignored_settings(RunContext(
         edit_form="diff", docstrings_shown=False, stop_at_code_end=False, navigator_enabled=False,
-        unguided_hotter=0.5, repair_attempts=0, repair_restart=False, embedded_server_per_role=True,
-        workers=2)))
-    for name in ("docstrings_shown", "stop_at_code_end", "unguided_hotter", "repair_restart",
-                 "embedded_server_per_role"):
+        unguided_hotter=0.5, embedded_server_per_role=True, workers=2)))
+    for name in ("docstrings_shown", "stop_at_code_end", "unguided_hotter", "embedded_server_per_role"):
         assert name in said
     assert "exemplar_docstrings is ignored" in ignored_settings(RunContext(exemplar_docstrings=False,
                                                                            edit_form="functions"))[0]
@@ -114,7 +104,7 @@ def test_a_run_warns_about_an_ignored_setting_when_it_starts(tmp_path):
     models = default_models()
     models["generator"] = scripted(reply("no code here"))
     with use_chat_models(**models), pytest.warns(IgnoredSettingWarning, match="stop_at_code_end"):
-        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0, repair_attempts=0,
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0,
                edit_form="diff", stop_at_code_end=False)
     assert (tmp_path / "r" / "programs.jsonl").exists()
 

@@ -62,7 +62,7 @@ def test_a_cost_budget_stops_the_run_and_the_cost_is_shown_everywhere(tmp_path, 
     from contextevolve.view.payload import search
 
     run_dir = tmp_path / "run"
-    result = evolve("model_placement", iterations=8, run_dir=run_dir, max_retries=0, repair_attempts=0,
+    result = evolve("model_placement", iterations=8, run_dir=run_dir, max_retries=0,
                     prices=PRICE, cost_budget=1e-9)
     assert result.stop_reason.startswith("cost budget reached") and result.iterations < 8
     assert result.cost == pytest.approx(cost(RunContext(prices=PRICE), result.tokens)) and result.cost > 0
@@ -73,8 +73,7 @@ def test_a_cost_budget_stops_the_run_and_the_cost_is_shown_everywhere(tmp_path, 
     data = load_run(run_dir)
     assert search(data)["total_cost"] == pytest.approx(result.cost)
     assert f'id="cost">{dollars(result.cost)}<' in write_report(run_dir).read_text()
-    plain = evolve("model_placement", iterations=1, run_dir=tmp_path / "plain", max_retries=0,
-                   repair_attempts=0)
+    plain = evolve("model_placement", iterations=1, run_dir=tmp_path / "plain", max_retries=0)
     assert plain.cost is None and run_status(tmp_path / "plain")["cost"] is None  # no price: tokens only
     assert search(load_run(tmp_path / "plain"))["total_cost"] is None
 
@@ -98,7 +97,7 @@ def test_embedded_flag_runs_a_problem_whose_config_names_a_remote_endpoint(tmp_p
                                                     "output: 2.5}\n")
     run_dir = tmp_path / "run"
     assert main(["run", "--problem", str(folder), "--embedded", "--iterations", "1", "--run-dir",
-                 str(run_dir), "--repair-attempts", "0", "--no-report"]) == 0
+                 str(run_dir), "--no-report"]) == 0
     saved = json.loads((run_dir / "run.json").read_text())
     assert saved["llm"]["embedded"] is True and saved["llm"]["base_url"] == "https://openrouter.ai/api/v1"
     assert saved["llm"]["prices"] == {"google/gemini-2.5-flash": {"input": 0.3, "output": 2.5}}

@@ -1,9 +1,8 @@
-"""Repair of failed children, pre-checks, novelty, context-agent caps, readable progress."""
+"""Import fixes of failed children, second asks, pre-checks, novelty, readable progress."""
 
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -22,11 +21,10 @@ from tests.fakes import BETTER_PROGRAM, INITIAL, default_models, fenced, reply, 
 
 TASK = get_task("model_placement")
 #: BETTER_PROGRAM with a heap imported under a name the model forgot: NameError on the first case
-#: (a name no mechanical fix knows, so the model is asked).
+#: (a name no mechanical fix knows).
 NAME_ERROR = BETTER_PROGRAM.replace("    ordered = sorted(", "    pq.heapify([])\n    ordered = sorted(")
-#: What a minimal repair returns: the same edit, as a SEARCH/REPLACE diff that adds the import.
-ADD_IMPORT = ("<<<<<<< SEARCH\n    pq.heapify([])\n=======\n    import heapq as pq\n    pq.heapify([])\n"
-              ">>>>>>> REPLACE\n")
+#: BETTER_PROGRAM using ``heapq`` without importing it: the import is added without a model.
+FORGOT_IMPORT = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
 
 
 def run(tmp_path, generator, **settings):
@@ -38,156 +36,15 @@ def run(tmp_path, generator, **settings):
     return result, records, models
 
 
-def test_a_name_error_is_repaired_in_one_attempt_and_scored(tmp_path):
-    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
-    result, records, models = run(tmp_path, generator, repair_attempts=2)
-    child = records[1]
-    assert child["status"] == "ok" and len(child["attempts"]) == 1
-    # the fixed child is what was scored, and its score is what the evaluator gives it
-    assert "import heapq" in child["source"]
-    assert child["combined_score"] == pytest.approx(TASK.evaluate(child["source"]).combined_score)
-    assert result.best_score == pytest.approx(child["combined_score"])
-    attempt = child["attempts"][0]
-    assert attempt["status"] == "failed" and "NameError: name 'pq' is not defined" in attempt["reason"]
-    assert attempt["source"] == NAME_ERROR and child["prechecks_failed"] == 1  # the smoke run caught it
-    # the repair prompt held the failing code and the traceback in the candidate's own line numbers
-    repair_prompt = generator.seen[1][1].content
-    line = NAME_ERROR.splitlines().index("    pq.heapify([])") + 1
-    assert NAME_ERROR in repair_prompt and f"line {line}, in compute_model_placement" in repair_prompt
-    # its tokens are booked under `repair`, on the child and in the run's total
-    assert attempt["tokens"] == {"repair": {"prompt": 1200, "completion": 60}}
-    assert child["tokens"]["repair"] == {"prompt": 1200, "completion": 60}
-    assert child["tokens"]["generator"] == {"prompt": 900, "completion": 400}
-    assert result.tokens["repair"] == {"prompt": 1200, "completion": 60}
-    # the failed version stays visible to the Sampler, in the child's abstract
-    assert "Earlier versions failed (1 repaired): " in child["abstract"] and "name 'pq'" in child["abstract"]
-
-
-def test_repairs_stop_at_r(tmp_path):
-    broken = reply(fenced(NAME_ERROR), 900, 400)
-    generator = scripted(broken, reply(fenced(NAME_ERROR.replace("pq.heapify", "pq2.heapify")), 900, 400),
-                         reply(fenced(NAME_ERROR.replace("pq.heapify", "pq3.heapify")), 900, 400),
-                         reply(fenced(BETTER_PROGRAM), 900, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2)
-    child = records[1]
-    # the generation and R = 2 repairs; the 4th (good) reply is never asked for
-    assert len(generator.seen) == 3
-    assert child["status"] == "failed" and len(child["attempts"]) == 2 and "pq3" in child["reason"]
-    assert child["tokens"]["repair"] == {"prompt": 1800, "completion": 800}
-
-
-def test_a_repair_that_changes_nothing_is_asked_again_on_the_same_error(tmp_path):
-    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
-                         reply(ADD_IMPORT, 1200, 60), cycle=False)
-    # R = 3: two fixes before the last repair (which would start again from the parent)
-    _, records, _ = run(tmp_path, generator, repair_attempts=3)
-    child = records[1]
-    assert child["status"] == "ok" and [a["attempt"] for a in child["attempts"]] == [1, 2]
-    assert all("NameError" in a["reason"] for a in child["attempts"])
-    assert "NameError: name 'pq' is not defined" in generator.seen[2][1].content
-    assert child["prechecks_failed"] == 1  # the unchanged program was not checked or evaluated again
-
-
-def test_the_last_repair_starts_again_from_the_parent(tmp_path):
-    still_broken = NAME_ERROR.replace("pq.heapify", "pq2.heapify")
-    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(still_broken), 1000, 400),
-                         reply(fenced(BETTER_PROGRAM), 1100, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2)
-    child = records[1]
-    assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
-    assert [a["attempt"] for a in child["attempts"]] == [1, 2] and "pq2" in child["attempts"][1]["reason"]
-    assert [a["method"] for a in child["attempts"]] == ["model", "restart"]
-    assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)
-    fix, restart = generator.seen[1][1].content, generator.seen[2][1].content
-    assert NAME_ERROR in fix  # the first repair fixes the failing program
-    # the last one shows the parent (the initial program) and the error, not the failing program
-    assert INITIAL in restart and still_broken not in restart and "pq2.heapify" in restart
-    assert "NameError: name 'pq2' is not defined" in restart and "A previous attempt failed" in restart
-    assert child["tokens"]["repair"] == {"prompt": 2100, "completion": 800}
-    # the restart starts like the Generator's own request, through the parent's code (the prompt cache)
-    first = generator.seen[0]
-    assert generator.seen[2][0].content == first[0].content
-    shared = os.path.commonprefix([first[1].content, restart])
-    assert shared.startswith("## Task\n") and INITIAL in shared
-
-
-def test_a_single_repair_is_a_restart(tmp_path):
-    generator = scripted(reply(fenced(NAME_ERROR.replace("pq.heapify", "pq2.heapify")), 900, 400),
-                         reply(fenced(BETTER_PROGRAM), 1100, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=1)
-    child = records[1]
-    assert child["status"] == "ok" and [a["method"] for a in child["attempts"]] == ["restart"]
-
-
-def test_by_default_a_failed_child_gets_no_model_repair_only_a_missing_import(tmp_path):
+def test_a_failed_child_gets_no_model_repair_only_a_missing_import(tmp_path):
     unknown = NAME_ERROR.replace("pq.heapify", "pq2.heapify")  # no import can fix an unknown name
     generator = scripted(reply(fenced(unknown), 900, 400), reply(fenced(BETTER_PROGRAM), 1100, 400),
                          cycle=False)
     _, records, _ = run(tmp_path, generator)
     assert len(generator.seen) == 1 and records[1]["status"] == "failed" and not records[1]["attempts"]
-    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
-    generator = scripted(reply(fenced(forgot), 900, 400), cycle=False)
+    generator = scripted(reply(fenced(FORGOT_IMPORT), 900, 400), cycle=False)
     _, records, _ = run(tmp_path / "2", generator)
     assert records[1]["status"] == "ok" and [a["method"] for a in records[1]["attempts"]] == ["import"]
-
-
-def test_without_restart_every_repair_fixes_the_failing_program(tmp_path):
-    still_broken = NAME_ERROR.replace("pq.heapify", "pq2.heapify")
-    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(still_broken), 1000, 400),
-                         reply(fenced(BETTER_PROGRAM), 1100, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2, repair_restart=False)
-    assert (still_broken in generator.seen[2][1].content
-            and "A previous attempt failed" not in generator.seen[2][1].content)
-    assert records[1]["status"] == "ok"
-
-
-def test_a_restart_that_copies_the_parent_gets_the_second_ask(tmp_path):
-    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
-                         reply(fenced(INITIAL), 1100, 400), reply(fenced(BETTER_PROGRAM), 700, 300),
-                         cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2)
-    child = records[1]
-    assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
-    assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)
-    assert [a["method"] for a in child["attempts"]] == ["model", "restart"]
-    # the second ask is a new conversation: the task, the parent without docstrings, another mutation
-    second = generator.seen[3]
-    assert len(second) == 2 and '"""' not in second[1].content and "EVOLVE-BLOCK-START" in second[1].content
-    assert mutation_for(1, 0) in second[1].content and mutation_for(1, 0) != mutation_for(0, 0)
-    assert child["attempts"][1]["tokens"] == {"repair": {"prompt": 1800, "completion": 700}}
-    assert child["tokens"]["repair"] == {"prompt": 2800, "completion": 1100}
-
-
-def test_a_restart_whose_second_ask_copies_again_is_a_failed_duplicate(tmp_path):
-    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
-                         reply(fenced(INITIAL), 1100, 400), reply(fenced(INITIAL + "\n# same\n"), 700, 300),
-                         cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2)
-    assert len(generator.seen) == 4
-    assert records[1]["status"] == "failed" and records[1]["reason"].startswith("duplicate of it00000")
-    # a twin is stored without source (not the earlier failing program); its attempts keep that one
-    assert records[1]["source"] == "" and records[1]["attempts"][-1]["source"] == NAME_ERROR
-
-
-def test_no_repair_with_zero_attempts(tmp_path):
-    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=0)
-    assert len(generator.seen) == 1 and records[1]["status"] == "failed" and records[1]["attempts"] == []
-    assert "repair" not in records[1]["tokens"]
-
-
-def test_a_diff_that_does_not_apply_is_repaired(tmp_path):
-    bad = "<<<<<<< SEARCH\n    no such line\n=======\n    x = 1\n>>>>>>> REPLACE\n"
-    good = ("<<<<<<< SEARCH\n                kvpr = load[gpu_id] / free_mem[gpu_id]\n=======\n"
-            "                kvpr = (load[gpu_id] + model.req_rate / model.slo) / max(free_mem[gpu_id] - "
-            "model.model_size, 1e-9)\n>>>>>>> REPLACE\n")
-    generator = scripted(reply(bad, 900, 50), reply(good, 1000, 60), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=1, edit_form="diff")
-    child = records[1]
-    assert child["status"] == "ok" and child["source"] == BETTER_PROGRAM
-    assert "SEARCH text not found" in child["attempts"][0]["reason"]
-    assert ("could not be applied" in generator.seen[1][1].content
-            and "no such line" in generator.seen[1][1].content)
 
 
 def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
@@ -207,7 +64,7 @@ def test_a_duplicate_child_is_never_evaluated(tmp_path, monkeypatch):
                                "# EVOLVE-BLOCK-END")
     assert "def unused_helper" in with_helper
     generator = scripted(reply(fenced(twin), 900, 400), reply(fenced(with_helper), 950, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    _, records, _ = run(tmp_path, generator)
     child = records[1]
     assert evaluated == [] and child["eval_seconds"] == 0.0
     assert child["status"] == "failed" and child["reason"].startswith("duplicate of it00000")
@@ -363,19 +220,19 @@ def test_progress_names_the_phase_and_each_failure(tmp_path):
     models = default_models()
     models["generator"] = scripted(reply("I cannot help with that.", 900, 10))
     with use_chat_models(**models):
-        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0, repair_attempts=1,
+        evolve("model_placement", iterations=1, run_dir=tmp_path / "r", max_retries=0,
                on_phase=lambda node, child: phases.append((node, child)), on_commit=commits.append)
     child = [p for p in phases if p[1]]
     assert [n for n, _ in child] == ["select_parent", "navigate", "sample", "compose", "review", "generate",
-                                     "evaluate", "repair", "summarize", "update_buffer"]
+                                     "evaluate", "summarize", "update_buffer"]
     assert ({c for _, c in child} == {"it00001"} and ("initialize", None) in phases
             and ("claim", None) in phases)
     # c_0's report, then the child's, read from its record
     assert [c["child_id"] for c in commits] == ["it00000", "it00001"]
     report = commits[1]
-    assert (report["worker"], report["status"], report["repairs"]) == (0, "failed", 1)
+    assert (report["worker"], report["status"], report["repairs"]) == (0, "failed", 0)
     assert "no code block" in report["reason"] and report["iterations"] == 1
-    assert "no code block" in child_line(report) and "repaired 1x" in child_line(report)
+    assert "no code block" in child_line(report) and "repaired" not in child_line(report)
     line = child_line({"child_id": "it00001", "worker": 0, "status": "failed", "score": 0.0, "repairs": 1,
                        "reason": "malformed generator output: the reply contains no code block",
                        "usage": {"generator": {"prompt": 900, "completion": 10}}})
@@ -387,7 +244,7 @@ def test_progress_names_the_phase_and_each_failure(tmp_path):
 def test_a_replayed_repair_does_not_ask_or_record_twice(seeded, ctx):
     from dataclasses import replace
 
-    ctx = RunContext(run_dir=ctx.run_dir, max_iterations=3, max_retries=0, repair_attempts=1)
+    ctx = RunContext(run_dir=ctx.run_dir, max_iterations=3, max_retries=0)
 
     from contextevolve.nodes.evaluate import evaluate
     from contextevolve.nodes.generate import generate
@@ -396,8 +253,7 @@ def test_a_replayed_repair_does_not_ask_or_record_twice(seeded, ctx):
 
     state, memory = seeded
     models = default_models()
-    models["generator"] = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60),
-                                   cycle=False)
+    models["generator"] = scripted(reply(fenced(FORGOT_IMPORT), 900, 400), cycle=False)
     with use_chat_models(**models):
         state = replace(state, parent_id="it00000")
         state = apply(state, run_node(generate, composed(state, ctx), ctx))
@@ -405,8 +261,8 @@ def test_a_replayed_repair_does_not_ask_or_record_twice(seeded, ctx):
         assert state.repair_due
         first = run_node(repair, state, ctx)
         again = run_node(repair, state, ctx)  # as after a crash before the checkpoint
-    assert again == first and len(models["generator"].seen) == 2
-    assert len(memory.buffer.require("it00001").attempts) == 1
+    assert again == first and len(models["generator"].seen) == 1
+    assert [a.method for a in memory.buffer.require("it00001").attempts] == ["import"]
 
 
 def test_a_replayed_evaluation_neither_runs_nor_counts_twice(seeded, ctx, monkeypatch):
@@ -435,9 +291,9 @@ def test_a_replayed_evaluation_neither_runs_nor_counts_twice(seeded, ctx, monkey
 
 
 def test_a_missing_standard_import_is_added_without_asking_the_model(tmp_path):
-    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
-    generator = scripted(reply(fenced(forgot), 900, 400), reply(fenced(NAME_ERROR), 1000, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2)
+    generator = scripted(reply(fenced(FORGOT_IMPORT), 900, 400), reply(fenced(NAME_ERROR), 1000, 400),
+                         cycle=False)
+    _, records, _ = run(tmp_path, generator)
     child = records[1]
     assert len(generator.seen) == 1  # only the generation: the repair needed no model
     assert child["status"] == "ok" and len(child["attempts"]) == 1 and "repair" not in child["tokens"]
@@ -463,92 +319,28 @@ def test_an_import_goes_after_the_docstring_when_there_is_no_block():
         '"""Doc."""\nfrom __future__ import annotations\nimport math\nX = 1\n')
 
 
-def test_an_import_missing_after_the_model_repair_is_added_without_counting(tmp_path):
-    # the Generator's reply does not compile; its one model repair (a restart) forgets `import heapq`:
-    # the import is added for free, beyond the budget of one model repair
-    broken = BETTER_PROGRAM.replace("    ordered = sorted(", "    ordered = sorted((\n")
-    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
-    generator = scripted(reply(fenced(broken), 900, 400), reply(fenced(forgot), 1000, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=1)
-    child = records[1]
-    assert len(generator.seen) == 2
-    assert [a["method"] for a in child["attempts"]] == ["restart", "import"]
-    assert child["status"] == "ok" and "import heapq\n" in child["source"]
-    assert child["combined_score"] == pytest.approx(TASK.evaluate(child["source"]).combined_score)
-
-
-def test_a_child_whose_import_was_added_still_gets_its_model_repair(tmp_path):
-    # `heapq` is added without a model; the program then fails on `pq`, a name no fix knows: the one
-    # model repair is still due, and its program is scored
-    both = NAME_ERROR.replace("    pq.heapify([])\n", "    heapq.heapify([])\n    pq.heapify([])\n")
-    generator = scripted(reply(fenced(both), 900, 400), reply(fenced(BETTER_PROGRAM), 1000, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=1)
-    child = records[1]
-    assert [a["method"] for a in child["attempts"]] == ["import", "restart"]
-    assert "NameError: name 'pq' is not defined" in child["attempts"][1]["reason"]
-    assert child["status"] == "ok" and len(generator.seen) == 2
-    assert child["combined_score"] == pytest.approx(TASK.evaluate(BETTER_PROGRAM).combined_score)
-
-
-def test_no_repair_at_all_adds_no_import_either(tmp_path):
-    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
-    generator = scripted(reply(fenced(forgot), 900, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=0, import_fixes=False)
+def test_without_import_fixes_no_import_is_added(tmp_path):
+    generator = scripted(reply(fenced(FORGOT_IMPORT), 900, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator, import_fixes=False)
     child = records[1]
     assert child["status"] == "failed" and child["attempts"] == [] and child["failure_kind"] == "precheck"
     assert "NameError: name 'heapq' is not defined" in child["reason"]
 
 
-def test_without_model_repairs_a_missing_import_is_still_added(tmp_path):
-    forgot = NAME_ERROR.replace("pq.heapify", "heapq.heapify")
-    generator = scripted(reply(fenced(forgot), 900, 400), cycle=False)
-    _, records, models = run(tmp_path, generator, repair_attempts=0)
-    child = records[1]
-    assert [a["method"] for a in child["attempts"]] == ["import"] and "import heapq" in child["source"]
-    assert child["status"] == "ok" and len(models["generator"].seen) == 1  # no model repair was asked
-
-
-def test_at_most_three_imports_are_added_and_the_model_repair_after_them_is_not_hotter(tmp_path, monkeypatch):
-    from contextevolve.nodes import repair as repair_node
-
-    asked = []
-    real = repair_node.ask_generator
-    monkeypatch.setattr(repair_node, "ask_generator", lambda ctx, messages, sampling, *a, **kw:
-                        asked.append(sampling) or real(ctx, messages, sampling, *a, **kw))
+def test_at_most_three_imports_are_added_then_the_child_stays_failed(tmp_path):
     four = BETTER_PROGRAM.replace("    ordered = sorted(", "    heapq.heapify([])\n    bisect.bisect([], 1)\n"
                                   "    math.sqrt(1.0)\n    statistics.mean([1])\n    ordered = sorted(")
     generator = scripted(reply(fenced(four), 900, 400), reply(fenced(BETTER_PROGRAM), 1000, 400), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=1, repair_restart=False)
+    _, records, _ = run(tmp_path, generator)
     child = records[1]
-    assert [a["method"] for a in child["attempts"]] == ["import", "import", "import", "model"]
-    assert "NameError: name 'statistics' is not defined" in child["attempts"][3]["reason"]
-    assert child["status"] == "ok" and child["combined_score"] == pytest.approx(
-        TASK.evaluate(child["source"]).combined_score)
-    # the one model repair samples as a first model repair does: at the Generator's temperature
-    from contextevolve.graph.context import RunContext
-    assert len(asked) == 1 and asked[0].temperature == RunContext().llm.temperature_for("generator")
+    assert [a["method"] for a in child["attempts"]] == ["import", "import", "import"]
+    assert child["status"] == "failed" and "NameError: name 'statistics' is not defined" in child["reason"]
+    assert len(generator.seen) == 1  # no model repair after them
 
 
 #: tokens the scripted Summarizer spends on the initial program before the first child is claimed
 #: (tests/fakes.py)
 INITIAL_TOKENS = 340
-
-
-def test_a_spent_token_budget_stops_a_worker_asking_for_repairs(tmp_path):
-    """A worker that has spent what the token budget had left asks for no repairs.
-
-    With a token budget, a worker's child is not repaired once the worker has spent what the budget had
-    left, as ``compare`` stops a peer once its requests reach the budget (a run used to go on repairing,
-    up to ~8,000 tokens past it).
-    """
-    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(ADD_IMPORT, 1200, 60), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=2, token_budget=INITIAL_TOKENS + 1)
-    assert len(generator.seen) == 1 and records[1]["status"] == "failed" and records[1]["attempts"] == []
-    assert "repair" not in records[1]["tokens"]
-    _, records, _ = run(tmp_path / "roomy", scripted(reply(fenced(NAME_ERROR), 900, 400),
-                                                           reply(ADD_IMPORT, 1200, 60), cycle=False),
-                            repair_attempts=2, token_budget=100_000)
-    assert records[1]["status"] == "ok" and len(records[1]["attempts"]) == 1  # the same child, repaired
 
 
 def test_a_spent_token_budget_still_adds_a_missing_import_and_skips_a_twins_second_ask(tmp_path):
@@ -560,7 +352,7 @@ def test_a_spent_token_budget_still_adds_a_missing_import_and_skips_a_twins_seco
                                        "    heapq.heapify([])\n    ordered = sorted(")
     assert "import heapq" not in no_import
     _, records, _ = run(tmp_path, scripted(reply(fenced(no_import), 900, 400), cycle=False),
-                        repair_attempts=1, token_budget=INITIAL_TOKENS + 1)
+                        token_budget=INITIAL_TOKENS + 1)
     assert records[1]["status"] == "ok" and [a["method"] for a in records[1]["attempts"]] == ["import"]
     generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 300),
                          cycle=False)
@@ -568,11 +360,3 @@ def test_a_spent_token_budget_still_adds_a_missing_import_and_skips_a_twins_seco
     assert len(generator.seen) == 1 and records[1]["reason"].startswith("duplicate of it00000")
 
 
-def test_a_restart_that_spends_the_budget_and_copies_the_parent_gets_no_second_ask(tmp_path):
-    # the worker's share is 2,500 tokens: Navigator 430 + first ask 1,300 leave room for the restart (1,500),
-    # which spends it, so the restart's second ask is not asked
-    generator = scripted(reply(fenced(NAME_ERROR), 900, 400), reply(fenced(INITIAL), 1100, 400),
-                         reply(fenced(BETTER_PROGRAM), 700, 300), cycle=False)
-    _, records, _ = run(tmp_path, generator, repair_attempts=1, token_budget=INITIAL_TOKENS + 2500)
-    assert len(generator.seen) == 2 and [a["method"] for a in records[1]["attempts"]] == ["restart"]
-    assert records[1]["status"] == "failed" and records[1]["reason"].startswith("duplicate of it00000")

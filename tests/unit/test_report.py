@@ -53,7 +53,7 @@ class _Page(HTMLParser):
 def finished_run(tmp_path, models):
     """A 4-iteration run with scripted models: valid, invalid and failed children and one improvement."""
     run_dir = tmp_path / "run"
-    evolve("model_placement", iterations=3, run_dir=run_dir, max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=3, run_dir=run_dir, max_retries=0)
     return run_dir
 
 
@@ -124,7 +124,7 @@ def test_report_errors_name_the_problem(tmp_path):
 
 def test_cli_report_and_run_write_the_report(tmp_path, models, capsys):
     run_dir = tmp_path / "r"
-    assert main(["run", "--iterations", "1", "--run-dir", str(run_dir), "--repair-attempts", "0"]) == 0
+    assert main(["run", "--iterations", "1", "--run-dir", str(run_dir)]) == 0
     assert (run_dir / "report.html").is_file() and "report:" in capsys.readouterr().err
     out = tmp_path / "elsewhere" / "page.html"
     assert main(["report", str(run_dir), "--out", str(out)]) == 0

@@ -31,13 +31,13 @@ def test_settings_are_grouped_and_flat_names_reach_their_group():
 
     from contextevolve.graph.context import SearchSettings
 
-    flat = RunContext(workers=2, repair_attempts=0, eval_memory_mb=512, base_url="http://h/v1",
+    flat = RunContext(workers=2, stale_after=0, eval_memory_mb=512, base_url="http://h/v1",
                       summarizer_enabled=False)
-    grouped = RunContext(parallelism={"workers": 2}, search=SearchSettings(repair_attempts=0),
+    grouped = RunContext(parallelism={"workers": 2}, search=SearchSettings(stale_after=0),
                          sandbox={"memory_mb": 512}, llm={"base_url": "http://h/v1"},
                          ablations={"summarizer_enabled": False})
     assert flat == grouped
-    assert ((flat.parallelism.workers, flat.search.repair_attempts, flat.sandbox.memory_mb, flat.llm.base_url)
+    assert ((flat.parallelism.workers, flat.search.stale_after, flat.sandbox.memory_mb, flat.llm.base_url)
             == (2, 0, 512, "http://h/v1") and flat.ablations.summarizer_enabled is False)
     # concurrent LLM requests and evaluations default to one per worker
     assert (flat.parallelism.llm_concurrency, flat.parallelism.eval_workers) == (None, None)
@@ -45,10 +45,10 @@ def test_settings_are_grouped_and_flat_names_reach_their_group():
     assert (replace(flat, llm_concurrency=1, eval_workers=3).llm_slots,
             replace(flat, llm_concurrency=1, eval_workers=3).eval_slots) == (1, 3)
     # a flat name overrides that field of a group given alongside; the group's other fields stay
-    both = RunContext(search=SearchSettings(repair_attempts=0, num_exemplars=1), repair_attempts=3)
-    assert (both.search.repair_attempts, both.search.num_exemplars) == (3, 1)
+    both = RunContext(search=SearchSettings(stale_after=0, num_exemplars=1), stale_after=3)
+    assert (both.search.stale_after, both.search.num_exemplars) == (3, 1)
     moved = replace(flat, workers=3, seed=7)
-    assert (moved.parallelism.workers, moved.search.repair_attempts, moved.seed) == (3, 0, 7)
+    assert (moved.parallelism.workers, moved.search.stale_after, moved.seed) == (3, 0, 7)
     assert flat.parallelism.workers == 2  # replace copies, the original keeps its groups
     # the setting of rounds of lanes is gone, and its name points to what replaced it
     with pytest.raises(UnknownSettingError, match="the setting 'lanes' was replaced by 'workers'"):
@@ -59,8 +59,8 @@ def test_settings_are_grouped_and_flat_names_reach_their_group():
         with pytest.raises(ValueError, match="workers, eval_workers and llm_concurrency must be >= 1"):
             RunContext(parallelism=group)
     with pytest.raises(UnknownSettingError,
-                       match=r"unknown search setting 'repair_attempt' \(did you mean 'repair_attempts'\?\)"):
-        RunContext(search={"repair_attempt": 1})
+                       match=r"unknown search setting 'stale_afte' \(did you mean 'stale_after'\?\)"):
+        RunContext(search={"stale_afte": 1})
     with pytest.raises(ValueError, match="invalid run settings: sandbox: .*memory_mb"):
         RunContext(eval_memory_mb=1)
     with pytest.raises(ValueError, match="unguided_hotter must be >= 0"):
@@ -72,17 +72,17 @@ def test_run_json_is_grouped_and_an_older_flat_one_still_loads():
 
     from contextevolve.graph.context import flat_settings
 
-    ctx = RunContext(task="eplb", workers=2, repair_attempts=1, eval_timeout_s=9.0, api_key=API_KEY,
+    ctx = RunContext(task="eplb", workers=2, stale_after=1, eval_timeout_s=9.0, api_key=API_KEY,
                      max_iterations=4)
     saved = ctx.to_json()
-    assert saved["parallelism"]["workers"] == 2 and saved["search"]["repair_attempts"] == 1
+    assert saved["parallelism"]["workers"] == 2 and saved["search"]["stale_after"] == 1
     assert saved["sandbox"]["timeout_s"] == 9.0 and "api_key" not in saved["llm"] and "workers" not in saved
     assert RunContext.from_json(json.loads(json.dumps(saved))) == replace(ctx, api_key=None)
-    older = {"task": "eplb", "workers": 2, "repair_attempts": 1, "eval_timeout_s": 9.0, "max_iterations": 4}
+    older = {"task": "eplb", "workers": 2, "stale_after": 1, "eval_timeout_s": 9.0, "max_iterations": 4}
     assert RunContext.from_json(older) == RunContext.from_json(saved)
     assert RunContext.from_json(saved, workers=3).parallelism.workers == 3  # an override by flat name wins
     assert flat_settings(saved)["workers"] == 2 and flat_settings(older)["eval_timeout_s"] == 9.0
-    assert "repair_restart" not in flat_settings(older)  # absent stays absent
+    assert "stale_rest" not in flat_settings(older)  # absent stays absent
     # a run.json from before workers (L lanes per round, flat or grouped) loads as L workers
     lanes = {k: v for k, v in older.items() if k != "workers"} | {"lanes": 2}
     assert RunContext.from_json(lanes) == RunContext.from_json(saved)
@@ -127,6 +127,10 @@ def test_a_run_json_with_a_deleted_setting_loads_at_its_old_default_and_is_refus
     (tmp_path / "run.json").write_text(json.dumps(other))
     with pytest.raises(UnknownSettingError, match=r"unknown search setting 'exemplar_view' \(deleted"):
         prepare_context(tmp_path, resume=True)
+    model_repairs = {**saved, "search": {**saved["search"], "repair_attempts": 1}}
+    with pytest.raises(UnknownSettingError, match=r"'repair_attempts' \(deleted, not adopted: "
+                                                  r"docs/decisions/repair-restart\.md"):
+        RunContext.from_json(model_repairs)
     with pytest.raises(UnknownSettingError, match="'step_changes' \\(deleted, not adopted"):
         RunContext(step_changes=0)  # not a setting to give a new run
 

@@ -13,7 +13,7 @@ from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.forms import build_child, edit_form
 from contextevolve.program.replies import EditError
 from contextevolve.program.splicing import apply_functions
-from contextevolve.prompts import generator, repair
+from contextevolve.prompts import generator
 from tests.fakes import INITIAL, reply, scripted
 
 PARENT = '''"""A program with fixed parts around its block."""
@@ -120,9 +120,8 @@ def test_prompts_in_functions_mode_ask_for_the_changed_functions_only_and_share_
     functions = edit_form("functions")
     gen = generator.generator_prompt("TASK", "## Current program\n```python\nx\n```", "go", [], functions,
                                      True, "x\n").messages()
-    fix = repair.messages("TASK", "x = 1\n", "boom", "", functions)
     again = generator.reask_messages("TASK", "x = 1\n", "change a constant", True, functions)
-    for msgs in (gen, fix, again):
+    for msgs in (gen, again):
         assert "only the top-level functions" in msgs[-1].content
         assert msgs[0].content == generator.SYSTEM and msgs[1].content.startswith("## Task\nTASK\n\n")
     full = generator.generator_prompt("T", "p", "", [], edit_form("full"), True, "p").messages()

@@ -45,15 +45,14 @@ def browser():
 
 def test_a_new_child_appears_on_the_open_page_and_a_click_shows_its_context(tmp_path, models, browser):
     run_dir = tmp_path / "run"
-    evolve("model_placement", iterations=2, run_dir=run_dir, max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=2, run_dir=run_dir, max_retries=0)
     files = sorted(p.name for p in run_dir.iterdir())
     with ViewServer(run_dir, port=0, poll_s=0.2) as server:
         assert _get(server.url + "api/search")["kind"] == "run"
         browser.goto(server.url)
         browser.wait_for_function("document.querySelectorAll('#lineage div').length === 3")
         browser.evaluate("window.__same_page = true")  # gone if the page were reloaded
-        evolve("model_placement", iterations=3, run_dir=run_dir, resume=True, max_retries=0,
-               repair_attempts=0)
+        evolve("model_placement", iterations=3, run_dir=run_dir, resume=True, max_retries=0)
         browser.wait_for_function("document.querySelectorAll('#lineage div').length === 4", timeout=20_000)
         assert browser.evaluate("window.__same_page") is True
         # the plot has a point per program
@@ -76,7 +75,7 @@ def test_an_untrusted_reply_is_shown_as_text_never_run_as_html(tmp_path, models,
     from contextevolve.memory.buffer import EvolveBuffer
 
     run_dir = tmp_path / "run"
-    evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0)
     buffer = EvolveBuffer(run_dir / "buffer.sqlite")
     [child] = [p for p in buffer.committed() if p.iteration == 1]
     child.abstract = "<img src=x onerror=\"window.__owned = 1\">"
@@ -152,7 +151,7 @@ def test_the_page_pauses_the_run_and_writes_the_next_childs_guidance(tmp_path, m
         browser.click("#pause")  # before the run starts: it scores c_0, then waits to claim
         browser.wait_for_function("document.getElementById('pause').textContent === 'Resume'")
         run = threading.Thread(target=lambda: results.append(evolve(
-            "model_placement", iterations=2, run_dir=run_dir, max_retries=0, repair_attempts=0)))
+            "model_placement", iterations=2, run_dir=run_dir, max_retries=0)))
         run.start()
         browser.wait_for_function("document.querySelectorAll('#lineage div').length === 1", timeout=30_000)
         browser.wait_for_timeout(1500)
@@ -218,7 +217,7 @@ def test_a_late_reply_to_a_click_does_not_bring_back_a_review_that_ended(tmp_pat
 
 def test_a_view_that_only_watches_refuses_to_steer(tmp_path, models):
     run_dir = tmp_path / "run"
-    evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0)
     with ViewServer(run_dir, port=0) as server:
         assert _get(server.url + "api/steer") == {"enabled": False}
         request = urllib.request.Request(server.url + "api/steer", data=b'{"action": "pause"}', method="POST",
@@ -240,7 +239,7 @@ def test_run_serve_shows_the_run_live_and_the_page_resumes_it(tmp_path, models, 
     steering_for(run_dir).pause()  # so that the page is open before the first child (the page resumes it)
     codes: list[int] = []
     run = threading.Thread(target=lambda: codes.append(main(
-        ["run", "--iterations", "3", "--run-dir", str(run_dir), "--repair-attempts", "0",
+        ["run", "--iterations", "3", "--run-dir", str(run_dir),
          "--max-retries", "0", "--serve", "--serve-port", str(port), "--no-report"])))
     run.start()
     url = f"http://127.0.0.1:{port}/"
@@ -284,7 +283,7 @@ def test_other_sites_can_neither_read_nor_steer_and_damaged_files_keep_the_view_
     from contextevolve.loop.steering import steering_for
 
     run_dir = tmp_path / "run"
-    evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=1, run_dir=run_dir, max_retries=0)
     before = sorted(p.name for p in run_dir.iterdir())
     with ViewServer(run_dir, port=0, steering=steering_for(run_dir)) as server:
         port = server.port

@@ -143,7 +143,7 @@ def test_an_older_run_directory_resumes_with_workers(tmp_path, models):
     from contextevolve.api import evolve
 
     run = tmp_path / "r"
-    evolve("model_placement", iterations=2, run_dir=run, max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=2, run_dir=run, max_retries=0)
     # make it look like the version before workers wrote it: no claims, no workers, no format number
     db = sqlite3.connect(run / "buffer.sqlite")
     db.executescript("DROP TABLE claims; DROP TABLE workers; DELETE FROM meta WHERE key = 'format';")
@@ -204,7 +204,7 @@ def test_a_child_handed_over_when_the_run_died_is_finished_by_its_workers_next_c
             return future
 
     monkeypatch.setattr(behind, "_POOL", Dropped())
-    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, max_retries=0, repair_attempts=0,
+    ctx = RunContext(run_dir=str(tmp_path / "r"), max_iterations=2, max_retries=0,
                      summarize_behind=True)
     graph, config = build_graph(InMemorySaver()), {"configurable": {"thread_id": "t"}}
     try:
@@ -230,7 +230,7 @@ def test_a_run_resumed_with_fewer_workers_makes_a_gone_workers_child_under_its_i
     from contextevolve.api import evolve
 
     run = tmp_path / "r"
-    evolve("model_placement", iterations=2, run_dir=run, max_retries=0, repair_attempts=0)
+    evolve("model_placement", iterations=2, run_dir=run, max_retries=0)
     buffer = EvolveBuffer(run / "buffer.sqlite")
     assert buffer.claim(2, limit=10) == 3  # worker 2 of a larger run had claimed it00003 when the run stopped
     buffer.close()
