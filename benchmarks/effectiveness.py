@@ -20,10 +20,11 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
   records (:mod:`contextevolve.timing`).
 
 ``--paper-agents`` switches off what asks the context agents less and treats twins of behaviour: the
-Navigator asked every iteration, the Sampler whenever it has a choice, the Summarizer for invalid children
-too, no behavioural twins (the "before" of a before/after pair).
+Navigator and the Sampler asked whatever share of the tokens they spent, the Summarizer for invalid children
+too, no behavioural twins (the "before" of a before/after pair; how often the Navigator and the Sampler are
+asked when they have nothing new to say is no setting since 2026-12-07).
 ``--no-docstrings-shown`` shows the Generator programs without their docstrings (the ``full`` edit form).
-``--no-import-fixes`` adds no missing import without a model (with ``--paper-agents``: the paper's loop).
+``--no-import-fixes`` adds no missing import without a model (with ``--paper-agents``: nearer the paper).
 ``--no-stop``, ``--no-prompt-cache`` and ``--one-server`` switch off the stop at the end of the code
 block, the embedded server's prompt cache (off by default since it ran out of memory; the flag forces it
 off when ``CONTEXTEVOLVE_PROMPT_CACHE_MB`` is set) and the Navigator's and Generator's servers of their
@@ -88,9 +89,9 @@ def choices(setting: str) -> tuple[str, ...]:
     return typing.get_args(SEARCH_TYPES[setting])
 
 
-PAPER_AGENTS = {"behavioural_twins": False, "guidance_refresh_steps": 0, "sampler_choice": 1,
-                "summarize_invalid": True, "navigator_sampler_share": 1.0}
-"""The settings of ``--paper-agents``: every context agent asked as in the paper, no behavioural twins."""
+PAPER_AGENTS = {"behavioural_twins": False, "summarize_invalid": True, "navigator_sampler_share": 1.0}
+"""The settings of ``--paper-agents``: the context agents asked as in the paper where a setting says so
+(no token share cap, the Summarizer for invalid children), no behavioural twins."""
 COLUMNS = ("task", "R", "mode", "iters", "valid", "valid rate", "new valid", "new valid/10k tok",
            "repairs ok/tried", "pre-check stops", "duplicates", "improvements", "initial", "best",
            "tokens/iter", "tokens/evaluated", "code tokens/iter", "median code tokens", "tokens/valid child",
@@ -261,8 +262,8 @@ def main() -> int:
                         help="a change an ask after a twin may name; repeated, the list that replaces the "
                              "built-in one (SearchSettings.mutations)")
     parser.add_argument("--paper-agents", action="store_true",
-                        help="Navigator every iteration, Sampler whenever it can choose, Summarizer for "
-                             "invalid children, no behavioural twins")
+                        help="Navigator and Sampler without a token share cap, Summarizer for invalid "
+                             "children, no behavioural twins")
     parser.add_argument("--no-prompt-cache", action="store_true",
                         help="start the embedded server without its prompt cache "
                              "(CONTEXTEVOLVE_PROMPT_CACHE_MB=0)")

@@ -27,8 +27,7 @@ RENAMED = {"num_exemplars": "exemplars", "num_trajectories": "trajectories",
 API_ONLY_SETTINGS = frozenset({
     "task", "run_dir", "max_iterations",  # --task, --run-dir, --iterations: evolve() arguments of their own
     "api_key",  # CONTEXTEVOLVE_API_KEY / OPENAI_API_KEY only: never on a command line
-    "temperatures", "max_tokens", "tournament_size",
-    "category_weights", "candidate_pool", "failed_candidates", "review_guidance",
+    "temperatures", "max_tokens", "category_weights", "review_guidance",
 })
 """Run settings without a ``run`` flag (set them from Python, or in ``langgraph dev``'s context)."""
 BY_HAND = frozenset({"models", "prices", "time_budget_s", "mutations",

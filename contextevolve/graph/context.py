@@ -307,9 +307,6 @@ class RunContext:
                             "\"Make one concrete change to how this program computes its result: ...\")")
         if search.num_exemplars < 0 or search.num_trajectories < 0:
             problems.append("num_exemplars and num_trajectories must be >= 0")
-        if search.guidance_refresh_steps < 0 or search.sampler_choice < 1:
-            problems.append("guidance_refresh_steps must be >= 0 (0: the Navigator is asked every iteration) "
-                            "and sampler_choice >= 1 (1: the Sampler is asked whenever it has a choice)")
         if not 0 < search.navigator_sampler_share <= 1:
             problems.append("navigator_sampler_share must be in (0, 1] (1: the Navigator and the Sampler are "
                             "asked whatever they spent, as in the paper)")

@@ -143,10 +143,7 @@ class SearchSettings:
     """How select_parent picks c_p among ok programs. ``pareto``: among those best on some metric and
     dominated by none, weighted by how many metrics each is best on, so a child that traded one metric for
     another stays a parent; a tournament while one program leads every metric
-    (docs/decisions/pareto-parents.md). ``tournament``: best of ``tournament_size``, as before."""
-    tournament_size: int = 3
-    """Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``, and
-    ``"pareto"`` while one program leads every metric)."""
+    (docs/decisions/pareto-parents.md). ``tournament``: best of three drawn uniformly, as before."""
     stale_after: int = 2
     """A parent whose last ``stale_after`` children were all twins (copies of a stored program, or
     behavioural twins) is left out of parent selection for ``stale_rest`` iterations while another ok
@@ -166,20 +163,10 @@ class SearchSettings:
     category_weights: dict[str, float] = field(
         default_factory=lambda: {"improvement": 0.5, "mixed": 0.3, "decline": 0.2, "no_effect": 0.2})
     """p(Δs): sampling weight of each trajectory category (``no_effect``: a behavioural twin's step)."""
-    guidance_refresh_steps: int = 2
-    """The Navigator is asked again once this many evaluated steps (children that ran) arrived since its
-    guidance was written, or when the best program changed; until then its last guidance is reused (it
-    has nothing new to say). 0: asked every iteration, as in the paper."""
     num_exemplars: int = 2
-    """k: exemplars the Sampler hands to the Generator."""
-    candidate_pool: int = 6
-    """Candidates retrieved (MMR) for the Sampler agent to choose from."""
-    failed_candidates: int = 2
-    """Of those, how many slots are reserved for failed/invalid programs."""
-    sampler_choice: int = 2
-    """The Sampler agent is asked only when retrieval offers at least ``num_exemplars`` + this many
-    candidates, a real choice; with fewer the exemplars are retrieval's first (at most half of them
-    failed). 1: asked whenever there are more candidates than exemplars, as in the paper."""
+    """k: exemplars the Sampler hands to the Generator, of the six candidates retrieval offers it (two of them
+    failed programs); the agent is asked only when there are at least k + 2, a real choice
+    (:mod:`contextevolve.nodes.sample`)."""
     navigator_sampler_share: float = 0.15
     """Share of the run's tokens the Navigator and the Sampler agent may have spent for either to be asked
     again: above it the Navigator's last guidance is reused (it is asked while it has written none) and
@@ -251,9 +238,15 @@ REMOVED_SETTINGS: dict[str, tuple[Any, str]] = {
     "exemplar_view": ("program", "copy-warning.md"),
     "repair_attempts": (0, "repair-restart.md"),
     "repair_restart": (True, "repair-restart.md"),
+    "tournament_size": (3, "pareto-parents.md"),
+    "guidance_refresh_steps": (2, "search-settings.md"),
+    "sampler_choice": (2, "search-settings.md"),
+    "candidate_pool": (6, "failed-exemplars.md"),
+    "failed_candidates": (2, "failed-exemplars.md"),
 }
-"""``SearchSettings`` fields deleted because they were tried and not adopted: each one's default while it
-existed (the search runs that value today) and its decision record in docs/decisions/. An older run.json
+"""``SearchSettings`` fields deleted because they were tried and not adopted, or never shown to pay on their
+own: each one's default while it existed (the search runs that value today) and its decision record in
+docs/decisions/. An older run.json
 holds them: at their default they are dropped (:func:`contextevolve.graph.context.upgraded`); at another
 value, which this version cannot run, the setting is refused, naming its record."""
 

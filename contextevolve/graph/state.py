@@ -61,7 +61,7 @@ class WorkerState:
     """The last child this worker committed (its record, in the buffer, says how it did)."""
     written_guidance: str = ""
     """The Navigator's last guidance for this worker, reused while it has nothing new to say
-    (``search.guidance_refresh_steps``)."""
+    (:func:`contextevolve.nodes.navigate.guidance_is_current`)."""
     written_trajectory_ids: list[str] = field(default_factory=list)
     """The steps it was written from."""
     written_after: int = -1

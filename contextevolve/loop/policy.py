@@ -17,6 +17,7 @@ from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
 from contextevolve.loop.stopping import worker_budget_spent
 from contextevolve.memory.records import ProgramRecord, repairable
+from contextevolve.nodes.sample import CANDIDATE_POOL, SAMPLER_CHOICE
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.fixes import missing_import
 from contextevolve.program.forms import EditForm, edit_form
@@ -231,10 +232,10 @@ def ignored_settings(ctx: RunContext) -> list[str]:
     if _changed(search, "unguided_hotter") and not ctx.ablations.navigator_enabled:
         out.append("unguided_hotter is ignored with the Navigator switched off (every ask is then unguided, "
                    "so that ablation changes one thing)")
-    if search.candidate_pool < search.num_exemplars + search.sampler_choice and ctx.ablations.sampler_enabled:
-        out.append(f"the Sampler agent is never asked: candidate_pool {search.candidate_pool} is below "
-                   f"num_exemplars {search.num_exemplars} + sampler_choice {search.sampler_choice}, so "
-                   "retrieval's first programs are always the exemplars")
+    if CANDIDATE_POOL < search.num_exemplars + SAMPLER_CHOICE and ctx.ablations.sampler_enabled:
+        out.append(f"the Sampler agent is never asked: its {CANDIDATE_POOL} candidates are fewer than "
+                   f"num_exemplars {search.num_exemplars} + {SAMPLER_CHOICE}, so retrieval's first programs "
+                   "are always the exemplars")
     if ctx.llm.embedded_server_per_role and not ctx.llm.server_per_role(ctx.parallelism.workers):
         out.append("embedded_server_per_role is ignored with more than one worker (several workers would run "
                    "several servers at once on the same cores)")

@@ -5,7 +5,7 @@ non-empty category drawn with probability proportional to ``RunContext.search.ca
 Eq. 5), then a step in it. With no step yet the agent is not asked (docs/decisions/first-navigator-call.md);
 then, and after a reply unusable through the retries, there is no guidance, as when the Navigator is ablated.
 The agent is asked again only when it has something new to say (:func:`guidance_is_current`): its last
-guidance for the same parent stands until ``search.guidance_refresh_steps`` evaluated steps arrived, the
+guidance for the same parent stands until :data:`GUIDANCE_REFRESH_STEPS` evaluated steps arrived, the
 best changed, or a child copied its parent (a code twin: the guidance led to a copy, and reused it would
 lead the same prompt to the same copy). Once the Navigator and the Sampler have spent
 ``search.navigator_sampler_share`` of the run's tokens, the worker's last guidance is reused whatever its
@@ -34,6 +34,10 @@ from contextevolve.tasks.base import Task
 GUIDANCE_CHARS = 600
 """Guidance longer than this, or cut off at the Navigator's token cap, ends at its last full sentence
 that fits (a runaway reply must not flood later prompts, nor a half sentence mislead them)."""
+GUIDANCE_REFRESH_STEPS = 2
+"""The Navigator is asked again once this many evaluated steps (children that ran) arrived since its
+guidance was written; until then its last guidance is reused (it has nothing new to say). The paper asks it
+every iteration."""
 
 
 OUTCOME = {"failed": "failed", "timeout": "timed out", "invalid": "was invalid",
@@ -129,18 +133,15 @@ def evaluated_steps(records: list[ProgramRecord]) -> int:
     return sum(1 for r in records if r.parent_id is not None and r.failure_kind not in UNEVALUATED)
 
 
-def guidance_is_current(ctx: RunContext, state: WorkerState, evaluated: int, best_id: str,
-                        copied: int) -> bool:
+def guidance_is_current(state: WorkerState, evaluated: int, best_id: str, copied: int) -> bool:
     """Whether the worker's last guidance still says all the Navigator would (so it is reused).
 
-    It does while it was written for the same parent, fewer than ``search.guidance_refresh_steps``
+    It does while it was written for the same parent, fewer than :data:`GUIDANCE_REFRESH_STEPS`
     evaluated steps arrived since, the best program is the same and no child copied its parent since
-    (``copied``: :func:`copies` now); never with the setting 0 (the paper asks every iteration) or when
-    none was written.
+    (``copied``: :func:`copies` now); never when none was written.
     """
-    refresh = ctx.search.guidance_refresh_steps
-    return (refresh > 0 and bool(state.written_guidance) and state.written_after >= 0
-            and evaluated - state.written_after < refresh and best_id == state.written_best_id
+    return (bool(state.written_guidance) and state.written_after >= 0
+            and evaluated - state.written_after < GUIDANCE_REFRESH_STEPS and best_id == state.written_best_id
             and state.parent_id == state.written_parent_id and copied <= state.written_copies)
 
 
@@ -177,7 +178,7 @@ def navigate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         return {"guidance": "", "trajectory_ids": []}
     evaluated, best = evaluated_steps(committed), memory.buffer.best_by(task.better)
     best_id, copied = (best.id if best else ""), copies(committed)
-    current = guidance_is_current(ctx, state, evaluated, best_id, copied)
+    current = guidance_is_current(state, evaluated, best_id, copied)
     if current or (state.written_guidance and share_spent(ctx)):
         if copied > state.written_copies:  # over the share after a copy: the unguided (hotter) ask
             return {"guidance": "", "trajectory_ids": []}

@@ -1,12 +1,12 @@
 """Phase 3, Sampler: retrieve candidates by relevance to z_p + g with diversity, then let the agent pick k.
 
-Retrieval (``sampling_variant="informative"``, the paper's design): MMR over the abstract index among ok
-programs, plus ``failed_candidates`` slots among failed, invalid and timed-out ones; ``top_score`` offers only
-the best-scoring programs (the ablated takeaway c). The agent picks ``num_exemplars``; an unusable reply falls
-back to the retrieval order. Without a real choice (fewer than k + ``search.sampler_choice`` candidates)
-the agent is not called: the first k in retrieval order are taken, at most ceil(k/2) of them failed programs;
-so they are once the Navigator and the Sampler have spent ``search.navigator_sampler_share`` of the run's
-tokens.
+Retrieval (``sampling_variant="informative"``, the paper's design): :data:`CANDIDATE_POOL` candidates, MMR
+over the abstract index among ok programs, with :data:`FAILED_CANDIDATES` slots among failed, invalid and
+timed-out ones; ``top_score`` offers only the best-scoring programs (the ablated takeaway c). The agent picks
+``num_exemplars``; an unusable reply falls back to the retrieval order. Without a real choice (fewer than
+k + :data:`SAMPLER_CHOICE` candidates) the agent is not called: the first k in retrieval order are taken, at
+most ceil(k/2) of them failed programs; so they are once the Navigator and the Sampler have spent
+``search.navigator_sampler_share`` of the run's tokens.
 Why failed programs are offered, and capped: docs/decisions/failed-exemplars.md.
 """
 
@@ -27,6 +27,15 @@ from contextevolve.memory.vectors import NO_EFFECT, Candidate
 from contextevolve.prompts import sampler as prompt
 from contextevolve.tasks.base import Task
 
+CANDIDATE_POOL = 6
+"""Candidates retrieved (MMR) for the Sampler agent to choose from."""
+FAILED_CANDIDATES = 2
+"""Of those, how many slots are reserved for failed, invalid and timed-out programs
+(docs/decisions/failed-exemplars.md)."""
+SAMPLER_CHOICE = 2
+"""The Sampler agent is asked only when retrieval offers at least ``num_exemplars`` + this many candidates, a
+real choice; with fewer the exemplars are retrieval's first (at most half of them failed). The paper asks it
+whenever there are more candidates than exemplars (1)."""
 STOP_AFTER_PICKS = ["],", "]}", "]\n"]
 """Stop sequences of the Sampler's request: the reply ends where ``"exemplars": [...`` closes.
 
@@ -49,11 +58,10 @@ def retrieve(memory: RunMemory, query: str, ctx: RunContext, exclude: set[str]) 
     Behavioural twins are neither (:data:`~contextevolve.memory.vectors.NO_EFFECT`): their code adds
     nothing to what they copy.
     """
-    failed_slots = min(ctx.search.failed_candidates, ctx.search.candidate_pool)
     query_emb = memory.index.embed(query)  # embedded once, used by both retrievals
-    failed = memory.index.retrieve(query_emb, k=failed_slots, where={"status": {"$nin": ["ok", NO_EFFECT]}},
-                                   exclude=exclude)
-    ok = memory.index.retrieve(query_emb, k=ctx.search.candidate_pool - len(failed),
+    failed = memory.index.retrieve(query_emb, k=FAILED_CANDIDATES,
+                                   where={"status": {"$nin": ["ok", NO_EFFECT]}}, exclude=exclude)
+    ok = memory.index.retrieve(query_emb, k=CANDIDATE_POOL - len(failed),
                                where={"status": "ok"}, exclude=exclude)
     return ok + failed
 
@@ -105,11 +113,11 @@ def sample(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         return {"candidate_ids": [c.id for c in chosen], "exemplar_ids": [c.id for c in chosen]}
     parent = memory.buffer.require(state.parent_id)
     if ctx.ablations.sampling_variant == "top_score":
-        candidates = top_scoring(memory, task, ctx.search.candidate_pool, exclude)
+        candidates = top_scoring(memory, task, CANDIDATE_POOL, exclude)
     else:
         candidates = retrieve(memory, f"{parent.abstract}\n{state.guidance}", ctx, exclude)
     ids = [c.id for c in candidates]
-    if len(candidates) < k + ctx.search.sampler_choice or share_spent(ctx):
+    if len(candidates) < k + SAMPLER_CHOICE or share_spent(ctx):
         # no real choice, or the agent's share of the tokens spent: retrieval's first k
         return {"candidate_ids": ids, "exemplar_ids": first_in_order(candidates, k)}
     messages = prompt.messages(parent.abstract, state.guidance, [

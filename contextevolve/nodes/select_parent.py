@@ -12,6 +12,10 @@ from contextevolve.loop.resources import memory_of, rng_for, task_of
 from contextevolve.memory.records import ProgramRecord, program_id
 from contextevolve.tasks.base import MetricSpec
 
+TOURNAMENT_SIZE = 3
+"""Entrants of a tournament, drawn uniformly from the ok programs (``parent_selection="tournament"``, and
+``"pareto"`` while one program leads every metric)."""
+
 
 def stale_parents(records: list[ProgramRecord], after: int, *, now: int | None = None,
                   rest: int | None = None) -> set[str]:
@@ -71,7 +75,7 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Choose the parent among committed ``ok`` programs that are not behavioural twins.
 
     Strategies (``RunContext.search.parent_selection``): ``best`` (earliest on ties); ``random``
-    (uniform); ``tournament`` (best of ``tournament_size`` drawn uniformly: pressure towards good
+    (uniform); ``tournament`` (best of :data:`TOURNAMENT_SIZE` drawn uniformly: pressure towards good
     programs, room for others); ``pareto``: drawn from :func:`pareto_front` over the task's metrics,
     weighted by the metrics each program is best on, so that a child that traded one metric for another
     stays a parent (a tournament while the front holds one program: no trade-off to exploit). A stale
@@ -103,6 +107,6 @@ def select_parent(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
         picked = rng.choices(list(front), weights=list(front.values()))[0]  # weighted by metrics led
         parent = next(r for r in pool if r.id == picked)
     else:
-        entrants = rng.sample(pool, min(ctx.search.tournament_size, len(pool)))
+        entrants = rng.sample(pool, min(TOURNAMENT_SIZE, len(pool)))
         parent = max(entrants, key=fitness)
     return {"parent_id": parent.id}

@@ -161,7 +161,7 @@ def test_run_flags_and_run_settings_agree():
                   "--no-import-fixes",
                   "--no-prechecks", "--unguided-hotter", "0", "--no-docstrings-shown", "--no-code-stop",
                   "--no-server-per-role", "--stale-after", "3", "--stale-rest", "2", "--no-behavioural-twins",
-                  "--guidance-refresh-steps", "0", "--sampler-choice", "1", "--summarize-invalid",
+                  "--summarize-invalid",
                   "--navigator-sampler-share", "0.5", "--no-exemplar-docstrings",
                   "--change-line", "every_ask", "--samples-per-prompt", "2", "--log-prompts",
                   "--eval-timeout", "5",

@@ -92,8 +92,7 @@ def test_the_literal_switches_offer_their_settings_values():
 def test_paper_agents_switch_off_every_new_part(monkeypatch, tmp_path):
     seen = _arguments(monkeypatch, tmp_path, ["--paper-agents"])
     assert {k: seen[k] for k in bench.PAPER_AGENTS} == {
-        "behavioural_twins": False, "guidance_refresh_steps": 0, "sampler_choice": 1,
-        "summarize_invalid": True, "navigator_sampler_share": 1.0}
+        "behavioural_twins": False, "summarize_invalid": True, "navigator_sampler_share": 1.0}
     assert not any(k in _arguments(monkeypatch, tmp_path, []) for k in bench.PAPER_AGENTS)
 
 

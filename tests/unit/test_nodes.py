@@ -69,7 +69,7 @@ def test_select_parent_picks_only_ok_programs(seeded, ctx, strategy):
     state, memory = seeded
     add_program(memory, 1, score=25.0)
     add_program(memory, 2, status="invalid", score=0.0)
-    ctx = replace(ctx, parent_selection=strategy, tournament_size=3)
+    ctx = replace(ctx, parent_selection=strategy)
     picks = {run_node(select_parent, replace(state, iteration=i), ctx)["parent_id"] for i in range(2, 30)}
     assert "it00002" not in picks
     if strategy == "best":
@@ -105,8 +105,8 @@ def test_select_parent_pareto_draws_from_the_front_and_is_a_tournament_with_one_
     state, memory = seeded
     for n, score in ((1, 25.0), (2, 23.0), (3, 22.5)):
         add_program(memory, n, score=score)  # success_rate 1.0 everywhere: it00001 alone leads
-    pareto = replace(ctx, parent_selection="pareto", tournament_size=3)
-    tournament = replace(ctx, parent_selection="tournament", tournament_size=3)
+    pareto = replace(ctx, parent_selection="pareto")
+    tournament = replace(ctx, parent_selection="tournament")
     iterations = range(4, 40)
     one_leader = [run_node(select_parent, replace(state, iteration=i), pareto)["parent_id"]
                   for i in iterations]
@@ -152,7 +152,7 @@ def test_select_parent_leaves_a_stale_parent_out_while_another_is_left(seeded, c
     add_program(memory, 1, score=25.0)  # the best, and the tournament's pick whenever drawn
     add_twin(memory, 2, "it00001")
     add_twin(memory, 3, "it00001")
-    rested = replace(ctx, parent_selection=strategy, tournament_size=3)  # the default rest: 4 iterations
+    rested = replace(ctx, parent_selection=strategy)  # the default rest: 4 iterations
     ctx = replace(rested, stale_rest=100)  # longer than the run: left out for good
     picks = {run_node(select_parent, replace(state, iteration=i), ctx)["parent_id"] for i in range(4, 30)}
     assert picks == {"it00000"}
@@ -290,9 +290,9 @@ def test_sample_offers_failed_programs_and_lets_agent_choose(seeded, ctx, models
         add_program(memory, n, score=22.0 + n)
     add_program(memory, 6, status="failed", score=0.0, abstract="binary search on a KVPR threshold, crashed")
     state = replace(state, parent_id="it00005", guidance="try thresholds")
-    update = run_node(sample, state, replace(ctx, candidate_pool=4, failed_candidates=1, num_exemplars=2))
+    update = run_node(sample, state, replace(ctx, num_exemplars=2))
     assert "it00006" in update["candidate_ids"] and "it00005" not in update["candidate_ids"]
-    assert len(update["candidate_ids"]) == 4
+    assert len(update["candidate_ids"]) == 6  # the five other ok programs (c_0 too) and the one failed
     assert update["exemplar_ids"] == update["candidate_ids"][:2]  # the scripted agent answered [1, 2]
     assert "status=failed" in models["sampler"].seen[-1][1].content
 
@@ -303,8 +303,8 @@ def test_top_score_variant_and_ablation_skip_failed_programs(seeded, ctx, models
         add_program(memory, n, score=22.0 + n)
     add_program(memory, 5, status="failed", score=0.0)
     state = replace(state, parent_id="it00000")
-    top = run_node(sample, state, replace(ctx, sampling_variant="top_score", candidate_pool=3))
-    assert top["candidate_ids"] == ["it00004", "it00003", "it00002"]
+    top = run_node(sample, state, replace(ctx, sampling_variant="top_score"))
+    assert top["candidate_ids"] == ["it00004", "it00003", "it00002", "it00001"]
     calls = len(models["sampler"].seen)
     off = run_node(sample, state, replace(ctx, sampler_enabled=False, num_exemplars=2))
     assert off["exemplar_ids"] == ["it00004", "it00003"] and len(models["sampler"].seen) == calls

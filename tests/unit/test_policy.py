@@ -87,9 +87,10 @@ def test_a_changed_setting_the_others_make_ignored_is_named():
     assert "exemplar_docstrings is ignored" in ignored_settings(RunContext(exemplar_docstrings=False,
                                                                            edit_form="functions"))[0]
     assert ignored_settings(RunContext(exemplar_docstrings=False)) == []
-    never = ignored_settings(RunContext(candidate_pool=3))  # k 2 + sampler_choice 2 > 3: never a choice
+    never = ignored_settings(RunContext(num_exemplars=5))  # k 5 + 2 > the 6 candidates: never a choice
     assert len(never) == 1 and "Sampler agent is never asked" in never[0]
-    assert ignored_settings(RunContext(candidate_pool=3, sampler_enabled=False)) == []
+    assert ignored_settings(RunContext(num_exemplars=4)) == []
+    assert ignored_settings(RunContext(num_exemplars=5, sampler_enabled=False)) == []
 
 
 def test_one_server_per_role_only_with_one_worker():

@@ -222,8 +222,8 @@ def test_a_setting_of_another_type_is_named_when_the_run_is_configured(tmp_path)
     for name, value in (("max_iterations", "ten"), ("seed", 1.5), ("log_prompts", "maybe")):
         with pytest.raises(ValueError, match=f"invalid run settings: {name}: input should be a valid"):
             RunContext(**{name: value})
-    with pytest.raises(ValueError, match="invalid run settings: sampler_choice: input should be a valid int"):
-        RunContext(search={"sampler_choice": "many"})
+    with pytest.raises(ValueError, match="invalid run settings: num_exemplars: input should be a valid int"):
+        RunContext(search={"num_exemplars": "many"})
     with pytest.raises(ValueError, match="stale_rest: input should be a valid integer"):
         evolve("model_placement", iterations=1, run_dir="/nonexistent/never-written", stale_rest="four")
 
