@@ -23,7 +23,6 @@ the ``CONTEXTEVOLVE_*`` environment names an endpoint) and prints, from what the
 Navigator and the Sampler asked whatever share of the tokens they spent, the Summarizer for invalid children
 too, no behavioural twins (the "before" of a before/after pair; how often the Navigator and the Sampler are
 asked when they have nothing new to say is no setting since 2026-12-07).
-``--no-docstrings-shown`` shows the Generator programs without their docstrings (the ``full`` edit form).
 ``--no-import-fixes`` adds no missing import without a model (with ``--paper-agents``: nearer the paper).
 ``--no-stop``, ``--no-prompt-cache`` and ``--one-server`` switch off the stop at the end of the code
 block, the embedded server's prompt cache (off by default since it ran out of memory; the flag forces it
@@ -239,9 +238,6 @@ def main() -> int:
     parser.add_argument("--no-stop", action="store_true",
                         help="let the Generator write past the end of its code block "
                              "(SearchSettings.stop_at_code_end)")
-    parser.add_argument("--no-docstrings-shown", action="store_true",
-                        help="the full edit form shows the Generator programs without docstrings and puts "
-                             "the parent's back into the child (SearchSettings.docstrings_shown = False)")
     parser.add_argument("--stale-after", type=int, default=None,
                         help="leave out of parent selection a parent whose last N children were twins; "
                              "0: never (SearchSettings.stale_after; default: RunContext's)")
@@ -314,7 +310,7 @@ def main() -> int:
     old = "".join(["-noimports" if args.no_import_fixes else "",
         "-nostop" if args.no_stop else "", "-nocache" if args.no_prompt_cache else "",
         "-oneserver" if args.one_server else "", "-logitsall" if args.logits_all else "",
-        "-nodoc" if args.no_docstrings_shown else "", f"-workers{args.workers}" if args.workers != 1 else "",
+        f"-workers{args.workers}" if args.workers != 1 else "",
         f"-{args.server}" if args.server else "", "-nospec" if args.no_speculative else "",
         f"-stale{args.stale_after}" if args.stale_after is not None else "",
         f"-rest{args.stale_rest}" if args.stale_rest is not None else "",
@@ -344,11 +340,11 @@ def main() -> int:
            base_url=args.base_url, model=args.model, log_prompts=args.log_prompts or None,
            on_update=on_update, stop_at_code_end=not args.no_stop, max_tokens={**DEFAULT_MAX_TOKENS, **caps},
            embedded_server_per_role=False if args.one_server else None,
-           docstrings_shown=not args.no_docstrings_shown, workers=args.workers, **search)
+           workers=args.workers, **search)
     settings = flat_settings(upgraded(json.loads((run_dir / "run.json").read_text())))
     per_iteration = (time.perf_counter() - marks["start"]) / args.iterations if "start" in marks else None
     result = {**figures(run_dir, per_iteration, settings), "commit": commit,
-              "stop_at_code_end": not args.no_stop, "docstrings_shown": not args.no_docstrings_shown,
+              "stop_at_code_end": not args.no_stop,
               "import_fixes": settings.get("import_fixes"),
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
               "stale_rest": settings.get("stale_rest"), "parent_selection": settings.get("parent_selection"),

@@ -49,8 +49,6 @@ one mutation, :func:`named_step` of ``program.mutations.mutation_for(sample, ite
 (0: the stored request without its ``## Direction`` section, the Navigator's guidance: what the Generator is
 sent when the Navigator gives none, as in a run's first iteration, ``--limit 1``) and ``nodoc`` (1: every
 ```python block of the request shown without its docstrings, :func:`program.docstrings.without_docstrings`)
-and ``refdoc`` (0: only the reference programs' blocks shown without their docstrings, the parent's kept: what
-a run sends with ``--no-exemplar-docstrings``; the replay then keeps only the requests it changes)
 and ``paragraph`` (1: the ``## Direction`` section holding what the Navigator would have said had it been
 asked with a stop at its first paragraph break, :func:`paragraph_guidance`; the replay then keeps only the
 iterations whose guidance that changes, and prints the Navigator tokens the stop would have saved there)
@@ -104,7 +102,7 @@ from contextevolve.tasks.prechecks import precheck
 from contextevolve.tasks.registry import get_task
 
 KEYS = {"temperature": float, "top_p": float, "top_k": int, "mutation": int, "reask": str, "first": str,
-        "direction": int, "nodoc": int, "refdoc": int, "paragraph": int, "plan": int, "renav": int,
+        "direction": int, "nodoc": int, "paragraph": int, "plan": int, "renav": int,
         "refcopy": int, "refcode": int, "refs": int, "mutations": str}
 REASKS = ("fresh", "edits", "followup", "plan")
 MUTATION_LISTS = {"run": MUTATIONS, "several": (*MUTATIONS[:3], (
@@ -447,14 +445,6 @@ def without_docstring_blocks(messages: list) -> list:
     return [*messages[:-1], HumanMessage(content)]
 
 
-def without_reference_docstrings(messages: list) -> list:
-    """``messages`` with the last one's ``## Reference programs`` part's ``python`` blocks without docstrings.
-
-    The part runs from its heading to the next ``## `` heading; a request without it is returned as it is.
-    """
-    return _sub_references(messages, r"```python\n(.*?)```", _block_without_docstrings)
-
-
 def _references(content: str) -> tuple[int, int]:
     """Where the ``## Reference programs`` part of a request's text starts and ends (``(-1, -1)``: none)."""
     start = content.find(REFERENCES)
@@ -544,11 +534,6 @@ def refcode_changes(prompt: dict) -> bool:
     return _changes(prompt, without_reference_code)
 
 
-def refdoc_changes(prompt: dict) -> bool:
-    """Whether ``refdoc=0`` changes ``prompt``'s stored request (a reference program held docstrings)."""
-    return _changes(prompt, without_reference_docstrings)
-
-
 def with_change_first(messages: list) -> list:
     """``messages`` whose last one asks for the ``Change:`` line before the program (``plan=1``).
 
@@ -586,8 +571,6 @@ def first_request(values: dict, prompt: dict, task, sample: int, n: int,
         messages = with_direction(messages, paragraph_guidance(prompt))
     if values.get("nodoc"):
         messages = without_docstring_blocks(messages)
-    elif values.get("refdoc", 1) == 0:
-        messages = without_reference_docstrings(messages)
     if values.get("plan"):
         messages = with_change_first(messages)
     if values.get("refcopy"):
@@ -718,8 +701,6 @@ def main() -> int:
                   f"iterations (replayed: those), saving ~{saved:.0f} Navigator completion tokens of "
                   f"{sum(p['navigator_completion'] for p in asks)}", flush=True)
             asks = kept
-        if any(v.get("refdoc", 1) == 0 for v in configs.values()):
-            asks = kept_asks(run_dir.name, asks, refdoc_changes, "refdoc=0 changes {kept} of {of} requests")
         if args.copies:
             copies = args.copies == "only"
             asks = kept_asks(run_dir.name, asks, lambda p: copied_stored(p, task, first_mode) == copies,

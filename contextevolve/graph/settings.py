@@ -183,13 +183,6 @@ class SearchSettings:
     """How the Generator writes a child: the whole program, SEARCH/REPLACE edits against the
     parent, or only the whole functions it changes (:mod:`contextevolve.program.forms`;
     docs/decisions/generation-mode.md)."""
-    docstrings_shown: bool = True
-    """Show the Generator each program with its docstrings, in an edit form that leaves the choice (``full``);
-    a rewrite from a view without them gets its parent's back (docs/decisions/search-settings.md)."""
-    exemplar_docstrings: bool = True
-    """Show the reference programs' (exemplars') code with its docstrings too, where the parent is shown with
-    them; off: without, which saves prompt tokens but made the embedded model misuse the interfaces they
-    document (docs/decisions/exemplar-docstrings.md)."""
     unguided_hotter: float = 0.3
     """Temperature added to the Generator's first ask when the Navigator gave no guidance (ignored with the
     Navigator switched off, so that ablation changes one thing); 0: the Generator's own
@@ -243,6 +236,8 @@ REMOVED_SETTINGS: dict[str, tuple[Any, str]] = {
     "sampler_choice": (2, "search-settings.md"),
     "candidate_pool": (6, "failed-exemplars.md"),
     "failed_candidates": (2, "failed-exemplars.md"),
+    "docstrings_shown": (True, "search-settings.md"),
+    "exemplar_docstrings": (True, "exemplar-docstrings.md"),
 }
 """``SearchSettings`` fields deleted because they were tried and not adopted, or never shown to pay on their
 own: each one's default while it existed (the search runs that value today) and its decision record in

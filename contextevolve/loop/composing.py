@@ -29,7 +29,7 @@ def parent_text(policy: SearchPolicy, parent: ProgramRecord) -> str:
 def _section(policy: SearchPolicy, n: int, ex: ProgramRecord, with_code: bool) -> str:
     return prompt.exemplar_section(n, prompt.Exemplar(
         status=ex.status, score=ex.combined_score, abstract=ex.abstract, reason=ex.reason,
-        code=policy.shown_exemplar(ex.source) if with_code and ex.source else None))
+        code=policy.shown(ex.source) if with_code and ex.source else None))
 
 
 def _shows_code(ex: ProgramRecord) -> bool:

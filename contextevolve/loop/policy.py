@@ -1,11 +1,10 @@
 """The search's switches for one iteration, resolved once into one object the nodes ask.
 
-The settings that shape how a child is asked for and repaired (the edit form, ``docstrings_shown``,
-``stop_at_code_end``, ``unguided_hotter``, ``import_fixes``)
-interact; :class:`SearchPolicy` resolves them in one place, with the seed and temperature of every
-Generator-model request of the iteration, and :func:`ignored_settings` names each setting the others make
-ignored (the run warns when it starts). How they interact: docs/decisions/search-settings.md; why each request
-samples differently: docs/decisions/second-ask.md.
+The settings that shape how a child is asked for and repaired (the edit form, ``stop_at_code_end``,
+``unguided_hotter``, ``import_fixes``) interact; :class:`SearchPolicy` resolves them in one place, with the
+seed and temperature of every Generator-model request of the iteration, and :func:`ignored_settings` names
+each setting the others make ignored (the run warns when it starts). How they interact:
+docs/decisions/search-settings.md; why each request samples differently: docs/decisions/second-ask.md.
 """
 
 from __future__ import annotations
@@ -58,9 +57,8 @@ class SearchPolicy:
 
     Attributes:
         form: the run's edit form; second_form: the form of a second ask after a twin.
-        shows_docstrings: programs are shown to the Generator with their docstrings.
-        exemplar_docstrings: with ``shows_docstrings``, the exemplars' code is shown with them too (off: the
-            exemplars without docstrings).
+        shows_docstrings: programs (the parent, the exemplars) are shown to the Generator with their
+            docstrings (the edit form's :attr:`~contextevolve.program.forms.EditForm.shows_docstrings`).
         stop_at_code_end: requests in a form that allows it stop where the reply's code block closes
             (:meth:`stop`).
         unguided_hotter: temperature added to the first ask when it has no guidance (0 with the
@@ -85,7 +83,6 @@ class SearchPolicy:
     temperature: float
     iteration: int
     change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
-    exemplar_docstrings: bool = True
     mutations: tuple[str, ...] = MUTATIONS
 
     @classmethod
@@ -93,11 +90,11 @@ class SearchPolicy:
         """The policy of ``iteration`` of worker ``worker`` under the run settings ``ctx``."""
         search, form = ctx.search, edit_form(ctx.search.edit_form)
         return cls(form=form, second_form=edit_form(form.second_ask),
-                   shows_docstrings=form.shows_docstrings(search.docstrings_shown),
+                   shows_docstrings=form.shows_docstrings,
                    stop_at_code_end=search.stop_at_code_end,
                    unguided_hotter=search.unguided_hotter if ctx.ablations.navigator_enabled else 0.0,
                    import_fixes=search.import_fixes, behavioural_twins=search.behavioural_twins,
-                   change_line=search.change_line, exemplar_docstrings=search.exemplar_docstrings,
+                   change_line=search.change_line,
                    mutations=tuple(search.mutations),
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
@@ -122,10 +119,6 @@ class SearchPolicy:
     def shown(self, source: str) -> str:
         """``source`` as the Generator sees it (without docstrings unless :attr:`shows_docstrings`)."""
         return source if self.shows_docstrings else without_docstrings(source)
-
-    def shown_exemplar(self, source: str) -> str:
-        """An exemplar's ``source`` as the Generator sees it (without docstrings unless both are shown)."""
-        return self.shown(source) if self.exemplar_docstrings else without_docstrings(source)
 
     def first(self, guidance: str) -> Sampling:
         """The Generator's own request: seed ``seed + FIRST_ASK_SEED + iteration``, its temperature.
@@ -220,12 +213,6 @@ def ignored_settings(ctx: RunContext) -> list[str]:
     The run warns about each when it starts.
     """
     search, form, out = ctx.search, edit_form(ctx.search.edit_form), []
-    if _changed(search, "docstrings_shown") and form.hides_docstrings is not None:
-        out.append(f"docstrings_shown is ignored with edit form {form.name!r}, which always shows programs "
-                   + ("without" if form.hides_docstrings else "with") + " their docstrings")
-    if _changed(search, "exemplar_docstrings") and not form.shows_docstrings(search.docstrings_shown):
-        out.append("exemplar_docstrings is ignored where programs are shown without their docstrings "
-                   f"(edit form {form.name!r}, docstrings_shown {search.docstrings_shown})")
     if _changed(search, "stop_at_code_end") and not form.stops_at_code_end:
         out.append(f"stop_at_code_end is ignored with edit form {form.name!r}: its replies never stop at a "
                    "code end")

@@ -1,8 +1,9 @@
 """Docstrings of program text: a view of a program without them, and a rewrite given its parent's back.
 
-The Generator may be shown programs without their docstrings (the edit form and ``docstrings_shown``
-decide, :mod:`contextevolve.program.forms`); a rewrite written from that view gets its parent's
-docstrings back (:func:`restore_docstrings`, which shares the functions form's splicing code).
+The Generator may be shown programs without their docstrings (the edit form decides, and an ask after a
+twin shows its program without them: :mod:`contextevolve.program.forms`); a rewrite written from that
+view gets its parent's docstrings back (:func:`restore_docstrings`, which shares the functions form's
+splicing code).
 """
 
 from __future__ import annotations

@@ -104,8 +104,8 @@ class EditForm:
         rewrite: makes a child of ``(parent, reply)`` when the reply is not SEARCH/REPLACE edits.
         edits_win: a reply holding SEARCH/REPLACE edits is applied as edits even when it also has a
             fenced program; otherwise only when its program block is made of edits.
-        hides_docstrings: None: programs are shown as the ``docstrings_shown`` setting says; True or
-            False: always without them or always as they are (SEARCH parts must match the program).
+        shows_docstrings: programs (parent and exemplars) are shown with their docstrings; False: without
+            them (``diff`` shows them: its SEARCH parts must match the program).
         stops_at_code_end: its requests stop where the reply's code block closes (:data:`CODE_END`);
             False for a form whose edits may come in several blocks.
         second_ask: the form a second ask after a twin uses.
@@ -116,7 +116,7 @@ class EditForm:
     name: EditFormName
     rewrite: Callable[[str, str], str]
     edits_win: bool
-    hides_docstrings: bool | None
+    shows_docstrings: bool
     stops_at_code_end: bool
     second_ask: EditFormName
     restores_docstrings: bool
@@ -139,10 +139,6 @@ class EditForm:
         """
         return child_from(parent, reply, self.rewrite, edits_win=self.edits_win, truncated=truncated)
 
-    def shows_docstrings(self, docstrings_shown: bool) -> bool:
-        """Whether programs are shown with their docstrings, given the ``docstrings_shown`` setting."""
-        return docstrings_shown if self.hides_docstrings is None else not self.hides_docstrings
-
     def stop(self, stop_at_code_end: bool) -> list[str] | None:
         """Stop sequences of its requests, given the ``stop_at_code_end`` setting."""
         return [CODE_END] if self.stops_at_code_end and stop_at_code_end else None
@@ -153,18 +149,18 @@ def _full_format(program: str) -> str:
 
 
 EDIT_FORMS: dict[str, EditForm] = {form.name: form for form in (
-    EditForm(name="full", rewrite=apply_rewrite, edits_win=False, hides_docstrings=None,
+    EditForm(name="full", rewrite=apply_rewrite, edits_win=False, shows_docstrings=True,
              stops_at_code_end=True, second_ask="full", restores_docstrings=True,
              _job=lambda goal, program: _rewrite_job(goal, _full_format(program)),
              _reply_format=_full_format),
-    EditForm(name="diff", rewrite=apply_rewrite, edits_win=True, hides_docstrings=False,
+    EditForm(name="diff", rewrite=apply_rewrite, edits_win=True, shows_docstrings=True,
              stops_at_code_end=False, second_ask="full", restores_docstrings=False,
              _job=lambda goal, program: (
                  f"Edit the current program so that it {goal}, following the direction. Edit only inside "
                  "the EVOLVE-BLOCK. Reply only with one or more SEARCH/REPLACE edits; each SEARCH part must "
                  "match the current program exactly. " + edit_format(program)),
              _reply_format=_full_format),
-    EditForm(name="functions", rewrite=apply_functions, edits_win=False, hides_docstrings=True,
+    EditForm(name="functions", rewrite=apply_functions, edits_win=False, shows_docstrings=False,
              stops_at_code_end=True, second_ask="functions", restores_docstrings=False,
              _job=lambda goal, program: _rewrite_job(goal, FUNCTIONS_FORMAT),
              _reply_format=lambda program: FUNCTIONS_FORMAT),

@@ -40,15 +40,13 @@ def test_the_edit_form_setting_offers_exactly_the_registered_forms():
 
 
 def test_which_view_of_a_program_each_form_shows():
-    assert policy().shows_docstrings and not policy(docstrings_shown=False).shows_docstrings
-    assert policy(edit_form="diff", docstrings_shown=False).shows_docstrings  # SEARCH parts must match
+    assert policy().shows_docstrings
+    assert policy(edit_form="diff").shows_docstrings  # SEARCH parts must match
     assert not policy(edit_form="functions").shows_docstrings
-    assert '"""' not in policy(edit_form="functions").shown('def f():\n    """Doc."""\n    return 1\n')
-    # the exemplars (references) are shown as the parent is, or without docstrings when asked
+    # the parent and the exemplars (references) alike
     documented = 'def f():\n    """Doc."""\n    return 1\n'
-    assert '"""' in policy().shown(documented) and '"""' in policy().shown_exemplar(documented)
-    assert '"""' not in policy(exemplar_docstrings=False).shown_exemplar(documented)
-    assert '"""' not in policy(docstrings_shown=False).shown_exemplar(documented)
+    assert '"""' in policy().shown(documented) and '"""' in policy(edit_form="diff").shown(documented)
+    assert '"""' not in policy(edit_form="functions").shown(documented)
 
 
 def test_where_requests_stop():
@@ -80,13 +78,10 @@ def test_a_changed_setting_the_others_make_ignored_is_named():
     assert ignored_settings(RunContext()) == []
     assert ignored_settings(RunContext(workers=4)) == []  # defaults left alone say nothing
     said = " | ".join(ignored_settings(RunContext(
-        edit_form="diff", docstrings_shown=False, stop_at_code_end=False, navigator_enabled=False,
+        edit_form="diff", stop_at_code_end=False, navigator_enabled=False,
         unguided_hotter=0.5, embedded_server_per_role=True, workers=2)))
-    for name in ("docstrings_shown", "stop_at_code_end", "unguided_hotter", "embedded_server_per_role"):
+    for name in ("stop_at_code_end", "unguided_hotter", "embedded_server_per_role"):
         assert name in said
-    assert "exemplar_docstrings is ignored" in ignored_settings(RunContext(exemplar_docstrings=False,
-                                                                           edit_form="functions"))[0]
-    assert ignored_settings(RunContext(exemplar_docstrings=False)) == []
     never = ignored_settings(RunContext(num_exemplars=5))  # k 5 + 2 > the 6 candidates: never a choice
     assert len(never) == 1 and "Sampler agent is never asked" in never[0]
     assert ignored_settings(RunContext(num_exemplars=4)) == []

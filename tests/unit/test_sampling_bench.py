@@ -74,20 +74,6 @@ def test_direction_0_takes_the_guidance_out_of_the_stored_request():
     assert bench.parse_config("bare=direction=0") == ("bare", {"direction": 0})
 
 
-def test_refdoc_0_takes_the_docstrings_out_of_the_reference_programs_only():
-    from langchain_core.messages import HumanMessage
-
-    documented = 'def f():\n    """Doc."""\n    return 1\n'
-    stored = [HumanMessage(f"## Current program\n```python\n{documented}```\n\n## Reference programs\n"
-                           f"### Reference 1 (score 2)\n```python\n{documented}```\n\n## Your job\nJ")]
-    shown = bench.without_reference_docstrings(stored)[0].content
-    assert shown.count('"""Doc."""') == 1 and shown.index('"""Doc."""') < shown.index("## Reference programs")
-    assert shown.endswith("## Your job\nJ") and "return 1" in shown.split("## Reference programs")[1]
-    bare = [HumanMessage(f"## Current program\n```python\n{documented}```\n## Your job\nJ")]
-    assert bench.without_reference_docstrings(bare) == bare
-    assert bench.parse_config("lean=refdoc=0") == ("lean", {"refdoc": 0})
-
-
 def test_a_first_ask_in_the_short_form_names_a_mutation_or_the_stored_guidance():
     task = get_task("model_placement")
     prompt = {"iteration": 3, "parent": INITIAL, "guidance": "Place the largest models first.",

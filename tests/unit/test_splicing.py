@@ -178,15 +178,15 @@ def test_with_docstrings_hidden_a_generated_rewrite_keeps_them(tmp_path):
               '# EVOLVE-BLOCK-END\n')
     answer = reply("```python\n# EVOLVE-BLOCK-START\ndef solve(a, b):\n    return b + a\n"
                    "# EVOLVE-BLOCK-END\n```")
-    for shown_, kept in ((False, True), (True, False)):
+    ctx = RunContext(max_retries=0)  # the full form: it shows docstrings, an ask after a twin does not
+    for hidden, kept in ((True, True), (None, False)):
         with use_chat_models(generator=scripted(answer)):
-            ctx = RunContext(docstrings_shown=shown_, max_retries=0)
             out = ask_generator(ctx, [HumanMessage("x")], Sampling(temperature=0.8, seed=1),
-                                SearchPolicy.of(ctx, 0), base=parent)
+                                SearchPolicy.of(ctx, 0), base=parent, from_hidden_view=hidden)
         assert ('"""Add a and b."""' in out.source) is kept and "return b + a" in out.source
 
 
-def test_the_generator_sees_programs_without_docstrings_in_functions_mode_or_when_asked():
+def test_the_generator_sees_programs_without_docstrings_in_functions_mode_only():
     from contextevolve.graph.context import RunContext
     from contextevolve.loop.composing import build_prompt
     from contextevolve.loop.policy import SearchPolicy
@@ -196,13 +196,13 @@ def test_the_generator_sees_programs_without_docstrings_in_functions_mode_or_whe
     task = get_task("model_placement")
     parent = ProgramRecord(id="it00000", iteration=0, source=INITIAL, abstract="greedy", status="ok")
 
-    def shown(form, docstrings_shown=True):
-        policy = SearchPolicy.of(RunContext(edit_form=form, docstrings_shown=docstrings_shown), 0)
+    def shown(form):
+        policy = SearchPolicy.of(RunContext(edit_form=form), 0)
         return build_prompt(policy, task, parent, "", [], 10_000).messages()[-1].content
 
-    assert "Returns:" in shown("full") and "Returns:" in shown("diff", False)  # SEARCH must match the program
-    for hidden in (shown("functions"), shown("full", False)):
-        assert "Returns:" not in hidden and without_docstrings(INITIAL) in hidden
+    assert "Returns:" in shown("full") and "Returns:" in shown("diff")  # SEARCH must match the program
+    hidden = shown("functions")
+    assert "Returns:" not in hidden and without_docstrings(INITIAL) in hidden
 
 
 def test_a_class_rewritten_without_docstrings_gets_its_methods_back():
