@@ -250,10 +250,6 @@ def main() -> int:
     parser.add_argument("--unguided-hotter", type=float, default=None,
                         help="temperature added to a first ask without guidance; 0: none "
                              "(SearchSettings.unguided_hotter; default: RunContext's)")
-    parser.add_argument("--change-line", choices=choices("change_line"), default=None,
-                        help="which asks want a 'Change:' line before the program "
-                             "(SearchSettings.change_line; "
-                             "default: RunContext's)")
     parser.add_argument("--mutation", action="append", default=[], metavar="TEXT",
                         help="a change an ask after a twin may name; repeated, the list that replaces the "
                              "built-in one (SearchSettings.mutations)")
@@ -316,7 +312,6 @@ def main() -> int:
         f"-rest{args.stale_rest}" if args.stale_rest is not None else "",
         f"-{args.parent_selection}" if args.parent_selection else "",
         f"-hotter{args.unguided_hotter:g}" if args.unguided_hotter is not None else "",
-        f"-change{args.change_line}" if args.change_line else "",
         f"-mutations{len(args.mutation)}" if args.mutation else "",
         "-paperagents" if args.paper_agents else ""])
     run_dir = Path(args.run_dir or f"runs/eff-{args.task}-{mode}{old}-seed{args.seed}")
@@ -331,7 +326,6 @@ def main() -> int:
     search = {k: v for k, v in (("stale_after", args.stale_after), ("stale_rest", args.stale_rest),
                                 ("parent_selection", args.parent_selection),
                                 ("unguided_hotter", args.unguided_hotter),
-                                ("change_line", args.change_line),
                                 ("mutations", tuple(args.mutation) or None)) if v is not None}
     if args.paper_agents:
         search.update(PAPER_AGENTS)
@@ -348,7 +342,6 @@ def main() -> int:
               "import_fixes": settings.get("import_fixes"),
               "stale_after": settings.get("stale_after"), "unguided_hotter": settings.get("unguided_hotter"),
               "stale_rest": settings.get("stale_rest"), "parent_selection": settings.get("parent_selection"),
-              "change_line": settings.get("change_line", "none"),
               **{k: settings.get(k) for k in PAPER_AGENTS},
               **{k: v for k, v in serving.recorded(run_dir)[-1].items() if k not in ("at", "resumed")}}
     (run_dir / RESULT_FILE).write_text(json.dumps(result, indent=2))

@@ -20,8 +20,8 @@ every reply's outcome, edit form and text to ``--out`` (JSON).
 twin of its parent (stored re-asks only), with the run's seed and temperature for it, under one of
 four prompts (key ``reask``): ``fresh`` (what a run sent before the change line,
 :func:`prompts.generator.reask_messages`: a new conversation with the program without docstrings and one
-named mutation), ``plan`` (the same asking for a ``Change:`` line before the program: what a run sends at
-the default ``--change-line second_ask``), ``edits`` (the
+named mutation), ``plan`` (the same asking for a ``Change:`` line before the program: what a run sends),
+``edits`` (the
 follow-up conversation asking for SEARCH/REPLACE edits that runs sent before) and ``followup`` (the
 same follow-up asking for the whole program).
 

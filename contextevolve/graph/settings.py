@@ -187,14 +187,6 @@ class SearchSettings:
     """Temperature added to the Generator's first ask when the Navigator gave no guidance (ignored with the
     Navigator switched off, so that ablation changes one thing); 0: the Generator's own
     (docs/decisions/search-settings.md)."""
-    change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
-    """Which Generator asks want a line naming the edit before the program (second_ask, every_ask or none).
-
-    The line begins with ``Change:``. ``second_ask``: every ask after a twin, i.e. the second ask after a
-    code twin (and a restart's) and the ask after a behavioural twin; ``every_ask``: the first ask too;
-    ``none``: no ask. Asked to name its change first, the small model
-    copies its parent less often (docs/decisions/change-line.md).
-    The diff form's first ask never asks for it (its edits name their change)."""
     mutations: tuple[str, ...] = MUTATIONS
     """The concrete changes an ask after a twin names, one per ask, in turn by seed and iteration: each is
     a clause that completes "Make one concrete change to how this program computes its result: ...". The
@@ -238,6 +230,7 @@ REMOVED_SETTINGS: dict[str, tuple[Any, str]] = {
     "failed_candidates": (2, "failed-exemplars.md"),
     "docstrings_shown": (True, "search-settings.md"),
     "exemplar_docstrings": (True, "exemplar-docstrings.md"),
+    "change_line": ("second_ask", "change-line.md"),
 }
 """``SearchSettings`` fields deleted because they were tried and not adopted, or never shown to pay on their
 own: each one's default while it existed (the search runs that value today) and its decision record in

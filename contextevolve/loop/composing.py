@@ -41,8 +41,7 @@ def _prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidance: s
             exemplars: list[ProgramRecord], sections: list[str], code_ids: list[str]) -> GeneratorPrompt:
     return prompt.generator_prompt(task.description, parent_text(policy, parent), guidance, sections,
                                    policy.form, task.higher_is_better, parent.source,
-                                   exemplar_ids=[e.id for e in exemplars], code_ids=code_ids,
-                                   change_line=policy.first_change_line)
+                                   exemplar_ids=[e.id for e in exemplars], code_ids=code_ids)
 
 
 def build_prompt(policy: SearchPolicy, task: Task, parent: ProgramRecord, guidance: str,

@@ -156,7 +156,7 @@ def second_ask_request(task: Task, parent: ProgramRecord, policy: SearchPolicy) 
     """
     form, mutation = policy.second_form, policy.mutation()
     return reask_messages(task.description, parent.source, mutation, task.higher_is_better, form,
-                          change_line=policy.second_change_line), form, mutation
+                          change_line=True), form, mutation
 
 
 def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord,

@@ -65,8 +65,6 @@ class SearchPolicy:
             Navigator off, so that ablation changes one thing).
         import_fixes: missing imports are added without a model.
         behavioural_twins: a valid child that changed no result is asked again once.
-        change_line: which asks want a ``Change:`` line before the program (``none``, ``second_ask``,
-            ``every_ask``; :func:`~contextevolve.prompts.generator.with_change_line`).
         mutations: the concrete changes an ask after a twin names, in turn (:meth:`mutation`).
         seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before
             the child (the child is ``iteration + 1``).
@@ -82,7 +80,6 @@ class SearchPolicy:
     seed: int
     temperature: float
     iteration: int
-    change_line: Literal["none", "second_ask", "every_ask"] = "second_ask"
     mutations: tuple[str, ...] = MUTATIONS
 
     @classmethod
@@ -94,23 +91,10 @@ class SearchPolicy:
                    stop_at_code_end=search.stop_at_code_end,
                    unguided_hotter=search.unguided_hotter if ctx.ablations.navigator_enabled else 0.0,
                    import_fixes=search.import_fixes, behavioural_twins=search.behavioural_twins,
-                   change_line=search.change_line,
+
                    mutations=tuple(search.mutations),
                    seed=ctx.worker_seed(worker or 0),
                    temperature=ctx.llm.temperature_for("generator"), iteration=iteration)
-
-    @property
-    def first_change_line(self) -> bool:
-        """The first ask wants a ``Change:`` line before the program (``change_line`` ``every_ask``)."""
-        return self.change_line == "every_ask"
-
-    @property
-    def second_change_line(self) -> bool:
-        """An ask after a twin (a code twin's second ask, a behavioural twin's ask) wants a ``Change:`` line.
-
-        True for ``change_line`` other than ``none``.
-        """
-        return self.change_line != "none"
 
     def stop(self, form: EditForm | None = None) -> list[str] | None:
         """Stop sequences of a request whose reply is written in ``form`` (default: the run's)."""

@@ -102,7 +102,7 @@ def _ask_after_no_effect(ctx: RunContext, state: WorkerState, child: ProgramReco
     form = policy.second_form
     mutation = policy.no_effect_mutation()
     messages = no_effect_messages(task.description, child.source, measured_effect(twin), mutation,
-                                  task.higher_is_better, form, change_line=policy.second_change_line)
+                                  task.higher_is_better, form, change_line=True)
     outcome = ask_generator(ctx, messages, policy.no_effect_ask(), policy, base=child.source, form=form,
                             from_hidden_view=True)
     # (the parent is committed, so comparing with the version and the committed programs covers it)

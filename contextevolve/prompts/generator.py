@@ -52,8 +52,9 @@ def reask_messages(task_description: str, parent_source: str, mutation: str, hig
 
     It holds only the task, the current program without its docstrings and one concrete ``mutation``
     to make, and wants code back as ``form`` (the run's form's ``second_ask``) writes it; with
-    ``change_line`` the reply first names its edit in one line (:func:`with_change_line`). Why a new
-    conversation: docs/decisions/second-ask.md.
+    ``change_line``, as a run always asks it, the reply first names its edit in one line
+    (:func:`with_change_line`; without: the wording the replays compare). Why a new conversation:
+    docs/decisions/second-ask.md.
     """
     ending = reply_ending(form, parent_source, change_line)
     return [SystemMessage(SYSTEM), HumanMessage(
@@ -71,8 +72,8 @@ def no_effect_messages(task_description: str, version_source: str, effect: str, 
     A new conversation like :func:`reask_messages`, holding the version that had no effect (without its
     docstrings), what was measured (``effect``: that every result equals a stored program's, as
     ``loop.behaviour.measured_effect`` words it) and one concrete
-    ``mutation``, so that the next change alters what the program computes; with ``change_line`` the reply
-    first names its edit in one line (:func:`with_change_line`).
+    ``mutation``, so that the next change alters what the program computes; with ``change_line``, as a run
+    always asks it, the reply first names its edit in one line (:func:`with_change_line`).
     """
     ending = reply_ending(form, version_source, change_line)
     return [SystemMessage(SYSTEM), HumanMessage(
@@ -174,16 +175,14 @@ class GeneratorPrompt:
 def generator_prompt(task_description: str, parent: str, guidance: str, exemplars: list[str],
                      form: EditForm, higher_is_better: bool, parent_source: str,
                      exemplar_ids: list[str] | None = None,
-                     code_ids: list[str] | None = None, change_line: bool = False) -> GeneratorPrompt:
+                     code_ids: list[str] | None = None) -> GeneratorPrompt:
     """The Generator's prompt from rendered parts.
 
     ``form`` writes its job for ``parent_source``, the parent's program as it is (the diff form's
-    example is made of its lines); with ``change_line`` the job asks for a ``Change:`` line before the
-    program (:func:`with_change_line`).
+    example is made of its lines). It asks for no ``Change:`` line: only an ask after a twin does
+    (docs/decisions/change-line.md).
     """
     job = form.job(goal_of(higher_is_better), parent_source)
-    if change_line:
-        job = with_change_line(job, form.reply_format(parent_source))
     return GeneratorPrompt(task=task_description, parent=parent, guidance=guidance,
                            exemplars=tuple(exemplars), job=job,
                            exemplar_ids=tuple(exemplar_ids or ()), code_ids=tuple(code_ids or ()))

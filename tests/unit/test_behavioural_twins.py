@@ -143,15 +143,14 @@ def test_a_child_with_no_effect_twice_is_kept_as_a_behavioural_twin(tmp_path):
     assert 'id="behavioural-twins">' in page and "no effect: the same results as it00000" in page
 
 
-def test_the_ask_after_no_effect_names_its_change_first_unless_change_lines_are_off(tmp_path):
-    for setting, wanted in (("second_ask", True), ("every_ask", True), ("none", False)):
-        named = "Change: the GPU's load counts the model placed on it.\n" + fenced(BETTER_PROGRAM)
-        generator = scripted(reply(fenced(RENAMED), 900, 400), reply(named, 700, 300), cycle=False)
-        _, records, _ = run(tmp_path / setting, generator, change_line=setting)
-        ask = generator.seen[1][1].content
-        assert "had no effect" in ask and ("`Change:`" in ask) == wanted, setting
-        # the named change is read past: the program after it is the child, scored by our evaluator
-        assert records[1]["source"] == BETTER_PROGRAM and records[1]["status"] == "ok", setting
+def test_the_ask_after_no_effect_names_its_change_first(tmp_path):
+    named = "Change: the GPU's load counts the model placed on it.\n" + fenced(BETTER_PROGRAM)
+    generator = scripted(reply(fenced(RENAMED), 900, 400), reply(named, 700, 300), cycle=False)
+    _, records, _ = run(tmp_path, generator)
+    first, ask = (seen[1].content for seen in generator.seen)
+    assert "had no effect" in ask and "`Change:`" in ask and "`Change:`" not in first
+    # the named change is read past: the program after it is the child, scored by our evaluator
+    assert records[1]["source"] == BETTER_PROGRAM and records[1]["status"] == "ok"
 
 
 def test_behavioural_twins_off_keeps_the_paper_loop(tmp_path):

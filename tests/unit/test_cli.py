@@ -163,7 +163,7 @@ def test_run_flags_and_run_settings_agree():
                   "--no-server-per-role", "--stale-after", "3", "--stale-rest", "2", "--no-behavioural-twins",
                   "--summarize-invalid",
                   "--navigator-sampler-share", "0.5",
-                  "--change-line", "every_ask", "--samples-per-prompt", "2", "--log-prompts",
+                  "--samples-per-prompt", "2", "--log-prompts",
                   "--eval-timeout", "5",
                   "--exemplars", "1", "--trajectories", "2",
                   "--context-budget", "900", "--summary-variant", "novel_only", "--guidance-variant",

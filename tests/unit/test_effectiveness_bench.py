@@ -72,7 +72,6 @@ def _arguments(monkeypatch, tmp_path, argv) -> dict:
 @pytest.mark.parametrize("argv, expected", [
     ([], {}),
     (["--stale-after", "0", "--unguided-hotter", "0"], {"stale_after": 0, "unguided_hotter": 0.0}),
-    (["--change-line", "every_ask"], {"change_line": "every_ask"}),
     (["--stale-rest", "100", "--parent-selection", "tournament"],
      {"stale_rest": 100, "parent_selection": "tournament"}),
     (["--mutation", "reverse the order", "--mutation", "change a constant"],
@@ -80,13 +79,12 @@ def _arguments(monkeypatch, tmp_path, argv) -> dict:
 ])
 def test_the_newer_search_switches_reach_the_run_only_when_given(monkeypatch, tmp_path, argv, expected):
     seen = _arguments(monkeypatch, tmp_path, argv)
-    names = ("stale_after", "unguided_hotter", "change_line", "stale_rest", "parent_selection", "mutations")
+    names = ("stale_after", "unguided_hotter", "stale_rest", "parent_selection", "mutations")
     assert {k: seen[k] for k in names if k in seen} == expected
 
 
 def test_the_literal_switches_offer_their_settings_values():
     assert bench.choices("parent_selection") == ("pareto", "tournament", "best", "random")
-    assert bench.choices("change_line") == ("none", "second_ask", "every_ask")
 
 
 def test_paper_agents_switch_off_every_new_part(monkeypatch, tmp_path):

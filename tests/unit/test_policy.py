@@ -148,27 +148,20 @@ def test_the_first_and_the_second_ask_sample_with_the_runs_nucleus_and_top_k(tmp
     assert records[1]["status"] == "ok"
 
 
-def test_which_asks_want_a_change_line_before_the_program(tmp_path):
-    """By default only a code twin's second ask asks for the `Change:` line; every_ask, the first too."""
+def test_only_an_ask_after_a_twin_wants_a_change_line_before_the_program(tmp_path):
+    """A code twin's second ask asks for the `Change:` line; the first ask never does."""
     from contextevolve.prompts.generator import CHANGE_FIRST, with_change_line
     from tests.fakes import BETTER_PROGRAM, fenced
     from tests.unit.test_repair import run
 
-    assert (policy().first_change_line, policy().second_change_line) == (False, True)
-    assert policy(change_line="every_ask").first_change_line
-    assert not policy(change_line="none").second_change_line
-    with pytest.raises(ValueError, match="change_line must be one of none, second_ask, every_ask, not 'alw"):
-        RunContext(change_line="always")
     for name, form in EDIT_FORMS.items():  # the line goes just before the reply format, where the job has one
         job = form.job("raises the score", INITIAL)
         asked = with_change_line(job, form.reply_format(INITIAL))
         assert (CHANGE_FIRST in asked) == (name != "diff")
         assert asked.replace(CHANGE_FIRST, "").lower() == job.lower()
     named = "Change: the GPU's load counts the model placed on it.\n" + fenced(BETTER_PROGRAM)
-    for setting, first_has, second_has in (("second_ask", False, True), ("every_ask", True, True),
-                                           ("none", False, False)):
-        generator = scripted(reply(fenced(INITIAL), 900, 400), reply(named, 700, 400), cycle=False)
-        _, records, _ = run(tmp_path / setting, generator, change_line=setting)
-        first, second = (seen[-1].content for seen in generator.seen)
-        assert ("`Change:`" in first, "`Change:`" in second) == (first_has, second_has)
-        assert records[1]["status"] == "ok" and records[1]["source"].strip() == BETTER_PROGRAM.strip()
+    generator = scripted(reply(fenced(INITIAL), 900, 400), reply(named, 700, 400), cycle=False)
+    _, records, _ = run(tmp_path, generator)
+    first, second = (seen[-1].content for seen in generator.seen)
+    assert "`Change:`" not in first and "`Change:`" in second
+    assert records[1]["status"] == "ok" and records[1]["source"].strip() == BETTER_PROGRAM.strip()

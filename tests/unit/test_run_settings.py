@@ -230,9 +230,9 @@ def test_a_setting_of_another_type_is_named_when_the_run_is_configured(tmp_path)
 
 def test_a_choice_setting_given_as_a_flat_keyword_is_checked():
     """A Literal setting's value is one of its choices, named in the message, however it is given."""
-    for name, value, choices in (("change_line", "x", "none, second_ask"),
+    for name, value, choices in (("parent_selection", "x", "pareto, tournament"),
                                  ("edit_form", "patch", "full, diff"), ("executor", "k8s", "local, ray"),
                                  ("summary_variant", "x", "inherited")):
         with pytest.raises(ValueError, match=f"{name} must be one of {choices}.*not '{value}'"):
             RunContext(**{name: value})
-    assert RunContext(change_line="none", edit_form="functions").search.change_line == "none"
+    assert RunContext(parent_selection="best", edit_form="functions").search.parent_selection == "best"
