@@ -20,17 +20,16 @@ def estimate_tokens(text: str) -> int:
 def choice_counts(base_url: str | None, texts: list[str], reported: int) -> list[int]:
     """Completion tokens of each of one request's choices, ``texts``, whose usage says ``reported``.
 
-    An OpenAI-compatible endpoint reports the sum over the choices: it is shared out in proportion to their
-    lengths (largest remainder), so the counts add up to what it bills. llama.cpp's server reports one
-    choice's: a report no larger than about one choice's estimate (:func:`estimate_tokens`) is taken for
-    that, and each choice is counted with the endpoint's tokenizer (``POST /tokenize``, llama.cpp's), else
-    estimated.
+    Each choice is counted with the endpoint's tokenizer (:func:`tokenized`, llama.cpp's ``POST /tokenize``)
+    where those counts add up to more than the report: llama.cpp's server reports one choice's completion
+    for a request of several. Otherwise the report is the sum over the choices (OpenAI's usage) and is
+    shared out in proportion to their lengths (largest remainder), so the counts add up to what it bills.
     """
     if len(texts) == 1:
         return [reported]
-    estimates = [estimate_tokens(t) for t in texts]
-    if reported <= ONE_CHOICE * max(estimates):
-        return tokenized(base_url, texts) or estimates
+    counted = tokenized(base_url, texts)
+    if counted is not None and sum(counted) > reported:
+        return counted
     weights = [max(len(t), 1) for t in texts]
     shares = [reported * w / sum(weights) for w in weights]
     counts = [int(s) for s in shares]
@@ -39,24 +38,29 @@ def choice_counts(base_url: str | None, texts: list[str], reported: int) -> list
     return counts
 
 
-ONE_CHOICE = 1.5
-"""A request's reported completion tokens up to this many times its longest choice's estimate are one
-choice's count, not the sum over its choices (:func:`choice_counts`): the estimate is within this factor."""
+_NO_TOKENIZER: set[str] = set()
+"""Endpoints (roots of ``/tokenize``) that answered it with an error or an unreadable body once."""
 
 
 def tokenized(base_url: str | None, texts: list[str]) -> list[int] | None:
     """Each of ``texts`` counted by the tokenizer of the llama.cpp server at ``base_url``, or None.
 
-    None when there is no endpoint or it has no ``/tokenize`` (any other server).
+    None when there is no endpoint, it did not answer, or it has no ``/tokenize`` (any other server: then it
+    is not asked again).
     """
     import httpx
 
     if not base_url:
         return None
     root = base_url.rstrip("/").removesuffix("/v1")
+    if root in _NO_TOKENIZER:
+        return None
     try:
         with httpx.Client(timeout=10) as client:
             replies = [client.post(f"{root}/tokenize", json={"content": text}) for text in texts]
             return [len(r.raise_for_status().json()["tokens"]) for r in replies]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError):
+    except (httpx.HTTPStatusError, ValueError, KeyError, TypeError):  # no llama.cpp tokenizer there
+        _NO_TOKENIZER.add(root)
+        return None
+    except httpx.HTTPError:  # unreachable or slow this time: asked again next time
         return None

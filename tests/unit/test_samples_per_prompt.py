@@ -72,6 +72,8 @@ def test_choice_counts_share_a_reported_sum_by_length_and_keep_it_whole():
     assert choice_counts(None, ["aaaa", "aaaaaaaa", "aaaa"], 10) == [3, 5, 2]
     assert choice_counts(None, ["x"], 7) == [7]
     assert sum(choice_counts(None, ["a" * 13, "b" * 7, "c"], 101)) == 101
+    # a tokenizer far thriftier than the budget estimate's 3.5 characters: still a sum, never inflated
+    assert choice_counts(None, ["x" * 100] * 3, 30) == [10, 10, 10]
 
 
 def test_call_choices_refuses_no_choices():
