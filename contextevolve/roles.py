@@ -14,8 +14,10 @@ ROLES: tuple[str, ...] = tuple(a.name for a in AGENTS)
 """The agents' roles (:data:`contextevolve.agents.AGENTS`), each with its own chat model."""
 Role = Literal[ROLES]  # the declared names, for pydantic and readers
 """The name of an agent's role."""
-USAGE_ROLES: tuple[str, ...] = (*ROLES, "repair")
-"""Rows of every token table: the agents plus ``repair`` (Generator calls that fix a failed child)."""
+USAGE_ROLES: tuple[str, ...] = ROLES
+"""Rows of every token table, in this order: the agents. A role only an older run booked (``repair``: the
+Generator's calls that fixed a failed child, before model repairs were removed) follows them where its
+records hold it."""
 
 TokenUsage = dict[str, dict[str, int]]
 """Tokens by role: ``{"generator": {"prompt": 1200, "completion": 480}, ...}``."""
