@@ -41,7 +41,7 @@ from tests.fakes import BETTER_PROGRAM, INITIAL  # noqa: E402
 
 #: The parts of a request that decide its reply (and that a refactoring must keep).
 KEYS = ("model", "messages", "temperature", "seed", "stop", "max_tokens", "max_completion_tokens", "top_p",
-        "response_format")
+        "response_format", "n")
 MISSING_IMPORT = BETTER_PROGRAM.replace("    ordered = sorted(",
                                         "    heapq.heapify([])\n    ordered = sorted(")
 BROKEN = INITIAL[: len(INITIAL) // 2] + "\n    ((\n"
@@ -51,9 +51,13 @@ def _digest(data: object) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
-def reply_for(body: dict) -> tuple[str, str]:
-    """The scripted reply to ``body`` and its ``finish_reason``: a pure function of its :data:`KEYS`."""
-    h = int(_digest({k: body.get(k) for k in KEYS})[:12], 16)
+def reply_for(body: dict, choice: int = 0) -> tuple[str, str]:
+    """The scripted reply to ``body`` and its ``finish_reason``: a pure function of its :data:`KEYS`.
+
+    ``choice``: which of the request's ``n`` choices (each another function of the request).
+    """
+    keyed = {k: body.get(k) for k in KEYS}
+    h = int(_digest(keyed if not choice else [keyed, choice])[:12], 16)
     if body.get("model") == "gen":
         kind = h % 12
         weight = 0.05 + (h >> 8) % 300 / 100
@@ -96,13 +100,14 @@ class TraceEndpoint:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 endpoint.requests.append({k: body.get(k) for k in KEYS})
-                text, finish = reply_for(body)
-                words = len(text.split())
+                answers = [reply_for(body, j) for j in range(int(body.get("n") or 1))]
+                words = sum(len(text.split()) for text, _ in answers)
                 prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
                 raw = json.dumps({"id": "trace", "object": "chat.completion", "created": 0,
                                   "model": body.get("model"),
-                                  "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                               "finish_reason": finish}],
+                                  "choices": [{"index": j, "message": {"role": "assistant", "content": text},
+                                               "finish_reason": finish}
+                                              for j, (text, finish) in enumerate(answers)],
                                   "usage": {"prompt_tokens": prompt, "completion_tokens": words,
                                             "total_tokens": prompt + words}}).encode()
                 self.send_response(200)
@@ -179,11 +184,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--edit-form", choices=("full", "diff", "functions"), default="full",
                         help="passed on to run (as --mode to a tree older than the flag)")
+    parser.add_argument("--samples-per-prompt", type=int, default=None,
+                        help="passed on to run (children of one composed prompt; default the trees' own)")
     args = parser.parse_args(argv)
     traces, summaries = [], []
     endpoint = TraceEndpoint()
     for tree in args.trees:
         flags = run_flags(tree.resolve(), args.edit_form)
+        if args.samples_per_prompt is not None:
+            flags += ["--samples-per-prompt", str(args.samples_per_prompt)]
         requests, records = trace(endpoint, tree.resolve(), args.iterations, args.seed, flags)
         traces.append(requests)
         summaries.append(summary(requests, records))

@@ -90,7 +90,7 @@ from contextevolve.evaluation.limits import SandboxLimits
 from contextevolve.graph.context import RunContext, flat_settings, upgraded
 from contextevolve.llm import transcript
 from contextevolve.llm.parsing import clip_to_sentence
-from contextevolve.loop.policy import NO_EFFECT_SEED, REASK_HOTTER
+from contextevolve.loop.requests import KINDS, REASK_HOTTER
 from contextevolve.nodes.navigate import GUIDANCE_CHARS
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.forms import edit_form, edit_format
@@ -183,7 +183,7 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
     records = {r["iteration"]: r for r in map(json.loads, lines)}
     by_id = {r["id"]: r for r in records.values()}
     first_asks = [row["role"] == "generator" and row["attempt"] == 1 and bool(row["messages"])
-                  and FIRST_ASK.search(row["messages"][-1]["content"]) is not None for row in rows]
+                  and stored_kind(row) == "first" for row in rows]
     asks, iteration, n, navigator, asked = [], 0, 0, None, None
     for row, first_ask in zip(rows, first_asks):
         if any(first_asks):
@@ -199,6 +199,22 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
             asks.append((iteration, n, row, by_id[records[iteration]["parent_id"]], navigator))
             n += 1
     return asks
+
+
+def stored_kind(row: dict) -> str:
+    """The kind of Generator request a transcript row is (``first``, ``second_ask``, ``no_effect``; ``""``).
+
+    A row written since requests are data carries its kind (``row["request"]``,
+    ``contextevolve.loop.requests.GeneratorRequest.label``); an older row's is read from its wording.
+    """
+    if "request" in row:
+        return row["request"]["kind"]
+    content = row["messages"][-1]["content"] if row["messages"] else ""
+    if NO_EFFECT_MARKER in content:
+        return "no_effect"
+    if any(m in content for m in REASK_MARKERS):
+        return "second_ask"
+    return "first" if FIRST_ASK.search(content) is not None else ""
 
 
 def first_prompts(run_dir: Path) -> list[dict]:
@@ -240,7 +256,7 @@ def reask_prompts(run_dir: Path) -> list[dict]:
     for iteration, n, row, parent, _ in _generator_asks(run_dir):
         if n == 0:
             firsts[iteration] = row
-        elif iteration in firsts and any(m in row["messages"][-1]["content"] for m in REASK_MARKERS):
+        elif iteration in firsts and stored_kind(row) == "second_ask":
             first = firsts.pop(iteration)  # one re-ask per iteration
             prompts.append({"run": run_dir.name, "iteration": iteration, "first": first["messages"],
                             "first_reply": first["reply"], "parent": parent["source"],
@@ -258,7 +274,7 @@ def no_effect_prompts(run_dir: Path) -> list[dict]:
     prompts = []
     for iteration, _, row, _, _ in _generator_asks(run_dir):
         content = row["messages"][-1]["content"]
-        if NO_EFFECT_MARKER not in content:
+        if stored_kind(row) != "no_effect":
             continue
         version = re.search(r"## Current program\n```python\n(.*?)```", content, re.S)
         twin = re.search(r"every result equals (\w+)'s", content)
@@ -267,21 +283,25 @@ def no_effect_prompts(run_dir: Path) -> list[dict]:
         messages = [*row["messages"][:-1], {**row["messages"][-1], "content": content.replace(
             "had no effect: no effect: ", "had no effect: ")}]
         prompts.append({"run": run_dir.name, "iteration": iteration, "messages": messages,
-                        "parent": version.group(1), "parent_score": by_id[twin.group(1)]["combined_score"]})
+                        "parent": version.group(1), "parent_score": by_id[twin.group(1)]["combined_score"],
+                        "request": row.get("request")})
     return prompts
 
 
 def no_effect_request(values: dict, prompt: dict, sample: int, run_seed: int) -> tuple[str, int, float, list]:
     """``(mode, seed, temperature, messages)`` of an ask after a behavioural twin as a run makes it.
 
-    As ``loop.policy.SearchPolicy.no_effect_ask`` samples it (the run's seed plus :data:`NO_EFFECT_SEED` and
-    the iteration, :data:`REASK_HOTTER` hotter), a new seed per sample; ``plan=1`` asks for the change line.
+    Sample 0 has the stored request's seed (``prompt["request"]``, a row written since requests are data;
+    for an older row the run's seed plus the kind's offset and the iteration,
+    ``contextevolve.loop.requests.KINDS``), sample ``k`` that plus ``1000 k``; the temperature is
+    :data:`REASK_HOTTER` above the configuration's. ``plan=1`` asks for the change line.
     """
     messages = _messages(prompt["messages"])
     if values.get("plan"):
         messages = with_change_first(messages)
-    seed = run_seed + 1000 * sample + NO_EFFECT_SEED + prompt["iteration"]
-    return "full", seed, _temperature(values) + REASK_HOTTER, messages
+    stored = prompt.get("request")
+    seed = (stored["seed"] if stored else run_seed + KINDS["no_effect"].seed_offset + prompt["iteration"])
+    return "full", seed + 1000 * sample, _temperature(values) + REASK_HOTTER, messages
 
 
 def reask_seed(run_seed: int, sample: int) -> int:
@@ -589,7 +609,7 @@ def reask_request(values: dict, prompt: dict, task, sample: int,
                   run_seed: int) -> tuple[str, int, float, list]:
     """``(mode, seed, temperature, messages)`` of a second ask as a run makes it.
 
-    As ``loop.policy.SearchPolicy.second_ask`` samples it: the run's seed plus the iteration,
+    As ``contextevolve.loop.requests.KINDS`` samples it: the run's seed plus the iteration,
     :data:`REASK_HOTTER` hotter than the first ask.
     """
     seed = reask_seed(run_seed, sample)

@@ -195,7 +195,7 @@ def call_role(role: Role, messages: list[BaseMessage], ctx: RunContext, *, json_
 def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: int, *,
                  check: Callable[[Reply], None] | None = None, stop: list[str] | None = None,
                  temperature: float, seed: int, top_p: float | None = None,
-                 top_k: int | None = None) -> list[Reply]:
+                 top_k: int | None = None, label: dict | None = None) -> list[Reply]:
     """``n`` replies to one prompt: one request of ``n`` choices where the endpoint takes it.
 
     The prompt is read (and billed) once: the first reply's ``usage`` carries the request's prompt tokens,
@@ -216,6 +216,7 @@ def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: in
         seed: the seed of the request (``seed + j`` for a ``j``-th reply asked for alone).
         top_p: nucleus-sampling mass; default the run's.
         top_k: top-k cut; default the run's.
+        label: what the transcript keeps of the request besides its messages (with ``ctx.log_prompts``).
 
     Returns:
         ``n`` replies, or fewer where a one-choice request found no usable reply after its retries (at
@@ -227,11 +228,11 @@ def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: in
     if n < 1:
         raise ValueError(f"n must be >= 1, not {n}")
     replies = _request(role, messages, ctx, n, check=check, stop=stop, temperature=temperature, seed=seed,
-                       top_p=top_p, top_k=top_k)
+                       top_p=top_p, top_k=top_k, label=label)
     for j in range(len(replies), n):
         try:
             replies += _request(role, messages, ctx, 1, check=check, stop=stop, temperature=temperature,
-                                seed=seed + j, top_p=top_p, top_k=top_k)
+                                seed=seed + j, top_p=top_p, top_k=top_k, label=label)
         except MalformedReply as exc:  # no reply, but its tokens were spent: the first reply books them
             replies[0].usage = add_usage(replies[0].usage, exc.usage)
     return replies
@@ -240,7 +241,7 @@ def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: in
 def _request(role: Role, messages: list[BaseMessage], ctx: RunContext, n: int, *, json_mode: bool = False,
              check: Callable[[Reply], None] | None = None, stop: list[str] | None = None,
              temperature: float | None = None, seed: int | None = None, top_p: float | None = None,
-             top_k: int | None = None) -> list[Reply]:
+             top_k: int | None = None, label: dict | None = None) -> list[Reply]:
     """One request of ``n`` choices, with retries: :func:`call_role`'s body; the usable replies."""
     import openai
     import tenacity
@@ -310,7 +311,8 @@ def _request(role: Role, messages: list[BaseMessage], ctx: RunContext, n: int, *
         spent.extend(r.usage for r in replies)
         if ctx.log_prompts:
             for reply in replies:
-                transcript.record(ctx.run_dir, role, attempts, msgs, reply.text, reply.usage, reply.truncated)
+                transcript.record(ctx.run_dir, role, attempts, msgs, reply.text, reply.usage, reply.truncated,
+                                  label)
         usable, problem = [], None
         for reply in replies:
             try:

@@ -5,7 +5,13 @@ request attempt, in the order the replies came (lines kept whole under a lock)::
 
     {"time": "2026-11-23T23:40:01Z", "role": "generator", "attempt": 1,
      "messages": [{"type": "system", "content": "..."}, ...], "reply": "...",
-     "usage": {"generator": {"prompt": 1234, "completion": 567}}, "truncated": false}
+     "usage": {"generator": {"prompt": 1234, "completion": 567}}, "truncated": false,
+     "request": {"kind": "first", "seed": 301, "temperature": 0.8, "n": 3, ...}}
+
+``request`` is what the Generator's requests keep besides their messages
+(``loop.requests.GeneratorRequest.label``: kind, seed, temperature, n, stop, edit form, mutation), so a
+replay sends what the run sent; other roles' rows have none. One row per reply: a request of ``n`` choices
+writes ``n`` rows.
 
 Unusable replies are written too; a request with no reply (endpoint down) is not. No API key is written.
 """
@@ -26,12 +32,17 @@ _lock = threading.Lock()
 
 
 def record(run_dir: str | Path, role: str, attempt: int, messages: list[BaseMessage], reply: str,
-           usage: TokenUsage, truncated: bool) -> None:
-    """Append one request and its reply to ``run_dir``'s transcript (created on first use)."""
-    line = json.dumps({
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "role": role, "attempt": attempt,
-        "messages": [{"type": m.type, "content": m.content} for m in messages],
-        "reply": reply, "usage": usage, "truncated": truncated}, ensure_ascii=False)
+           usage: TokenUsage, truncated: bool, request: dict | None = None) -> None:
+    """Append one request and its reply to ``run_dir``'s transcript (created on first use).
+
+    ``request``: the request's data besides its messages (the module docstring), when it has any.
+    """
+    row = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "role": role, "attempt": attempt,
+           "messages": [{"type": m.type, "content": m.content} for m in messages],
+           "reply": reply, "usage": usage, "truncated": truncated}
+    if request is not None:
+        row["request"] = request
+    line = json.dumps(row, ensure_ascii=False)
     path = Path(run_dir) / TRANSCRIPT_FILE
     with _lock:
         path.parent.mkdir(parents=True, exist_ok=True)

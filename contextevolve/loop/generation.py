@@ -1,28 +1,24 @@
-"""One way to ask the Generator's model for a program, and how a program is found to be a twin.
+"""What a reply of the Generator's model becomes, and how a program is found to be a twin.
 
-The Generator (phase 5), its second ask after a twin and its ask after a behavioural twin all ask the same
-model for a program: messages in, a reply that the run's edit form turns into source
+Every Generator request (:mod:`contextevolve.loop.requests`) wants a program back: each reply becomes an
+:class:`Outcome`, source that the request's edit form built from it
 (:meth:`~contextevolve.program.forms.EditForm.build`), or a failure with its
-:data:`~contextevolve.memory.records.FailureKind`. :func:`ask_generator` is that one request; its seed,
-temperature and stop are the iteration's :class:`~contextevolve.loop.policy.SearchPolicy`'s, so a node only
-chooses *which* request it makes.
+:data:`~contextevolve.memory.records.FailureKind`. A program that is its parent or a stored program again
+is a twin (:func:`twin_of`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from contextevolve.graph.context import RunContext
-from contextevolve.llm.calls import MalformedReply, Reply, call_choices
-from contextevolve.loop.policy import Sampling, SearchPolicy
+from contextevolve.llm.calls import MalformedReply, Reply
 from contextevolve.memory.records import FailureKind, ProgramRecord
 from contextevolve.memory.store import RunMemory
 from contextevolve.program.docstrings import restore_docstrings
 from contextevolve.program.forms import EditForm
 from contextevolve.program.replies import EditError
 from contextevolve.program.twins import normalized_code
-from contextevolve.prompts.generator import reask_messages
 from contextevolve.roles import TokenUsage, booked_as
 from contextevolve.tasks.base import Task
 
@@ -49,7 +45,7 @@ class Outcome:
     unchanged: bool = False
     """The reply gave the base program back (no failure, ``source`` is the base)."""
     mutation: str = ""
-    """The concrete change the request named (a second ask), else ``""``."""
+    """The concrete change the request named (an ask after a twin), else ``""``."""
 
 
 def whole_program(base: str, form: EditForm) -> Callable[[Reply], None]:
@@ -70,93 +66,22 @@ def whole_program(base: str, form: EditForm) -> Callable[[Reply], None]:
     return check
 
 
-def ask_generator(ctx: RunContext, messages: list, sampling: Sampling, policy: SearchPolicy, *, base: str,
-                  form: EditForm | None = None, from_hidden_view: bool | None = None) -> Outcome:
-    """Send ``messages`` to the Generator's model and build a program from the reply.
-
-    The request samples with ``sampling`` and stops where ``policy`` says for ``form`` (default:
-    ``policy.form``; :meth:`SearchPolicy.stop`); a reply cut off before a whole program is retried
-    (:func:`whole_program`). The reply is an edit of ``base`` in ``form``; its tokens are booked under
-    ``generator``. ``from_hidden_view``: ``messages`` showed ``base`` without its
-    docstrings (None: as the policy shows programs); a rewrite written from that view gets them back
-    (:attr:`EditForm.restores_docstrings`).
-
-    Returns:
-        The :class:`Outcome`; never raises for a bad reply.
-
-    Raises:
-        EndpointUnavailable: the endpoint is down (the run stops).
-    """
-    return ask_generator_choices(ctx, messages, sampling, policy, 1, base=base, form=form,
-                                 from_hidden_view=from_hidden_view)[0]
-
-
-def ask_generator_choices(ctx: RunContext, messages: list, sampling: Sampling, policy: SearchPolicy,
-                          n: int, *, base: str, form: EditForm | None = None,
-                          from_hidden_view: bool | None = None) -> list[Outcome]:
-    """``n`` outcomes of one prompt: :func:`ask_generator` asking for ``n`` replies at once.
-
-    (:func:`~contextevolve.llm.calls.call_choices`; ``n = 1`` is one request, as :func:`ask_generator`.) The
-    first outcome's usage carries the prompt's tokens, each its own reply's; replies that never came are
-    ``endpoint`` failures at no cost.
-
-    Raises:
-        EndpointUnavailable: the endpoint is down (the run stops).
-    """
-    form = form or policy.form
-    try:
-        replies = call_choices("generator", messages, ctx, n, check=whole_program(base, form),
-                               stop=policy.stop(form), temperature=sampling.temperature, seed=sampling.seed)
-    except MalformedReply as exc:  # the endpoint's fault, after the retries
-        failed = Outcome(text=exc.text, usage=booked_as(exc.usage, "generator"), failure="endpoint",
-                         problem=str(exc))
-        return [failed, *(replace(failed, usage={}, text="") for _ in range(n - 1))]
-    outcomes = [outcome_of(reply, policy, base=base, form=form,
-                           from_hidden_view=from_hidden_view) for reply in replies]
-    missing = "the endpoint gave no usable reply for this choice"
-    return outcomes + [Outcome(failure="endpoint", problem=missing) for _ in range(n - len(outcomes))]
-
-
-def outcome_of(reply: Reply, policy: SearchPolicy, *, base: str, form: EditForm,
-               from_hidden_view: bool | None = None) -> Outcome:
+def outcome_of(reply: Reply, *, base: str, form: EditForm, hidden_view: bool) -> Outcome:
     """The :class:`Outcome` of one usable ``reply``: an edit of ``base`` in ``form`` built into a program.
 
-    Arguments as :func:`ask_generator`'s.
+    ``hidden_view``: the request showed ``base`` without its docstrings; a rewrite written from that view
+    gets them back (:attr:`EditForm.restores_docstrings`). Its tokens are booked under ``generator``.
     """
     usage = booked_as(reply.usage, "generator")
     try:
         source = form.build(base, reply.text, truncated=reply.truncated)
-        hidden = not policy.shows_docstrings if from_hidden_view is None else from_hidden_view
-        if form.restores_docstrings and hidden:
+        if form.restores_docstrings and hidden_view:
             source = restore_docstrings(base, source)
     except EditError as exc:  # the model's fault
         if exc.unchanged:
             return Outcome(source=base, text=reply.text, usage=usage, unchanged=True)
         return Outcome(source=exc.source, text=reply.text, usage=usage, failure="edit", problem=str(exc))
     return Outcome(source=source, text=reply.text, usage=usage)
-
-
-def second_ask(ctx: RunContext, task: Task, parent: ProgramRecord, policy: SearchPolicy,
-               sampling: Sampling) -> Outcome:
-    """The second ask after a twin: a new conversation about the parent without its docstrings.
-
-    It names one concrete mutation (:func:`~contextevolve.prompts.generator.reask_messages`, in the policy's
-    ``second_form``).
-    """
-    messages, form, mutation = second_ask_request(task, parent, policy)
-    outcome = ask_generator(ctx, messages, sampling, policy, base=parent.source, form=form,
-                            from_hidden_view=True)
-    return replace(outcome, mutation=mutation)
-
-
-def second_ask_request(task: Task, parent: ProgramRecord, policy: SearchPolicy) -> tuple[list, EditForm, str]:
-    """The messages of :func:`second_ask`, the edit form its reply is read in, and the change it names.
-
-    The change is :meth:`SearchPolicy.mutation`'s.
-    """
-    form, mutation = policy.second_form, policy.mutation()
-    return reask_messages(task.description, parent.source, mutation, task.higher_is_better, form,
-                          change_line=True), form, mutation
 
 
 def find_twin(memory: RunMemory, task: Task, source: str, parent: ProgramRecord,

@@ -1,10 +1,10 @@
 """The search's switches for one iteration, resolved once into one object the nodes ask.
 
 The settings that shape how a child is asked for and repaired (the edit form, ``stop_at_code_end``,
-``unguided_hotter``, ``import_fixes``) interact; :class:`SearchPolicy` resolves them in one place, with the
-seed and temperature of every Generator-model request of the iteration, and :func:`ignored_settings` names
-each setting the others make ignored (the run warns when it starts). How they interact:
-docs/decisions/search-settings.md; why each request samples differently: docs/decisions/second-ask.md.
+``unguided_hotter``, ``import_fixes``) interact; :class:`SearchPolicy` resolves them in one place for an
+iteration (the requests it makes of the Generator are :mod:`contextevolve.loop.requests`'), and
+:func:`ignored_settings` names each setting the others make ignored (the run warns when it starts). How
+they interact: docs/decisions/search-settings.md.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from contextevolve.nodes.sample import CANDIDATE_POOL, SAMPLER_CHOICE
 from contextevolve.program.docstrings import without_docstrings
 from contextevolve.program.fixes import missing_import
 from contextevolve.program.forms import EditForm, edit_form
-from contextevolve.program.mutations import MUTATIONS, mutation_for
+from contextevolve.program.mutations import MUTATIONS
 from contextevolve.roles import TokenUsage
 
 Strategy = Literal["import", "no_effect"]
@@ -29,26 +29,9 @@ missing import added without a model; ``no_effect``, the Generator asked again b
 changed no result (a behavioural twin). Older runs also stored ``model`` and ``restart``, the model repairs
 they made (docs/decisions/repair-restart.md)."""
 
-REASK_HOTTER = 0.3
-"""Temperature added to the Generator's for a second ask after a twin."""
-FIRST_ASK_SEED = 300
-"""Seed offset of an iteration's first ask from the worker's seed, plus the iteration: a reused guidance
-with the same parent and exemplars repeats the whole prompt, and an endpoint that honours seeds (llama.cpp's
-server, OpenAI's) would repeat the reply to it, a twin, with one seed for every iteration."""
-NO_EFFECT_SEED = 700
-"""Seed offset of the ask after a behavioural twin from the worker's seed (another than the iteration's
-first ask and second ask use)."""
 IMPORT_FIXES = 3
 """Most imports added to one child without a model (each adds a line the source lacks, so the bound
 only keeps a program that keeps failing on new names from looping)."""
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Seed and temperature of one request."""
-
-    seed: int
-    temperature: float
 
 
 @dataclass(frozen=True)
@@ -65,7 +48,8 @@ class SearchPolicy:
             Navigator off, so that ablation changes one thing).
         import_fixes: missing imports are added without a model.
         behavioural_twins: a valid child that changed no result is asked again once.
-        mutations: the concrete changes an ask after a twin names, in turn (:meth:`mutation`).
+        mutations: the concrete changes an ask after a twin names, in turn
+            (:data:`~contextevolve.loop.requests.KINDS`).
         seed: the worker's seed; temperature: the Generator's; iteration: iterations completed before
             the child (the child is ``iteration + 1``).
     """
@@ -103,36 +87,6 @@ class SearchPolicy:
     def shown(self, source: str) -> str:
         """``source`` as the Generator sees it (without docstrings unless :attr:`shows_docstrings`)."""
         return source if self.shows_docstrings else without_docstrings(source)
-
-    def first(self, guidance: str) -> Sampling:
-        """The Generator's own request: seed ``seed + FIRST_ASK_SEED + iteration``, its temperature.
-
-        :attr:`unguided_hotter` is added when ``guidance`` is empty.
-        """
-        hotter = self.unguided_hotter if not guidance.strip() else 0.0
-        return Sampling(self.seed + FIRST_ASK_SEED + self.iteration, self.temperature + hotter)
-
-    def second_ask(self) -> Sampling:
-        """The second ask after a twin: seed ``seed + 1 + iteration``, ``REASK_HOTTER`` hotter."""
-        return Sampling(self.seed + 1 + self.iteration, self.temperature + REASK_HOTTER)
-
-    def no_effect_ask(self) -> Sampling:
-        """The ask after a behavioural twin: seed ``seed + NO_EFFECT_SEED + iteration``, hotter by 0.3.
-
-        The 0.3 is :data:`REASK_HOTTER`, as for a second ask after a code twin.
-        """
-        return Sampling(self.seed + NO_EFFECT_SEED + self.iteration, self.temperature + REASK_HOTTER)
-
-    def no_effect_mutation(self) -> str:
-        """The change the ask after a behavioural twin names: not the second ask's.
-
-        (Seed + 1 was a restart's second ask's, in runs that made model repairs.)
-        """
-        return mutation_for(self.seed + 2, self.iteration, self.mutations)
-
-    def mutation(self) -> str:
-        """The concrete change a second ask names (:func:`~contextevolve.program.mutations.mutation_for`)."""
-        return mutation_for(self.seed, self.iteration, self.mutations)
 
     def import_fix(self, child: ProgramRecord) -> str:
         """The import line that would fix ``child``'s failure, else ``""``.

@@ -14,14 +14,9 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
+from contextevolve.loop import requests
 from contextevolve.loop.composing import prompt_of
-from contextevolve.loop.generation import (
-    REPLY_EXCERPT,
-    ask_generator,
-    ask_generator_choices,
-    second_ask,
-    twin_of,
-)
+from contextevolve.loop.generation import REPLY_EXCERPT, twin_of
 from contextevolve.loop.policy import SearchPolicy
 from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.loop.stopping import worker_budget_spent
@@ -33,13 +28,13 @@ from contextevolve.roles import add_usage
 def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     """Send the prompt compose chose to the Generator and store the child, and the prompt's other replies.
 
-    The prompt is :func:`~contextevolve.loop.composing.prompt_of`'s, the sampling the iteration's
-    :class:`~contextevolve.loop.policy.SearchPolicy`'s; the child is stored with status pending, or failed
+    The prompt is :func:`~contextevolve.loop.composing.prompt_of`'s, sent as a ``first`` request
+    (:mod:`contextevolve.loop.requests`); the child is stored with status pending, or failed
     with a reason and kind. With ids claimed for the prompt's other replies (``sibling_ids``,
     ``search.samples_per_prompt``) the prompt is asked for that many more replies at once and each is stored
     as a child of its own under its id (:func:`_store_replies`), to be evaluated by the worker's next
     iterations. With one reply, a twin of the parent or a stored program is not kept: the Generator is asked
-    once more (:func:`~contextevolve.loop.generation.second_ask`). A second twin, or a first once the
+    once more (:func:`~contextevolve.loop.requests.second_ask`). A second twin, or a first once the
     worker has spent its share of the token budget
     (:func:`~contextevolve.loop.stopping.worker_budget_spent`), is a failed child of kind ``twin``, never
     evaluated nor repaired (docs/decisions/second-ask.md).
@@ -51,12 +46,11 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     if state.sibling_ids:
         return _store_replies(ctx, state, policy, parent)
     record = _record(state, parent, state.child_id)
-    outcome = ask_generator(ctx, prompt_of(policy, task, memory, state).messages(),
-                            policy.first(state.guidance), policy, base=parent.source)
+    outcome, = requests.send(ctx, _first_request(ctx, policy, state, parent, 1))
     usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
-    record.source, record.mutation = outcome.source, outcome.mutation
+    record.source = outcome.source
     if twin is not None and not worker_budget_spent(ctx, state, usage):
-        outcome = second_ask(ctx, task, parent, policy, policy.second_ask())
+        outcome, = requests.send(ctx, requests.second_ask(task, parent, policy))
         usage, twin = add_usage(usage, outcome.usage), twin_of(memory, task, outcome, parent)
         record.mutation = outcome.mutation
         if outcome.failure != "endpoint":  # (an endpoint fault keeps what the first ask built)
@@ -76,8 +70,7 @@ def _store_replies(ctx: RunContext, state: WorkerState, policy: SearchPolicy, pa
     """
     task, memory = task_of(ctx), memory_of(ctx)
     ids = [state.child_id, *state.sibling_ids]
-    outcomes = ask_generator_choices(ctx, prompt_of(policy, task, memory, state).messages(),
-                                     policy.first(state.guidance), policy, len(ids), base=parent.source)
+    outcomes = requests.send(ctx, _first_request(ctx, policy, state, parent, len(ids)))
     stored: list[ProgramRecord] = []
     for number, (child_id, outcome) in enumerate(zip(ids, outcomes, strict=True)):
         record = _record(state, parent, child_id)
@@ -89,6 +82,13 @@ def _store_replies(ctx: RunContext, state: WorkerState, policy: SearchPolicy, pa
         memory.buffer.put(record)
         stored.append(record)
     return {"iteration_usage": outcomes[0].usage}
+
+
+def _first_request(ctx: RunContext, policy: SearchPolicy, state: WorkerState, parent: ProgramRecord,
+                   n: int) -> requests.GeneratorRequest:
+    """The iteration's first request: the prompt compose chose, for ``n`` children of ``parent``."""
+    messages = prompt_of(policy, task_of(ctx), memory_of(ctx), state).messages()
+    return requests.first(policy, messages, state.guidance, parent.source, n)
 
 
 def _record(state: WorkerState, parent: ProgramRecord, child_id: str) -> ProgramRecord:

@@ -15,14 +15,14 @@ from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
 from contextevolve.graph.state import WorkerState
-from contextevolve.loop.behaviour import measured_effect, no_effect_reason
-from contextevolve.loop.generation import Outcome, ask_generator, twin_of
+from contextevolve.loop import requests
+from contextevolve.loop.behaviour import no_effect_reason
+from contextevolve.loop.generation import Outcome, twin_of
 from contextevolve.loop.policy import SearchPolicy, repair_due
 from contextevolve.loop.resources import memory_of, task_of
 from contextevolve.memory.records import ProgramRecord, RepairAttempt
 from contextevolve.program.fixes import add_import
 from contextevolve.program.twins import twin_reason
-from contextevolve.prompts.generator import no_effect_messages
 
 
 def after_evaluate(state: WorkerState) -> Literal["repair", "summarize"]:
@@ -93,24 +93,20 @@ def _ask_after_no_effect(ctx: RunContext, state: WorkerState, child: ProgramReco
                          number: int) -> dict:
     """Ask the Generator once more for a valid child that changed no result (a behavioural twin).
 
-    The ask (:func:`~contextevolve.prompts.generator.no_effect_messages`, booked under ``generator``) edits
+    The ask (:func:`~contextevolve.loop.requests.no_effect`, booked under ``generator``) edits
     the version that had no effect; a new program replaces it and is evaluated. When none comes (an
     unusable reply, the same version, a code twin) the behavioural twin stays the child, valid.
     """
     task, memory = task_of(ctx), memory_of(ctx)
     twin = memory.buffer.require(child.behavioural_twin_of)
-    form = policy.second_form
-    mutation = policy.no_effect_mutation()
-    messages = no_effect_messages(task.description, child.source, measured_effect(twin), mutation,
-                                  task.higher_is_better, form, change_line=True)
-    outcome = ask_generator(ctx, messages, policy.no_effect_ask(), policy, base=child.source, form=form,
-                            from_hidden_view=True)
+    request = requests.no_effect(task, child, twin, policy)
+    outcome, = requests.send(ctx, request)
     # (the parent is committed, so comparing with the version and the committed programs covers it)
     new = (not outcome.failure and not outcome.unchanged and bool(outcome.source)
            and twin_of(memory, task, outcome, child) is None)
     attempt = RepairAttempt(attempt=number, method="no_effect", status="ok", reason=no_effect_reason(twin),
                             source=child.source, tokens=outcome.usage)
-    changes: dict = {"attempts": [*child.attempts, attempt], "mutation": mutation}
+    changes: dict = {"attempts": [*child.attempts, attempt], "mutation": request.mutation}
     if new:
         changes.update(source=outcome.source, status="pending", reason="", failure_kind="",
                        behavioural_twin_of="", outputs_digest="", diagnostics="", traceback="")

@@ -147,20 +147,31 @@ def test_workers_sample_with_seeds_of_their_own():
     """
     ctx = RunContext(seed=7, workers=3)
     policies = [SearchPolicy.of(ctx, iteration, worker) for worker, iteration in enumerate((4, 5, 6))]
-    requests = [[p.first("go"), p.second_ask(), p.no_effect_ask()] for p in policies]
+    requests = [_three_kinds(p) for p in policies]
     assert (policies[0].seed, policies[0].temperature, policies[0].iteration) == (7, 0.8, 4)
     assert [ctx.worker_seed(worker) for worker in range(3)] == [7, 10_007, 20_007]
     seeds = [r.seed for worker in requests for r in worker]
     assert len(set(seeds)) == len(seeds) == 9
 
 
-def test_the_sampling_policy_gives_every_request_of_an_iteration_its_own_seed():
-    policy = SearchPolicy.of(RunContext(seed=7), 4)
-    seeds = [policy.first("go").seed, policy.second_ask().seed, policy.no_effect_ask().seed]
-    assert seeds == [311, 12, 711] and len(set(seeds)) == 3
-    assert (policy.second_ask().temperature == policy.no_effect_ask().temperature
-            > policy.first("go").temperature)
-    assert policy.mutation() != policy.no_effect_mutation()
+def _three_kinds(policy: SearchPolicy) -> list:
+    """A request of each kind (loop.requests.KINDS) in ``policy``'s iteration."""
+    from contextevolve.loop import requests
+    from contextevolve.memory.records import ProgramRecord
+
+    task = get_task("model_placement")
+    parent = ProgramRecord(id="it00000", iteration=0, source=INITIAL, status="ok", combined_score=1.0)
+    return [requests.first(policy, [], "go", base=INITIAL), requests.second_ask(task, parent, policy),
+            requests.no_effect(task, parent, parent, policy)]
+
+
+def test_every_kind_of_request_of_an_iteration_has_its_own_seed():
+    first, second, no_effect = _three_kinds(SearchPolicy.of(RunContext(seed=7), 4))
+    assert [first.seed, second.seed, no_effect.seed] == [311, 12, 711]
+    assert second.temperature == no_effect.temperature > first.temperature
+    assert second.mutation and no_effect.mutation and second.mutation != no_effect.mutation
+    assert (first.kind, second.kind, no_effect.kind) == ("first", "second_ask", "no_effect")
+    assert second.hidden_view and no_effect.hidden_view and not first.hidden_view  # the full form
 
 
 def test_a_failure_on_our_side_of_the_sandbox_is_kind_evaluator(monkeypatch):

@@ -620,17 +620,17 @@ def test_claim_takes_the_next_child_with_the_workers_and_tokens_spent_and_starts
 
 def test_the_first_ask_is_hotter_only_when_the_navigator_gave_no_guidance(seeded, ctx, monkeypatch):
     """Without a direction the model mostly writes its parent back, so that first ask samples hotter."""
+    from contextevolve.loop import requests
     from contextevolve.loop.generation import Outcome
-    from contextevolve.nodes import generate as generate_node
 
     state, _ = seeded
     asked = []
 
-    def ask(run_ctx, messages, sampling, policy, **kwargs):
-        asked.append(sampling.temperature)
-        return Outcome(source=BETTER_PROGRAM)
+    def send(run_ctx, request):
+        asked.append(request.temperature)
+        return [Outcome(source=BETTER_PROGRAM)]
 
-    monkeypatch.setattr(generate_node, "ask_generator", ask)
+    monkeypatch.setattr(requests, "send", send)
     own = ctx.llm.temperature_for("generator")
     off = replace(ctx, search=replace(ctx.search, unguided_hotter=0.0))
     ablated = replace(ctx, ablations=replace(ctx.ablations, navigator_enabled=False))  # one change only

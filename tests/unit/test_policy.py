@@ -58,9 +58,14 @@ def test_where_requests_stop():
 
 
 def test_a_first_ask_without_guidance_is_hotter_only_with_the_navigator_on():
+    from contextevolve.loop.requests import first
+
+    def heat(p, guidance):
+        return first(p, [], guidance, base="").temperature
+
     on, off = policy(), policy(navigator_enabled=False)
-    assert on.first("").temperature == pytest.approx(on.first("go").temperature + on.unguided_hotter)
-    assert off.first("").temperature == off.first("go").temperature == on.first("go").temperature
+    assert heat(on, "") == pytest.approx(heat(on, "go") + on.unguided_hotter)
+    assert heat(off, "") == heat(off, "go") == heat(on, "go")
 
 
 def test_a_missing_import_is_a_failed_childs_only_repair():
@@ -130,17 +135,17 @@ def test_the_agents_declared_once_are_what_every_list_of_agents_reads():
 
 def test_the_first_and_the_second_ask_sample_with_the_runs_nucleus_and_top_k(tmp_path, monkeypatch):
     """A code twin's second ask is sent with no top_p or top_k of its own, as the first ask: the run's."""
-    from contextevolve.loop import generation
+    from contextevolve.loop import requests
     from tests.fakes import BETTER_PROGRAM, fenced
     from tests.unit.test_repair import run
 
-    sent, real = [], generation.call_choices
+    sent, real = [], requests.call_choices
 
     def spy(role, messages, ctx, n, **kwargs):
         sent.append((kwargs.get("top_p"), kwargs.get("top_k")))
         return real(role, messages, ctx, n, **kwargs)
 
-    monkeypatch.setattr(generation, "call_choices", spy)
+    monkeypatch.setattr(requests, "call_choices", spy)
     generator = scripted(reply(fenced(INITIAL), 900, 400), reply(fenced(BETTER_PROGRAM), 700, 400),
                          cycle=False)
     _, records, _ = run(tmp_path, generator)

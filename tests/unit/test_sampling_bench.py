@@ -259,11 +259,16 @@ def test_no_effect_prompts_take_the_ask_after_a_behavioural_twin_with_its_versio
     assert [(p["iteration"], p["parent_score"]) for p in found] == [(1, 10.0)]  # it00000's score
     assert "compute_model_placement" in found[0]["parent"] and '"""' not in found[0]["parent"]
     mode, seed, temperature, plain = bench.no_effect_request({}, found[0], sample=1, run_seed=5)
-    assert mode == "full" and seed == 5 + 1000 + bench.NO_EFFECT_SEED + 1
+    assert mode == "full" and seed == 5 + 1000 + bench.KINDS["no_effect"].seed_offset + 1
     assert plain[-1].content == ask and "Change:" not in ask  # the repeated prefix is taken out
     planned = bench.no_effect_request({"plan": 1}, found[0], sample=1, run_seed=5)[3]
     text = planned[-1].content
     assert text.count("`Change:`") == 1 and text.index("`Change:`") > text.index("## Your job")
+    # a row that carries its request (as runs write them now) is replayed with its seed, whatever its words
+    labelled = json.loads(rows[1]) | {"request": {"kind": "no_effect", "seed": 4242, "temperature": 1.1}}
+    (tmp_path / "prompts.jsonl").write_text("\n".join([rows[0], json.dumps(labelled), rows[2]]) + "\n")
+    found = bench.no_effect_prompts(tmp_path)
+    assert bench.no_effect_request({}, found[0], sample=1, run_seed=5)[1] == 4242 + 1000
 
 
 def test_renav_asks_the_navigator_again_only_where_it_gave_the_stored_guidance():

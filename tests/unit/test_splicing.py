@@ -5,6 +5,8 @@ See contextevolve.program.splicing.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from langchain_core.messages import HumanMessage
 
@@ -171,18 +173,18 @@ def test_a_rewrite_without_docstrings_gets_the_parents_back():
 
 def test_with_docstrings_hidden_a_generated_rewrite_keeps_them(tmp_path):
     from contextevolve.graph.context import RunContext
-    from contextevolve.loop.generation import ask_generator
-    from contextevolve.loop.policy import Sampling, SearchPolicy
+    from contextevolve.loop import requests
+    from contextevolve.loop.policy import SearchPolicy
 
     parent = ('# EVOLVE-BLOCK-START\ndef solve(a, b):\n    """Add a and b."""\n    return a + b\n'
               '# EVOLVE-BLOCK-END\n')
     answer = reply("```python\n# EVOLVE-BLOCK-START\ndef solve(a, b):\n    return b + a\n"
                    "# EVOLVE-BLOCK-END\n```")
     ctx = RunContext(max_retries=0)  # the full form: it shows docstrings, an ask after a twin does not
-    for hidden, kept in ((True, True), (None, False)):
+    for hidden, kept in ((True, True), (False, False)):
+        request = requests.first(SearchPolicy.of(ctx, 0), [HumanMessage("x")], "go", base=parent)
         with use_chat_models(generator=scripted(answer)):
-            out = ask_generator(ctx, [HumanMessage("x")], Sampling(temperature=0.8, seed=1),
-                                SearchPolicy.of(ctx, 0), base=parent, from_hidden_view=hidden)
+            out, = requests.send(ctx, replace(request, hidden_view=hidden))
         assert ('"""Add a and b."""' in out.source) is kept and "return b + a" in out.source
 
 

@@ -29,3 +29,21 @@ def test_read_of_a_run_without_a_transcript_names_the_file_and_the_flag(tmp_path
     with pytest.raises(FileNotFoundError,
                        match=r"prompts\.jsonl does not exist: record the run with --log-prompts"):
         transcript.read(tmp_path)
+
+
+def test_a_generator_request_is_kept_with_its_kind_seed_and_sampling(tmp_path):
+    """A run's Generator request goes to the transcript as data, so a replay sends what the run sent."""
+    from contextevolve.graph.context import RunContext
+    from contextevolve.llm.models import use_chat_models
+    from contextevolve.loop import requests
+    from contextevolve.loop.policy import SearchPolicy
+    from tests.fakes import BETTER_PROGRAM, INITIAL, fenced, reply, scripted
+
+    ctx = RunContext(run_dir=str(tmp_path), log_prompts=True, max_retries=0, seed=3)
+    request = requests.first(SearchPolicy.of(ctx, 2), [HumanMessage("improve")], "", base=INITIAL)
+    with use_chat_models(generator=scripted(reply(fenced(BETTER_PROGRAM)))):
+        outcome, = requests.send(ctx, request)
+    row, = transcript.read(tmp_path)
+    assert outcome.source and row["request"] == request.label()
+    assert (row["request"]["kind"], row["request"]["seed"], row["request"]["n"]) == ("first", 3 + 300 + 2, 1)
+    assert row["request"]["temperature"] == pytest.approx(request.temperature)
