@@ -10,6 +10,8 @@ after a crash overwrites the same record.
 
 from __future__ import annotations
 
+from functools import reduce
+
 from langgraph.runtime import Runtime
 
 from contextevolve.graph.context import RunContext
@@ -26,62 +28,57 @@ from contextevolve.roles import add_usage
 
 
 def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
-    """Send the prompt compose chose to the Generator and store the child, and the prompt's other replies.
+    """Send the prompt compose chose to the Generator and store its replies, each a child.
 
     The prompt is :func:`~contextevolve.loop.composing.prompt_of`'s, sent as a ``first`` request
-    (:mod:`contextevolve.loop.requests`); the child is stored with status pending, or failed
-    with a reason and kind. With ids claimed for the prompt's other replies (``sibling_ids``,
-    ``search.samples_per_prompt``) the prompt is asked for that many more replies at once and each is stored
-    as a child of its own under its id (:func:`_store_replies`), to be evaluated by the worker's next
-    iterations. With one reply, a twin of the parent or a stored program is not kept: the Generator is asked
-    once more (:func:`~contextevolve.loop.requests.second_ask`). A second twin, or a first once the
-    worker has spent its share of the token budget
-    (:func:`~contextevolve.loop.stopping.worker_budget_spent`), is a failed child of kind ``twin``, never
-    evaluated nor repaired (docs/decisions/second-ask.md).
+    (:mod:`contextevolve.loop.requests`) for one reply per id claimed for it: the iteration's child and
+    ``sibling_ids`` (``search.samples_per_prompt``). The siblings are evaluated by the worker's next
+    iterations (:func:`~contextevolve.nodes.claim.claim`); they keep the tokens of their own reply on their
+    record and name the iteration's child as the prompt they share (``sibling_of``). The replies that are
+    twins (the parent, a stored program or an earlier reply again) get one second ask together, one choice
+    each (:func:`~contextevolve.loop.requests.second_ask`), unless the worker has spent its share of the
+    token budget (:func:`~contextevolve.loop.stopping.worker_budget_spent`); each second ask's outcome
+    replaces its twin's. A child that is a twin after it is failed, of kind ``twin``, never evaluated nor
+    repaired (docs/decisions/second-ask.md); every child is stored pending, or failed with a reason and kind.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)
     policy = SearchPolicy.of(ctx, state.iteration, state.worker)
     parent = memory.buffer.require(state.parent_id)
-    if state.sibling_ids:
-        return _store_replies(ctx, state, policy, parent)
-    record = _record(state, parent, state.child_id)
-    outcome, = requests.send(ctx, _first_request(ctx, policy, state, parent, 1))
-    usage, twin = outcome.usage, twin_of(memory, task, outcome, parent)
-    record.source = outcome.source
-    if twin is not None and not worker_budget_spent(ctx, state, usage):
-        outcome, = requests.send(ctx, requests.second_ask(task, parent, policy))
-        usage, twin = add_usage(usage, outcome.usage), twin_of(memory, task, outcome, parent)
-        record.mutation = outcome.mutation
-        if outcome.failure != "endpoint":  # (an endpoint fault keeps what the first ask built)
-            record.source = outcome.source
-    memory.buffer.put(_settled(task, record, outcome, twin))
-    return {"iteration_usage": usage}  # evaluate, always next, decides repair_due
-
-
-def _store_replies(ctx: RunContext, state: WorkerState, policy: SearchPolicy, parent: ProgramRecord) -> dict:
-    """Ask the composed prompt for one reply per claimed id and store each as a child.
-
-    The first is the iteration's child; the others keep the tokens of their own reply on their record (the
-    worker's iteration that evaluates one starts from them, :func:`~contextevolve.nodes.claim.claim`) and
-    name the first as the prompt they share (``sibling_of``). A reply that is a twin of the parent, of a
-    stored program or of an earlier reply is a failed child of kind ``twin``: no second ask, since the
-    prompt's other replies are the new tries.
-    """
-    task, memory = task_of(ctx), memory_of(ctx)
     ids = [state.child_id, *state.sibling_ids]
     outcomes = requests.send(ctx, _first_request(ctx, policy, state, parent, len(ids)))
-    stored: list[ProgramRecord] = []
+    records, twins = [], []
     for number, (child_id, outcome) in enumerate(zip(ids, outcomes, strict=True)):
         record = _record(state, parent, child_id)
         record.source = outcome.source
         if number:
             record.sibling_of, record.tokens = state.child_id, dict(outcome.usage)
-        twin = twin_of(memory, task, outcome, parent, tuple(r for r in stored if r.source))
-        record = _settled(task, record, outcome, twin)
-        memory.buffer.put(record)
-        stored.append(record)
-    return {"iteration_usage": outcomes[0].usage}
+        twins.append(twin_of(memory, task, outcome, parent, _others(records, twins)))
+        records.append(record)
+    usage = outcomes[0].usage
+    copies = [number for number, twin in enumerate(twins) if twin is not None]
+    if copies and not worker_budget_spent(ctx, state, reduce(add_usage, (o.usage for o in outcomes))):
+        again = requests.send(ctx, requests.second_ask(task, parent, policy, n=len(copies)))
+        for number, outcome in zip(copies, again, strict=True):
+            record = records[number]
+            if number:
+                record.tokens = add_usage(record.tokens, outcome.usage)
+            else:
+                usage = add_usage(usage, outcome.usage)
+            record.mutation = outcome.mutation
+            if outcome.failure != "endpoint":  # (an endpoint fault keeps what the first ask built)
+                record.source = outcome.source
+            outcomes[number], twins[number] = outcome, None
+            twins[number] = twin_of(memory, task, outcome, parent, _others(records, twins, but=number))
+    for record, outcome, twin in zip(records, outcomes, twins, strict=True):
+        memory.buffer.put(_settled(task, record, outcome, twin))
+    return {"iteration_usage": usage}  # evaluate, always next, decides repair_due
+
+
+def _others(records: list[ProgramRecord], twins: list, but: int = -1) -> tuple[ProgramRecord, ...]:
+    """The replies to the same prompt so far that are programs of their own (a new one must differ)."""
+    return tuple(r for i, (r, twin) in enumerate(zip(records, twins)) if i != but and twin is None
+                 and r.source)
 
 
 def _first_request(ctx: RunContext, policy: SearchPolicy, state: WorkerState, parent: ProgramRecord,

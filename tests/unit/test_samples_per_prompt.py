@@ -119,7 +119,10 @@ def test_a_run_makes_n_children_of_each_prompt_evaluates_each_and_books_tokens_o
                model="ctx", models={"generator": "gen"}, api_key="k", samples_per_prompt=3, max_retries=0,
                seed=0, behavioural_twins=False)
     asks = [b for b in endpoint.requests if b.get("model") == "gen"]
-    assert [b.get("n") for b in asks] == [3, 3]  # one request per prompt
+    # one request per prompt, and one second ask for the copies among the second prompt's replies (the
+    # parent, it00001's and it00002's programs again), a choice for each
+    assert [b.get("n") for b in asks] == [3, 3, 3]
+    assert "Make one concrete change" in prompt_text(asks[2])
     buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite", read_only=True)
     children = [r for r in buffer.committed() if r.iteration]
     buffer.close()
@@ -129,9 +132,10 @@ def test_a_run_makes_n_children_of_each_prompt_evaluates_each_and_books_tokens_o
     for r in children:
         head = next(f for f in firsts if f.id == (r.sibling_of or r.id))
         assert (r.parent_id, r.guidance, r.exemplar_ids) == (head.parent_id, head.guidance, head.exemplar_ids)
-    # every reply was evaluated on its own: statuses follow the replies (the 4th is the parent: a twin)
+    # every reply was evaluated on its own: statuses follow the replies; the second ask wrote stored programs
+    # again, so the second prompt's children stay twins
     assert [r.status for r in children[:3]] == ["ok", "invalid", "ok"]
-    assert children[3].failure_kind == "twin"
+    assert [(r.failure_kind, bool(r.mutation)) for r in children[3:]] == [("twin", True)] * 3
     # the prompt is booked once, on the prompt's first child; every child its own completion
     gen = [r.tokens.get("generator", {}) for r in children]
     prompt = words(prompt_text(asks[0]))
@@ -226,3 +230,31 @@ def test_near_a_token_budget_a_prompt_asks_only_the_replies_the_workers_share_pa
     assert replies_within_budget(ctx, 2, (6_000, 6), 1) == 2
     assert replies_within_budget(ctx, 2, (6_000, 6), 2) == 1  # two workers share what is left
     assert replies_within_budget(RunContext(run_dir="unused"), 2, (10**9, 1), 4) == 2  # no token budget
+
+
+def test_a_copy_among_a_prompts_replies_is_asked_again_and_replaced_by_a_new_program(tmp_path):
+    """A reply that writes its parent back gets the second ask; a new program from it is the child."""
+    from contextevolve.api import evolve
+    from contextevolve.memory.buffer import EvolveBuffer
+
+    firsts = iter([BETTER_PROGRAM, INITIAL, INVALID_PROGRAM])
+    other = BETTER_PROGRAM.replace("1e-9", "1e-6")
+
+    def reply_to(body: dict) -> str:
+        if body.get("model") != "gen":
+            return context_reply(body)
+        return fenced(other if "Make one concrete change" in prompt_text(body) else next(firsts))
+
+    with FakeEndpoint(reply_to) as endpoint:
+        evolve("model_placement", iterations=3, run_dir=tmp_path / "run", base_url=endpoint.url,
+               model="ctx", models={"generator": "gen"}, api_key="k", samples_per_prompt=3, max_retries=0,
+               seed=0, behavioural_twins=False)
+    asks = [b for b in endpoint.requests if b.get("model") == "gen"]
+    assert [b.get("n") for b in asks] == [3, None]  # the second ask: one choice, for the one copy
+    buffer = EvolveBuffer(tmp_path / "run" / "buffer.sqlite", read_only=True)
+    children = [r for r in buffer.committed() if r.iteration]
+    buffer.close()
+    assert [r.status for r in children] == ["ok", "ok", "invalid"]
+    assert children[1].source == other and children[1].mutation and children[1].sibling_of == "it00001"
+    # the second ask's tokens are the copy's: its prompt and its completion
+    assert children[1].tokens["generator"]["prompt"] == words(prompt_text(asks[1]))
