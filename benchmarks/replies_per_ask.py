@@ -35,20 +35,30 @@ from contextevolve.llm import transcript
 
 
 def first_asks(run_dirs: list[Path], limit: int | None = None) -> list[list[dict]]:
-    """The stored first asks of the Generator (attempt 1, holding a ``## Direction`` or reference programs).
+    """The stored first asks of the Generator (attempt 1), each once.
 
-    Each as OpenAI chat messages; at most ``limit`` over all runs, in the runs' order.
+    A row that carries its request (``row["request"]``, written since requests are data) is a first ask when
+    its kind is ``first``, and the rows of one request's choices count once; an older row is one when it holds
+    a ``## Direction`` or reference programs. Each as OpenAI chat messages; at most ``limit`` over all runs,
+    in the runs' order.
 
     Raises:
         FileNotFoundError: a run has no transcript (it was not recorded with ``--log-prompts``).
     """
-    asks = []
+    asks, last = [], None
     for run_dir in run_dirs:
         for row in transcript.read(run_dir):
             user = row["messages"][-1]["content"] if row["messages"] else ""
-            if row["role"] == "generator" and row["attempt"] == 1 and (
-                    "## Direction" in user or "## Reference programs" in user):
-                asks.append(convert_to_openai_messages(convert_to_messages(row["messages"])))
+            if row["role"] != "generator" or row["attempt"] != 1:
+                continue
+            if "request" in row:
+                same = (row["request"], row["messages"]) == last
+                last = (row["request"], row["messages"])
+                if row["request"]["kind"] != "first" or same:
+                    continue
+            elif "## Direction" not in user and "## Reference programs" not in user:
+                continue
+            asks.append(convert_to_openai_messages(convert_to_messages(row["messages"])))
     return asks[:limit] if limit is not None else asks
 
 

@@ -260,7 +260,7 @@ def reask_prompts(run_dir: Path) -> list[dict]:
             first = firsts.pop(iteration)  # one re-ask per iteration
             prompts.append({"run": run_dir.name, "iteration": iteration, "first": first["messages"],
                             "first_reply": first["reply"], "parent": parent["source"],
-                            "parent_score": parent["combined_score"]})
+                            "parent_score": parent["combined_score"], "request": row.get("request")})
     return prompts
 
 
@@ -609,13 +609,19 @@ def reask_request(values: dict, prompt: dict, task, sample: int,
                   run_seed: int) -> tuple[str, int, float, list]:
     """``(mode, seed, temperature, messages)`` of a second ask as a run makes it.
 
-    As ``contextevolve.loop.requests.KINDS`` samples it: the run's seed plus the iteration,
-    :data:`REASK_HOTTER` hotter than the first ask.
+    Sample 0 of a stored ask that carries its request (``prompt["request"]``, rows written since requests are
+    data) has that request's seed and names its mutation, unless ``mutations`` names another list; sample
+    ``k`` adds ``1000 k`` to the seed and names the mutation of its own seed. An older row's ask is derived as
+    ``contextevolve.loop.requests.KINDS`` samples it: the run's seed plus the iteration. The temperature is
+    :data:`REASK_HOTTER` above the configuration's.
     """
-    seed = reask_seed(run_seed, sample)
-    mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed,
-                           reask_mutation(values, prompt, seed))
-    return mode, seed + prompt["iteration"], _temperature(values) + REASK_HOTTER, messages
+    seed, stored = reask_seed(run_seed, sample), prompt.get("request")
+    mutation = reask_mutation(values, prompt, seed)
+    if stored and sample == 0 and values.get("mutations", "run") == "run":
+        mutation = stored["mutation"]
+    mode, messages = reask(values.get("reask", "fresh"), prompt, task, seed, mutation)
+    sent = stored["seed"] + 1000 * sample if stored else seed + prompt["iteration"]
+    return mode, sent, _temperature(values) + REASK_HOTTER, messages
 
 
 def judge(task, mode: str, prompt: dict, text: str, truncated: bool) -> dict:

@@ -103,6 +103,17 @@ def test_replies_per_ask_replays_only_stored_first_asks(tmp_path, capsys):
     assert asks == [[system, {"role": "user", "content": first}],
                     [system, {"role": "user", "content": "## Reference programs\nr"}]]
     assert len(replies_bench.first_asks([tmp_path], limit=1)) == 1
+    # rows that carry their request: by kind, whatever their words; one request's choices count once
+    labelled = tmp_path / "labelled"
+    labelled.mkdir()
+
+    def of(kind, content, seed):
+        return json.dumps(json.loads(row("generator", content)) | {"request": {"kind": kind, "seed": seed}})
+
+    (labelled / "prompts.jsonl").write_text("\n".join([
+        of("first", "plain", 1), of("first", "plain", 1), of("first", "plain", 1),
+        of("second_ask", "## Direction", 2), of("first", "plain", 3)]) + "\n")
+    assert [a[-1]["content"] for a in replies_bench.first_asks([labelled])] == ["plain", "plain"]
     with pytest.raises(FileNotFoundError, match="--log-prompts"):
         replies_bench.first_asks([tmp_path / "none"])
     assert replies_bench.main([str(tmp_path), "--n", "1"]) == 2

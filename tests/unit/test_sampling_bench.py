@@ -190,6 +190,11 @@ def test_requests_are_seeded_as_the_replay_promises():
     assert named[-1].content.startswith("U Make the direction concrete")
     mode, seed, hot, _ = bench.reask_request({"temperature": 0.5}, prompt, task, sample=1, run_seed=7)
     assert (mode, seed) == ("full", 7 + 1000 + 3) and hot == pytest.approx(0.5 + bench.REASK_HOTTER)
+    # a stored ask that carries its request: its own seed and mutation, whatever the derivation would give
+    stored = {**prompt, "request": {"kind": "second_ask", "seed": 99, "mutation": "swap two models"}}
+    _, seed, _, messages = bench.reask_request({}, stored, task, sample=0, run_seed=7)
+    assert seed == 99 and "swap two models" in messages[-1].content
+    assert bench.reask_request({}, stored, task, sample=2, run_seed=7)[1] == 2099
 
 
 def test_paragraph_1_gives_the_guidance_a_navigator_stopped_at_its_first_paragraph_break_would_give(tmp_path):
