@@ -170,7 +170,10 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
     shows the parent with its score (:data:`FIRST_ASK`), since the Navigator is not asked every iteration
     (its guidance is reused); a Navigator request belongs to the iteration whose first ask follows it.
     Transcripts without such a request (runs before that heading) start an iteration at each Navigator
-    request and at the run's first Generator request. The transcript's rows come in request order.
+    request and at the run's first Generator request. The transcript's rows come in request order. A request
+    of several choices (rows that carry the same request and messages) is one ask, its first reply's row;
+    the iteration is then the prompt's first child's (runs of several children per prompt: the replays
+    judge one reply per prompt).
 
     Raises:
         SystemExit: the run has no transcript (it was not recorded with ``--log-prompts``).
@@ -184,8 +187,12 @@ def _generator_asks(run_dir: Path) -> list[tuple[int, int, dict, dict, dict | No
     by_id = {r["id"]: r for r in records.values()}
     first_asks = [row["role"] == "generator" and row["attempt"] == 1 and bool(row["messages"])
                   and stored_kind(row) == "first" for row in rows]
-    asks, iteration, n, navigator, asked = [], 0, 0, None, None
+    asks, iteration, n, navigator, asked, last = [], 0, 0, None, None, None
     for row, first_ask in zip(rows, first_asks):
+        if "request" in row:  # the rows of one request's choices: the first stands for the request
+            same, last = (row["request"], row["messages"]) == last, (row["request"], row["messages"])
+            if same:
+                continue
         if any(first_asks):
             starts = first_ask
         else:
@@ -300,7 +307,8 @@ def no_effect_request(values: dict, prompt: dict, sample: int, run_seed: int) ->
     if values.get("plan"):
         messages = with_change_first(messages)
     stored = prompt.get("request")
-    seed = (stored["seed"] if stored else run_seed + KINDS["no_effect"].seed_offset + prompt["iteration"])
+    # (a run's iteration counts the iterations before the child: the child's number - 1)
+    seed = (stored["seed"] if stored else run_seed + KINDS["no_effect"].seed_offset + prompt["iteration"] - 1)
     return "full", seed + 1000 * sample, _temperature(values) + REASK_HOTTER, messages
 
 

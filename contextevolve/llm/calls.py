@@ -216,7 +216,8 @@ def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: in
         seed: the seed of the request (``seed + j`` for a ``j``-th reply asked for alone).
         top_p: nucleus-sampling mass; default the run's.
         top_k: top-k cut; default the run's.
-        label: what the transcript keeps of the request besides its messages (with ``ctx.log_prompts``).
+        label: what the transcript keeps of the request besides its messages (with ``ctx.log_prompts``); a
+            reply asked for alone is kept with its own ``seed`` and ``n`` 1.
 
     Returns:
         ``n`` replies, or fewer where a one-choice request found no usable reply after its retries (at
@@ -231,8 +232,9 @@ def call_choices(role: Role, messages: list[BaseMessage], ctx: RunContext, n: in
                        top_p=top_p, top_k=top_k, label=label)
     for j in range(len(replies), n):
         try:
+            alone = {**label, "seed": seed + j, "n": 1} if label is not None else None
             replies += _request(role, messages, ctx, 1, check=check, stop=stop, temperature=temperature,
-                                seed=seed + j, top_p=top_p, top_k=top_k, label=label)
+                                seed=seed + j, top_p=top_p, top_k=top_k, label=alone)
         except MalformedReply as exc:  # no reply, but its tokens were spent: the first reply books them
             replies[0].usage = add_usage(replies[0].usage, exc.usage)
     return replies

@@ -4,8 +4,9 @@ A run asks the Generator's model for programs in three kinds of request (:data:`
 
 * ``first``: the composed prompt of an iteration (:mod:`contextevolve.loop.composing`), for ``n`` children
   (``search.samples_per_prompt``);
-* ``second_ask``: after a reply that was a twin (it wrote its parent or a stored program back), a new
-  conversation about the parent that names one concrete change (a mutation);
+* ``second_ask``: after replies that were twins (the parent, a stored program or an earlier reply to the
+  same prompt again), a new conversation about the parent that names one concrete change (a mutation), a
+  reply per twin;
 * ``no_effect``: after a valid child whose every result equals a stored program's (a behavioural twin), a
   new conversation about that version, told it had no effect, naming another change.
 
@@ -177,7 +178,8 @@ def send(ctx: RunContext, request: GeneratorRequest) -> list[Outcome]:
                          problem=str(exc), mutation=request.mutation)
         return [failed, *(replace(failed, usage={}, text="") for _ in range(request.n - 1))]
     outcomes = [replace(outcome_of(reply, base=request.base, form=form, hidden_view=request.hidden_view),
-                            mutation=request.mutation) for reply in replies]
+                        mutation=request.mutation)
+                for reply in replies[:request.n]]  # (an endpoint that gave more than asked: the rest unread)
     missing = "the endpoint gave no usable reply for this choice"
     return outcomes + [Outcome(failure="endpoint", problem=missing, mutation=request.mutation)
                        for _ in range(request.n - len(outcomes))]

@@ -37,9 +37,11 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     record and name the iteration's child as the prompt they share (``sibling_of``). The replies that are
     twins (the parent, a stored program or an earlier reply again) get one second ask together, one choice
     each (:func:`~contextevolve.loop.requests.second_ask`), unless the worker has spent its share of the
-    token budget (:func:`~contextevolve.loop.stopping.worker_budget_spent`); each second ask's outcome
-    replaces its twin's. A child that is a twin after it is failed, of kind ``twin``, never evaluated nor
-    repaired (docs/decisions/second-ask.md); every child is stored pending, or failed with a reason and kind.
+    token budget with the prompt's replies (:func:`~contextevolve.loop.stopping.worker_budget_spent`, every
+    reply's tokens counted); each second ask's outcome replaces its twin's (after an endpoint fault the child
+    keeps the first reply's source and fails with the fault). A child still a twin after its second ask is
+    failed, of kind ``twin``, never evaluated nor repaired (docs/decisions/second-ask.md); every child is
+    stored pending, or failed with a reason and kind.
     """
     ctx = runtime.context
     task, memory = task_of(ctx), memory_of(ctx)

@@ -68,6 +68,17 @@ def test_an_endpoint_that_ignores_n_gets_the_other_replies_asked_for_alone():
     assert "n" in models.refused_parameters(endpoint.url, "m")
 
 
+def test_a_reply_asked_for_alone_is_kept_in_the_transcript_with_its_own_seed(tmp_path):
+    from contextevolve.llm import transcript
+
+    with FakeEndpoint(numbered, choices="ignore") as endpoint:
+        call_choices("generator", [HumanMessage("a b")], _ctx(endpoint.url, run_dir=str(tmp_path),
+                                                              log_prompts=True),
+                     3, temperature=0.7, seed=5, label={"kind": "first", "seed": 5, "n": 3})
+    assert [(r["request"]["seed"], r["request"]["n"]) for r in transcript.read(tmp_path)] == [
+        (5, 3), (6, 1), (7, 1)]
+
+
 def test_choice_counts_share_a_reported_sum_by_length_and_keep_it_whole():
     assert choice_counts(None, ["aaaa", "aaaaaaaa", "aaaa"], 10) == [3, 5, 2]
     assert choice_counts(None, ["x"], 7) == [7]

@@ -264,7 +264,7 @@ def test_no_effect_prompts_take_the_ask_after_a_behavioural_twin_with_its_versio
     assert [(p["iteration"], p["parent_score"]) for p in found] == [(1, 10.0)]  # it00000's score
     assert "compute_model_placement" in found[0]["parent"] and '"""' not in found[0]["parent"]
     mode, seed, temperature, plain = bench.no_effect_request({}, found[0], sample=1, run_seed=5)
-    assert mode == "full" and seed == 5 + 1000 + bench.KINDS["no_effect"].seed_offset + 1
+    assert mode == "full" and seed == 5 + 1000 + bench.KINDS["no_effect"].seed_offset + 0  # child 1
     assert plain[-1].content == ask and "Change:" not in ask  # the repeated prefix is taken out
     planned = bench.no_effect_request({"plan": 1}, found[0], sample=1, run_seed=5)[3]
     text = planned[-1].content
