@@ -48,7 +48,8 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
     policy = SearchPolicy.of(ctx, state.iteration, state.worker)
     parent = memory.buffer.require(state.parent_id)
     ids = [state.child_id, *state.sibling_ids]
-    outcomes = requests.send(ctx, _first_request(ctx, policy, state, parent, len(ids)))
+    messages = prompt_of(policy, task, memory, state).messages()
+    outcomes = requests.send(ctx, requests.first(policy, messages, state.guidance, parent.source, len(ids)))
     records, twins = [], []
     for number, (child_id, outcome) in enumerate(zip(ids, outcomes, strict=True)):
         record = _record(state, parent, child_id)
@@ -70,7 +71,7 @@ def generate(state: WorkerState, runtime: Runtime[RunContext]) -> dict:
             record.mutation = outcome.mutation
             if outcome.failure != "endpoint":  # (an endpoint fault keeps what the first ask built)
                 record.source = outcome.source
-            outcomes[number], twins[number] = outcome, None
+            outcomes[number] = outcome
             twins[number] = twin_of(memory, task, outcome, parent, _others(records, twins, but=number))
     for record, outcome, twin in zip(records, outcomes, twins, strict=True):
         memory.buffer.put(_settled(task, record, outcome, twin))
@@ -81,13 +82,6 @@ def _others(records: list[ProgramRecord], twins: list, but: int = -1) -> tuple[P
     """The replies to the same prompt so far that are programs of their own (a new one must differ)."""
     return tuple(r for i, (r, twin) in enumerate(zip(records, twins)) if i != but and twin is None
                  and r.source)
-
-
-def _first_request(ctx: RunContext, policy: SearchPolicy, state: WorkerState, parent: ProgramRecord,
-                   n: int) -> requests.GeneratorRequest:
-    """The iteration's first request: the prompt compose chose, for ``n`` children of ``parent``."""
-    messages = prompt_of(policy, task_of(ctx), memory_of(ctx), state).messages()
-    return requests.first(policy, messages, state.guidance, parent.source, n)
 
 
 def _record(state: WorkerState, parent: ProgramRecord, child_id: str) -> ProgramRecord:
